@@ -1,0 +1,162 @@
+//! The command-line protocol every workload shares.
+
+use std::fmt;
+
+pub const USAGE: &str = "\
+usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
+
+workloads:
+  agent_send_latency       per-message send->recv latency through a Mighty mailbox (capacity 8)
+  tokio_mpsc_send_latency  the same on a bare tokio::sync::mpsc channel (capacity 8)
+  train                    the PGO training mix: both policies, all payload kinds, several
+                           senders, agents, full-mailbox back-pressure
+
+defaults: --messages 200000 --warmup 10000 --policy block --payload-bytes 0";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    AgentSendLatency,
+    TokioMpscSendLatency,
+    Train,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::AgentSendLatency => "agent_send_latency",
+            Workload::TokioMpscSendLatency => "tokio_mpsc_send_latency",
+            Workload::Train => "train",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyArg {
+    Block,
+    Fail,
+}
+
+impl PolicyArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyArg::Block => "block",
+            PolicyArg::Fail => "fail",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Args {
+    pub workload: Workload,
+    pub messages: u64,
+    pub warmup: u64,
+    pub policy: PolicyArg,
+    pub payload_bytes: usize,
+}
+
+#[derive(Debug)]
+pub struct ArgError(String);
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Args {
+    pub fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, ArgError> {
+        let workload = match argv.next().as_deref() {
+            Some("agent_send_latency") => Workload::AgentSendLatency,
+            Some("tokio_mpsc_send_latency") => Workload::TokioMpscSendLatency,
+            Some("train") => Workload::Train,
+            Some(other) => return Err(ArgError(format!("unknown workload `{other}`"))),
+            None => return Err(ArgError("no workload given".into())),
+        };
+        let mut args = Args {
+            workload,
+            messages: 200_000,
+            warmup: 10_000,
+            policy: PolicyArg::Block,
+            payload_bytes: 0,
+        };
+        while let Some(flag) = argv.next() {
+            let mut value = || {
+                argv.next()
+                    .ok_or_else(|| ArgError(format!("`{flag}` needs a value")))
+            };
+            match flag.as_str() {
+                "--messages" => args.messages = number(&flag, &value()?)?,
+                "--warmup" => args.warmup = number(&flag, &value()?)?,
+                "--payload-bytes" => args.payload_bytes = number(&flag, &value()?)?,
+                "--policy" => {
+                    args.policy = match value()?.as_str() {
+                        "block" => PolicyArg::Block,
+                        "fail" => PolicyArg::Fail,
+                        other => {
+                            return Err(ArgError(format!(
+                                "`--policy` takes `block` or `fail`, not `{other}`"
+                            )));
+                        }
+                    }
+                }
+                other => return Err(ArgError(format!("unknown flag `{other}`"))),
+            }
+        }
+        if args.messages == 0 {
+            return Err(ArgError("`--messages` must be at least 1".into()));
+        }
+        Ok(args)
+    }
+}
+
+fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, ArgError> {
+    text.parse().map_err(|_| {
+        ArgError(format!(
+            "`{flag}` takes a non-negative integer, not `{text}`"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Result<Args, String> {
+        Args::parse(line.split_whitespace().map(String::from)).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn parses_the_shared_protocol() {
+        let a = parse("agent_send_latency --messages 5 --warmup 1 --policy fail --payload-bytes 9")
+            .unwrap();
+        assert_eq!(a.workload, Workload::AgentSendLatency);
+        assert_eq!((a.messages, a.warmup, a.payload_bytes), (5, 1, 9));
+        assert_eq!(a.policy, PolicyArg::Fail);
+        let d = parse("train").unwrap();
+        assert_eq!(
+            (d.messages, d.warmup, d.policy),
+            (200_000, 10_000, PolicyArg::Block)
+        );
+    }
+
+    #[test]
+    fn rejects_bad_input_with_the_reason() {
+        for (line, expected) in [
+            ("", "no workload given"),
+            ("bogus", "unknown workload `bogus`"),
+            ("train --messages", "`--messages` needs a value"),
+            (
+                "train --messages x",
+                "`--messages` takes a non-negative integer, not `x`",
+            ),
+            ("train --messages 0", "`--messages` must be at least 1"),
+            (
+                "train --policy maybe",
+                "`--policy` takes `block` or `fail`, not `maybe`",
+            ),
+            ("train --fast", "unknown flag `--fast`"),
+        ] {
+            assert_eq!(parse(line).unwrap_err(), expected, "input: {line:?}");
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! Mighty (`mty-runtime`): an agent-first runtime whose primitive is the mailbox.
+//!
+//! A mailbox is a bounded tokio mpsc channel behind a slab admission step that records each
+//! message's byte size, so back-pressure holds on bytes as well as on count.
+//!
+//! ```
+//! use mty_runtime::{Mailbox, SmallPayload};
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let (tx, mut rx) = Mailbox::new(8, 4096).open::<SmallPayload>();
+//! tx.send(SmallPayload::copy_from(b"hello")).await.unwrap();
+//! assert_eq!(rx.recv().await.unwrap().as_slice(), b"hello");
+//! # });
+//! ```
+//!
+//! # Ordering
+//! Messages from one [`MailboxSender`] (and its clones used from one task, one after the
+//! other) arrive in the order they were sent. Across senders there is no order but the
+//! order in which sends completed.
+//!
+//! # Back-pressure
+//! A mailbox holds at most `capacity` messages and `byte_budget` bytes of them at once
+//! (`byte_budget` counts what [`ByteSize::byte_size`] says, recorded at admission).
+//! A send needs a slot *and* the bytes:
+//! * under [`Policy::Block`], [`MailboxSender::send`] waits for a slot, then for the bytes;
+//! * under [`Policy::Fail`], and always with [`MailboxSender::try_send`], a send that
+//!   cannot complete now returns [`SendError::Full`] with the message, even when count
+//!   slots are free but bytes are not.
+//!
+//! Bytes are given back when the message leaves the mailbox: on receive, or when a closed
+//! mailbox drops what it still held. The budget bounds bytes *queued*, not bytes being
+//! handled. Senders waiting for bytes are woken together when bytes come back and race for
+//! them; there is no FIFO order among them.
+//!
+//! A message larger than the whole budget could never be admitted: every send returns
+//! [`SendError::Oversize`] with it at once, never waits.
+//!
+//! # Allocation
+//! Zero-byte messages (such as [`SmallPayload::Empty`]) take the fast path: a tombstone
+//! frame, no lock, no allocation, no slab slot. Other messages take the pool's lock once on
+//! admission and once on release, and share one `Arc` per frame. The channel itself
+//! allocates in blocks, as tokio's does. [`SmallPayload`] keeps up to 64 bytes inline.
+//!
+//! # Closing
+//! The mailbox closes when its [`MailboxReceiver`] is dropped or
+//! [`closed`](MailboxReceiver::close): from then on sends fail with
+//! [`SendError::Closed`] carrying the message, and senders waiting for a slot or for bytes
+//! wake with it. After `close`, [`MailboxReceiver::recv`] still returns everything already
+//! admitted, then `None`. When every sender is dropped, `recv` returns what is queued, then
+//! `None`.
+//!
+//! # Errors give the message back
+//! Every [`SendError`] holds the message; [`SendError::into_inner`] returns it. Nothing is
+//! lost on a failed send.
+//!
+//! # Cancel safety
+//! * [`MailboxSender::send`]: if dropped before completing, the message was not sent (it is
+//!   dropped with the future); any slot or bytes it held are given back.
+//! * [`MailboxReceiver::recv`]: cancel safe, no message is lost.
+//! * [`SlabPool::admit`]: cancel safe, nothing is admitted.
+//! * [`AgentHandle::join`]: cancel safe, the agent keeps running.
+//!
+//! # Agents
+//! [`spawn_agent`] runs a handler per message on a tokio runtime, with a mailbox of its
+//! own. It stops when every sender is gone or on [`AgentHandle::stop`], and drains what was
+//! admitted first.
+
+mod agent;
+mod error;
+mod mailbox;
+pub mod payload;
+pub mod pool;
+
+pub use agent::{AgentHandle, AgentReport, spawn_agent};
+pub use error::SendError;
+pub use mailbox::{Mailbox, MailboxReceiver, MailboxSender, Policy, TryRecvError};
+pub use payload::{ByteSize, INLINE_CAPACITY, InlineBytes, SmallPayload};
+pub use pool::{AdmitError, PoolStats, PooledFrame, SlabPool};

@@ -1,0 +1,240 @@
+//! The slab admission step: a byte budget shared by one mailbox's senders.
+//!
+//! Every non-empty message is admitted by [`SlabPool::try_admit`] or [`SlabPool::admit`],
+//! which records its byte size in a slab slot and hands back a [`PooledFrame`]. Dropping the
+//! frame frees the slot and gives the bytes back, waking senders that wait for bytes. Because
+//! the size is recorded in the slot at admission and read back from it at release, the
+//! accounting cannot drift even if a message's own idea of its size changes in between.
+//!
+//! Zero-byte messages skip all of it: [`PooledFrame::tombstone`] takes no lock, allocates
+//! nothing and writes no slot.
+
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use slab::Slab;
+use tokio::sync::Notify;
+
+/// A byte budget plus the slab that records what holds it. Cloning gives another handle to
+/// the same pool.
+#[derive(Clone)]
+pub struct SlabPool {
+    inner: Arc<PoolInner>,
+}
+
+struct PoolInner {
+    /// The most bytes admitted at once. Never changes.
+    budget: usize,
+    state: Mutex<PoolState>,
+    /// Notified (all waiters) whenever bytes are given back or the pool closes.
+    released: Notify,
+    /// How many `admit` calls are waiting; release skips the notification when zero.
+    waiters: AtomicUsize,
+    /// Set once by [`SlabPool::close`]; from then on admission fails with `Closed`.
+    closed: AtomicBool,
+}
+
+struct PoolState {
+    /// One entry per admitted, not yet released frame: its byte size.
+    slots: Slab<usize>,
+    /// Invariant: the sum of `slots`' values, and `<= budget`.
+    bytes_in_use: usize,
+}
+
+/// Why a frame was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmitError {
+    /// Not enough bytes are free right now (only from [`SlabPool::try_admit`]).
+    Full,
+    /// The request is larger than the whole budget: it could never be admitted.
+    Oversize { size: usize, budget: usize },
+    /// The pool was closed (its mailbox's receiver is gone or closed).
+    Closed,
+}
+
+/// A snapshot of a pool's accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Slab slots held by admitted frames. Zero-byte messages never take one.
+    pub slots_in_use: usize,
+    /// Bytes held by admitted frames.
+    pub bytes_in_use: usize,
+    /// The pool's byte budget.
+    pub byte_budget: usize,
+}
+
+impl SlabPool {
+    /// A pool that admits at most `byte_budget` bytes at once.
+    pub fn new(byte_budget: usize) -> Self {
+        SlabPool {
+            inner: Arc::new(PoolInner {
+                budget: byte_budget,
+                state: Mutex::new(PoolState {
+                    slots: Slab::new(),
+                    bytes_in_use: 0,
+                }),
+                released: Notify::new(),
+                waiters: AtomicUsize::new(0),
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The byte budget.
+    pub fn byte_budget(&self) -> usize {
+        self.inner.budget
+    }
+
+    /// Admits `bytes` now or fails at once. Zero bytes always succeeds on the fast path
+    /// (even on a closed pool: closing is the channel's business, not the budget's).
+    #[inline]
+    pub fn try_admit(&self, bytes: usize) -> Result<PooledFrame, AdmitError> {
+        if bytes == 0 {
+            return Ok(PooledFrame::tombstone());
+        }
+        if bytes > self.inner.budget {
+            return Err(AdmitError::Oversize {
+                size: bytes,
+                budget: self.inner.budget,
+            });
+        }
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(AdmitError::Closed);
+        }
+        let mut state = self.inner.lock();
+        if state.bytes_in_use + bytes > self.inner.budget {
+            return Err(AdmitError::Full);
+        }
+        state.bytes_in_use += bytes;
+        let key = state.slots.insert(bytes);
+        drop(state);
+        Ok(PooledFrame {
+            slot: Some((self.inner.clone(), key)),
+        })
+    }
+
+    /// Admits `bytes`, waiting until enough are free.
+    ///
+    /// Fails at once with `Oversize` when `bytes` exceeds the whole budget (it must never
+    /// wait forever), and with `Closed` when the pool is or becomes closed while waiting.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if the future is dropped before it completes, nothing was admitted.
+    /// Waiters are woken together when bytes come back and race for them; there is no
+    /// FIFO order among senders waiting for bytes.
+    pub async fn admit(&self, bytes: usize) -> Result<PooledFrame, AdmitError> {
+        match self.try_admit(bytes) {
+            Err(AdmitError::Full) => {}
+            done => return done,
+        }
+        let _waiting = WaiterGuard::new(&self.inner.waiters);
+        loop {
+            let mut notified = pin!(self.inner.released.notified());
+            // Register before checking, so a release between the check and the await is
+            // not missed.
+            notified.as_mut().enable();
+            match self.try_admit(bytes) {
+                Err(AdmitError::Full) => notified.await,
+                done => return done,
+            }
+        }
+    }
+
+    /// Closes the pool: every waiting and future admission of a non-zero size fails with
+    /// `Closed`. Frames already admitted stay valid and release normally.
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.released.notify_waiters();
+    }
+
+    /// Whether [`SlabPool::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// The current accounting.
+    pub fn stats(&self) -> PoolStats {
+        let state = self.inner.lock();
+        PoolStats {
+            slots_in_use: state.slots.len(),
+            bytes_in_use: state.bytes_in_use,
+            byte_budget: self.inner.budget,
+        }
+    }
+}
+
+impl PoolInner {
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        // The state is two plain numbers updated together under the lock; a panic cannot
+        // leave them half-updated, so a poisoned lock is still consistent.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn release(&self, key: usize) {
+        let mut state = self.lock();
+        let bytes = state.slots.remove(key);
+        state.bytes_in_use -= bytes;
+        drop(state);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.released.notify_waiters();
+        }
+    }
+}
+
+/// Counts a waiting `admit` for as long as it lives, including when it is cancelled.
+struct WaiterGuard<'a>(&'a AtomicUsize);
+
+impl<'a> WaiterGuard<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        WaiterGuard(count)
+    }
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Proof of admission: holds its bytes against the pool's budget until dropped.
+#[must_use = "dropping a frame gives its bytes back at once"]
+pub struct PooledFrame {
+    /// `None` for a tombstone (zero bytes, no slot); otherwise the pool and the slab key
+    /// whose entry records this frame's size.
+    slot: Option<(Arc<PoolInner>, usize)>,
+}
+
+impl PooledFrame {
+    /// The frame of a zero-byte message: no slot, no lock, no allocation.
+    #[inline]
+    pub const fn tombstone() -> Self {
+        PooledFrame { slot: None }
+    }
+
+    /// Whether this is a tombstone (holds no slot).
+    pub fn is_tombstone(&self) -> bool {
+        self.slot.is_none()
+    }
+}
+
+impl Drop for PooledFrame {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some((pool, key)) = self.slot.take() {
+            pool.release(key);
+        }
+    }
+}
+
+impl std::fmt::Debug for PooledFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.slot {
+            None => f.write_str("PooledFrame::Tombstone"),
+            Some((_, key)) => write!(f, "PooledFrame(slot {key})"),
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! xtask: the project's automation, run as `cargo xtask <command>`.
+fn main() {
+    eprintln!("usage: cargo xtask pgo");
+    std::process::exit(2);
+}
