@@ -1,0 +1,204 @@
+//! Cargo: the workspace layout (cargo_metadata) and builds whose JSON message stream gives
+//! both the built executable's path and rustc's diagnostics (the PGO warnings).
+
+use std::collections::{BTreeSet, VecDeque};
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::{DependencyKind, Message, MetadataCommand, PackageId, TargetKind};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::exec::{self, Cmd};
+
+/// What the pipeline needs to know about the workspace.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    pub root: PathBuf,
+    /// The package whose bin target is the configured binary.
+    pub package: String,
+    pub binary: String,
+    /// How many crates a build of `package` compiles (for the progress bar).
+    pub crate_count: u64,
+}
+
+/// The workspace root: xtask lives at `<root>/xtask`.
+pub fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits one level below the workspace root")
+        .to_path_buf()
+}
+
+/// Reads the workspace and finds the package that builds `binary`.
+pub fn workspace(binary: &str) -> Result<Workspace> {
+    let root = project_root();
+    let metadata = MetadataCommand::new()
+        .manifest_path(root.join("Cargo.toml"))
+        .exec()
+        .context("cannot read the workspace with `cargo metadata`")?;
+    let members = metadata.workspace_packages();
+    let mut bins = Vec::new();
+    let mut found = None;
+    for pkg in &members {
+        for target in pkg
+            .targets
+            .iter()
+            .filter(|t| t.kind.contains(&TargetKind::Bin))
+        {
+            bins.push(target.name.clone());
+            if target.name == binary {
+                found = Some((*pkg).clone());
+            }
+        }
+    }
+    let Some(pkg) = found else {
+        bail!(
+            "`binary = \"{binary}\"` is not a bin target of this workspace (its bins: {})",
+            bins.join(", ")
+        );
+    };
+    let crate_count = metadata
+        .resolve
+        .as_ref()
+        .map(|resolve| reachable(resolve, &pkg.id))
+        .unwrap_or(1);
+    Ok(Workspace {
+        root: metadata.workspace_root.into_std_path_buf(),
+        package: pkg.name.to_string(),
+        binary: binary.to_string(),
+        crate_count,
+    })
+}
+
+/// Packages reachable from `start` through normal and build dependencies.
+fn reachable(resolve: &cargo_metadata::Resolve, start: &PackageId) -> u64 {
+    let mut seen = BTreeSet::from([start.clone()]);
+    let mut queue = VecDeque::from([start.clone()]);
+    while let Some(id) = queue.pop_front() {
+        let Some(node) = resolve.nodes.iter().find(|n| n.id == id) else {
+            continue;
+        };
+        for dep in &node.deps {
+            let wanted = dep
+                .dep_kinds
+                .iter()
+                .any(|k| matches!(k.kind, DependencyKind::Normal | DependencyKind::Build));
+            if wanted && seen.insert(dep.pkg.clone()) {
+                queue.push_back(dep.pkg.clone());
+            }
+        }
+    }
+    seen.len() as u64
+}
+
+/// One build variant.
+pub struct BuildSpec<'a> {
+    /// Shown on the progress bar and in the log file's name.
+    pub label: &'a str,
+    /// The cargo profile.
+    pub profile: &'a str,
+    /// The RUSTFLAGS of this variant (the only thing that differs between instrumented and
+    /// optimised builds).
+    pub rustflags: String,
+    /// A target directory of its own, so variants do not rebuild one another.
+    pub target_dir: PathBuf,
+}
+
+/// A finished build.
+pub struct Built {
+    pub exe: PathBuf,
+    /// The text of every diagnostic rustc emitted while building (all crates).
+    pub diagnostics: Vec<String>,
+}
+
+/// `cargo build` of the configured binary for `host`, with a progress bar of crates compiled.
+///
+/// `--target <host>` keeps RUSTFLAGS away from build scripts and proc-macros (they are
+/// built for the host without `--target`'s flags), so only target code is instrumented.
+pub fn build(ws: &Workspace, host: &str, spec: &BuildSpec, log_dir: &Path) -> Result<Built> {
+    std::fs::create_dir_all(log_dir)
+        .with_context(|| format!("cannot create {}", log_dir.display()))?;
+    let log = log_dir.join(format!("build-{}.log", spec.label));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let cmd = Cmd::new(cargo)
+        .args(["build", "--profile", spec.profile, "--target", host])
+        .arg("--target-dir")
+        .arg(spec.target_dir.display().to_string())
+        .args(["--package", &ws.package, "--bin", &ws.binary])
+        .args([
+            "--manifest-path",
+            &ws.root.join("Cargo.toml").display().to_string(),
+        ])
+        .arg("--message-format=json")
+        // RUSTFLAGS must be the only flags: CARGO_ENCODED_RUSTFLAGS would win over it, and
+        // one inherited from a surrounding `cargo test` would silently change the build.
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .env("RUSTFLAGS", spec.rustflags.clone());
+    let bar = ProgressBar::new(ws.crate_count)
+        .with_prefix(spec.label.to_string())
+        .with_style(
+            ProgressStyle::with_template(
+                "{prefix:>12} [{bar:30}] {pos}/{len} crates {elapsed} {wide_msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+    let reader = cmd.stream_stdout(&log)?;
+    let mut exe = None;
+    let mut diagnostics = Vec::new();
+    for message in Message::parse_stream(BufReader::new(&reader)) {
+        match message
+            .with_context(|| format!("cannot read cargo's JSON output of `{}`", cmd.display()))?
+        {
+            Message::CompilerArtifact(artifact) => {
+                if !artifact.target.kind.contains(&TargetKind::CustomBuild) {
+                    if bar.position() >= bar.length().unwrap_or(0) {
+                        bar.inc_length(1);
+                    }
+                    bar.inc(1);
+                    bar.set_message(artifact.target.name.clone());
+                }
+                if artifact.target.name == ws.binary {
+                    exe = artifact.executable.map(|p| p.into_std_path_buf());
+                }
+            }
+            Message::CompilerMessage(msg) => diagnostics.push(msg.message.message),
+            _ => {}
+        }
+    }
+    let output = reader
+        .try_wait()
+        .with_context(|| format!("cannot wait for `{}`", cmd.display()))?
+        .cloned();
+    bar.finish_and_clear();
+    let status = output.map(|o| o.status);
+    if !status.is_some_and(|s| s.success()) {
+        let how = status
+            .map(|s| exec::describe_status(&s))
+            .unwrap_or_else(|| "did not finish".into());
+        let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+        bail!(
+            "`{}` {how} (full log: {}){}",
+            cmd.display(),
+            log.display(),
+            exec::stderr_tail(&stderr)
+        );
+    }
+    let exe = exe.with_context(|| {
+        format!(
+            "`{}` succeeded but reported no executable for `{}`",
+            cmd.display(),
+            ws.binary
+        )
+    })?;
+    eprintln!(
+        "{:>12} {} ({} diagnostics)",
+        spec.label,
+        exe.display(),
+        diagnostics.len()
+    );
+    Ok(Built { exe, diagnostics })
+}

@@ -1,0 +1,212 @@
+//! The pipeline's configuration: `profiles/*.toml`, read with serde + toml. Unknown keys and
+//! wrong types are errors naming the file, the line and the key.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The one executable that is trained and measured (a bin target of the workspace).
+    /// One for both on purpose: generic code is monomorphised into each binary, so a profile
+    /// trained by another executable misses the measured hot path.
+    pub binary: String,
+    pub train: Train,
+    pub measure: Measure,
+    pub apply_check: ApplyCheck,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Train {
+    /// Seconds each training workload may run before it is killed.
+    pub timeout_secs: u64,
+    pub workloads: Vec<Workload>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measure {
+    /// Rounds; each round runs every workload once on every build, in rotating order.
+    pub rounds: u32,
+    /// Seconds each measured run may take before it is killed.
+    pub timeout_secs: u64,
+    pub workloads: Vec<Workload>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// The name in the report.
+    pub name: String,
+    /// Arguments to `binary`.
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyCheck {
+    /// Symbol paths that must all have profile data in the optimised build (prefixes of
+    /// demangled names, matched anywhere in the name so monomorphised copies and trait
+    /// impls count). Any "no profile data" or "hash mismatch" warning for one fails the run.
+    pub required: Vec<String>,
+}
+
+/// The config as loaded, with where it came from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadedConfig {
+    pub path: PathBuf,
+    pub config: Config,
+}
+
+pub fn load(path: &Path) -> Result<LoadedConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read pipeline config {}", path.display()))?;
+    let config = parse(&text)
+        .map_err(|err| anyhow::anyhow!("invalid pipeline config {}: {err}", path.display()))?;
+    Ok(LoadedConfig {
+        path: path.to_path_buf(),
+        config,
+    })
+}
+
+/// Parses and checks a config. Errors carry the line and key (toml's message shows both).
+pub fn parse(text: &str) -> Result<Config> {
+    let config: Config =
+        toml::from_str(text).map_err(|err| anyhow::anyhow!("{}", err.to_string().trim_end()))?;
+    if config.train.workloads.is_empty() {
+        bail!("`train.workloads` is empty: nothing would be trained");
+    }
+    if config.measure.workloads.is_empty() {
+        bail!("`measure.workloads` is empty: nothing would be measured");
+    }
+    if config.measure.rounds == 0 {
+        bail!("`measure.rounds` must be at least 1");
+    }
+    for w in config
+        .train
+        .workloads
+        .iter()
+        .chain(&config.measure.workloads)
+    {
+        if w.args.is_empty() {
+            bail!(
+                "workload `{}` has no `args`: the first argument names the mty-bench workload",
+                w.name
+            );
+        }
+    }
+    let names: Vec<&str> = config
+        .measure
+        .workloads
+        .iter()
+        .map(|w| w.name.as_str())
+        .collect();
+    if let Some(dup) = names
+        .iter()
+        .enumerate()
+        .find_map(|(i, n)| names[..i].contains(n).then_some(n))
+    {
+        bail!("two measured workloads are named `{dup}`: names key the report");
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_err(text: &str, expected: &[&str]) {
+        let err = parse(text).unwrap_err().to_string();
+        for part in expected {
+            assert!(err.contains(part), "expected {part:?} in:\n{err}");
+        }
+    }
+
+    const GOOD: &str = r#"
+binary = "mty-bench"
+[train]
+timeout_secs = 60
+workloads = [{ name = "train", args = ["train"] }]
+[measure]
+rounds = 2
+timeout_secs = 60
+workloads = [{ name = "lat", args = ["agent_send_latency"] }]
+[apply_check]
+required = ["mty_runtime::"]
+"#;
+
+    #[test]
+    fn the_committed_profiles_parse() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles");
+        for name in ["default.toml", "quick.toml"] {
+            load(&root.join(name)).unwrap();
+        }
+        parse(GOOD).unwrap();
+    }
+
+    #[test]
+    fn an_unknown_key_names_line_and_key() {
+        check_err(
+            &GOOD.replace("rounds = 2", "rounds = 2\nwarmups = 3"),
+            &["line 9", "unknown field `warmups`"],
+        );
+    }
+
+    #[test]
+    fn a_wrong_type_names_line_and_key() {
+        check_err(
+            &GOOD.replace("rounds = 2", "rounds = \"two\""),
+            &["line 8", "rounds", "invalid type: string \"two\""],
+        );
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_line() {
+        check_err(
+            &GOOD.replace("[measure]", "[measure"),
+            &["line 6", "invalid table header"],
+        );
+    }
+
+    #[test]
+    fn a_missing_key_is_named() {
+        check_err(
+            &GOOD.replace("binary = \"mty-bench\"", ""),
+            &["missing field `binary`"],
+        );
+    }
+
+    #[test]
+    fn empty_or_duplicate_workloads_are_refused() {
+        check_err(
+            &GOOD.replace("rounds = 2", "rounds = 0"),
+            &["`measure.rounds` must be at least 1"],
+        );
+        check_err(
+            &GOOD.replace(
+                r#"workloads = [{ name = "lat", args = ["agent_send_latency"] }]"#,
+                "workloads = []",
+            ),
+            &["`measure.workloads` is empty"],
+        );
+        check_err(
+            &GOOD.replace(
+                r#"[{ name = "lat", args = ["agent_send_latency"] }]"#,
+                r#"[{ name = "a", args = ["x"] }, { name = "a", args = ["y"] }]"#,
+            ),
+            &["two measured workloads are named `a`"],
+        );
+    }
+
+    #[test]
+    fn a_file_error_names_the_file() {
+        let err = load(Path::new("/nonexistent/profiles/x.toml")).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("cannot read pipeline config /nonexistent/profiles/x.toml"),
+            "{err:#}"
+        );
+    }
+}

@@ -1,0 +1,259 @@
+//! Runs every external command: logs it (`ENV=… program args`), closes its stdin, and on
+//! failure names the command, how it ended, and the tail of its stderr.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+
+/// An external command, built up and then run one of the ways below.
+#[derive(Debug, Clone)]
+pub struct Cmd {
+    program: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    env_remove: Vec<String>,
+}
+
+/// How many lines of stderr an error shows.
+const TAIL_LINES: usize = 20;
+
+impl Cmd {
+    pub fn new(program: impl Into<String>) -> Self {
+        Cmd {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+        }
+    }
+
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn args<S: Into<String>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.env.push((key.to_string(), value.into()));
+        self
+    }
+
+    pub fn env_remove(mut self, key: &str) -> Self {
+        self.env_remove.push(key.to_string());
+        self
+    }
+
+    /// The command as one would type it, with the environment it sets.
+    pub fn display(&self) -> String {
+        let mut parts: Vec<String> = self
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={}", quote(v)))
+            .collect();
+        parts.push(quote(&self.program));
+        parts.extend(self.args.iter().map(|a| quote(a)));
+        parts.join(" ")
+    }
+
+    fn expression(&self) -> duct::Expression {
+        let mut expr = duct::cmd(&self.program, &self.args)
+            .stdin_null()
+            .unchecked();
+        for key in &self.env_remove {
+            expr = expr.env_remove(key);
+        }
+        for (k, v) in &self.env {
+            expr = expr.env(k, v);
+        }
+        expr
+    }
+
+    fn log(&self) {
+        eprintln!("$ {}", self.display());
+    }
+
+    /// Runs to completion and returns stdout; fails unless it exits 0.
+    pub fn read(&self) -> Result<String> {
+        let output = self.output_quiet()?;
+        check(self, &output)?;
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// Runs to completion (logged) and returns stdout and stderr whatever the exit status.
+    pub fn output_quiet(&self) -> Result<Output> {
+        self.expression()
+            .stdout_capture()
+            .stderr_capture()
+            .run()
+            .map_err(|err| spawn_error(self, err))
+    }
+
+    /// Runs, logged, with stdout and stderr captured; kills it after `timeout`. Fails when it
+    /// times out, exits non-zero, or dies of a signal.
+    pub fn run_with_timeout(&self, timeout: Duration) -> Result<Output> {
+        self.log();
+        let handle = self
+            .expression()
+            .stdout_capture()
+            .stderr_capture()
+            .start()
+            .map_err(|err| spawn_error(self, err))?;
+        match handle.wait_timeout(timeout) {
+            Ok(Some(output)) => {
+                check(self, output)?;
+                Ok(output.clone())
+            }
+            Ok(None) => {
+                let _ = handle.kill();
+                bail!(
+                    "`{}` did not finish within its timeout of {} s and was killed; \
+                     raise `timeout_secs` in the config if it is merely slow",
+                    self.display(),
+                    timeout.as_secs()
+                )
+            }
+            Err(err) => Err(spawn_error(self, err)),
+        }
+    }
+
+    /// Starts it, logged, with stdout streamed to the caller and stderr written to `stderr_log`.
+    pub fn stream_stdout(&self, stderr_log: &Path) -> Result<duct::ReaderHandle> {
+        self.log();
+        self.expression()
+            .stderr_path(stderr_log)
+            .reader()
+            .map_err(|err| spawn_error(self, err))
+    }
+}
+
+fn spawn_error(cmd: &Cmd, err: std::io::Error) -> anyhow::Error {
+    anyhow::Error::new(err).context(format!("cannot run `{}`", cmd.display()))
+}
+
+/// Fails unless the command exited 0, saying how it ended and what it printed last.
+pub fn check(cmd: &Cmd, output: &Output) -> Result<()> {
+    if output.status.success() {
+        return Ok(());
+    }
+    bail!(
+        "`{}` {}{}",
+        cmd.display(),
+        describe_status(&output.status),
+        stderr_tail(&String::from_utf8_lossy(&output.stderr))
+    )
+}
+
+/// "exited with status 3" or "was killed by signal 9 (SIGKILL)".
+pub fn describe_status(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        return format!("exited with status {code}");
+    }
+    match status.signal() {
+        Some(sig) => format!("was killed by signal {sig}{}", signal_name(sig)),
+        None => format!("ended abnormally ({status})"),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        2 => " (SIGINT)",
+        6 => " (SIGABRT)",
+        9 => " (SIGKILL)",
+        11 => " (SIGSEGV)",
+        15 => " (SIGTERM)",
+        _ => "",
+    }
+}
+
+/// The last lines of a command's stderr, formatted for an error message ("" if none).
+pub fn stderr_tail(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+    format!("\n--- last lines of its stderr ---\n{}", tail.join("\n"))
+}
+
+fn quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,%+@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_shows_environment_and_quotes_what_needs_it() {
+        let cmd = Cmd::new("cargo")
+            .arg("build")
+            .arg("a b")
+            .env("RUSTFLAGS", "-Cx -Cy");
+        assert_eq!(cmd.display(), "RUSTFLAGS='-Cx -Cy' cargo build 'a b'");
+    }
+
+    #[test]
+    fn a_failing_command_is_named_with_its_status_and_stderr_tail() {
+        let cmd = Cmd::new("sh").args(["-c", "echo one >&2; echo two >&2; exit 3"]);
+        let err = cmd.read().unwrap_err().to_string();
+        assert!(
+            err.starts_with("`sh -c 'echo one >&2; echo two >&2; exit 3'` exited with status 3"),
+            "{err}"
+        );
+        assert!(
+            err.ends_with("--- last lines of its stderr ---\none\ntwo"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_command_killed_by_a_signal_says_which() {
+        let cmd = Cmd::new("sh").args(["-c", "kill -SEGV $$"]);
+        let err = cmd
+            .run_with_timeout(Duration::from_secs(10))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("was killed by signal 11 (SIGSEGV)"), "{err}");
+    }
+
+    #[test]
+    fn a_hanging_command_is_killed_after_its_timeout() {
+        let start = std::time::Instant::now();
+        let err = Cmd::new("sleep")
+            .arg("30")
+            .run_with_timeout(Duration::from_millis(300))
+            .unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "it was killed, not waited for"
+        );
+        assert!(
+            err.to_string()
+                .contains("did not finish within its timeout"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn stdin_is_closed() {
+        // `cat` with stdin closed reads EOF at once instead of waiting for a terminal.
+        let out = Cmd::new("cat")
+            .run_with_timeout(Duration::from_secs(10))
+            .unwrap();
+        assert!(out.stdout.is_empty());
+    }
+}

@@ -1,0 +1,703 @@
+//! `cargo xtask pgo`: the pipeline, top to bottom. Each stage is a function whose output is
+//! a type the next stage takes (a `MergedProfile` is what `optimize` accepts, and only
+//! `merge` or a validated `pgo-data/stages/merge.json` makes one); each output is also
+//! written to `pgo-data/stages/<stage>.json`, so any stage can run alone.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use crate::cargo::{self, BuildSpec, Workspace};
+use crate::config::{self, LoadedConfig};
+use crate::exec::Cmd;
+use crate::fsx;
+use crate::measure::{self, Run, Variant};
+use crate::report::{self, BuildInfo, ProfileInfo, Report};
+use crate::toolchain::{self, Toolchain};
+use crate::warnings::ApplyReport;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Doctor,
+    Instrument,
+    Train,
+    Merge,
+    Optimize,
+    Baselines,
+    Measure,
+    Report,
+}
+
+impl Stage {
+    fn parse(name: &str) -> Option<Stage> {
+        Some(match name {
+            "doctor" => Stage::Doctor,
+            "instrument" => Stage::Instrument,
+            "train" => Stage::Train,
+            "merge" => Stage::Merge,
+            "optimize" => Stage::Optimize,
+            "baselines" => Stage::Baselines,
+            "measure" => Stage::Measure,
+            "report" => Stage::Report,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Flags {
+    pub stage: Option<Stage>,
+    pub config: PathBuf,
+    pub pgo_data: PathBuf,
+    pub target_dir: PathBuf,
+}
+
+impl Flags {
+    pub fn parse(mut argv: impl Iterator<Item = String>) -> Result<Flags> {
+        let root = cargo::project_root();
+        let mut flags = Flags {
+            stage: None,
+            config: root.join("profiles/default.toml"),
+            pgo_data: root.join("pgo-data"),
+            target_dir: root.join("target/pgo"),
+        };
+        while let Some(arg) = argv.next() {
+            match arg.as_str() {
+                "--config" => flags.config = crate::flag_value(&arg, &mut argv)?,
+                "--pgo-data" => flags.pgo_data = crate::flag_value(&arg, &mut argv)?,
+                "--target-dir" => flags.target_dir = crate::flag_value(&arg, &mut argv)?,
+                flag if flag.starts_with('-') => return crate::unknown_flag(flag),
+                stage => match (Stage::parse(stage), flags.stage) {
+                    (Some(s), None) => flags.stage = Some(s),
+                    (Some(_), Some(_)) => bail!("give at most one stage"),
+                    (None, _) => bail!("unknown stage `{stage}`\n\n{}", crate::USAGE),
+                },
+            }
+        }
+        // Profile paths reach rustc inside RUSTFLAGS, which cargo splits on whitespace; and
+        // they must be absolute, since rustc runs in each crate's directory.
+        for path in [&mut flags.pgo_data, &mut flags.target_dir] {
+            *path = std::path::absolute(&*path)
+                .with_context(|| format!("cannot make {} absolute", path.display()))?;
+            if path.to_string_lossy().contains(char::is_whitespace) {
+                bail!(
+                    "{} contains whitespace, which RUSTFLAGS cannot carry; choose another directory",
+                    path.display()
+                );
+            }
+        }
+        Ok(flags)
+    }
+}
+
+/// Everything the stages share.
+struct Ctx {
+    config: LoadedConfig,
+    ws: Workspace,
+    data: PathBuf,
+    target_root: PathBuf,
+}
+
+impl Ctx {
+    fn stage_file(&self, stage: &str) -> PathBuf {
+        self.data.join("stages").join(format!("{stage}.json"))
+    }
+    fn raw_dir(&self) -> PathBuf {
+        self.data.join("raw")
+    }
+    fn logs(&self) -> PathBuf {
+        self.data.join("logs")
+    }
+    fn load<T: serde::de::DeserializeOwned>(&self, stage: &str) -> Result<T> {
+        fsx::read_json(
+            &self.stage_file(stage),
+            &format!("output of the `{stage}` stage"),
+        )
+    }
+}
+
+/// A build of the binary: where it is and how it was made.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BuildRecord {
+    pub exe: PathBuf,
+    pub cargo_profile: String,
+    pub rustflags: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstrumentedBuild(pub BuildRecord);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainingRun {
+    pub profraw: Vec<PathBuf>,
+}
+
+/// An indexed profile produced by `merge` from this run's training.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergedProfile(pub ProfileInfo);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OptimizedBuild {
+    pub build: BuildRecord,
+    pub apply: ApplyReport,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Baselines {
+    pub release: BuildRecord,
+    pub lto: BuildRecord,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Measurements {
+    pub variants: Vec<Variant>,
+    pub runs: Vec<Run>,
+}
+
+pub fn run(flags: Flags) -> Result<()> {
+    let mut timer = Timer::default();
+    let result = pipeline(&flags, &mut timer);
+    timer.print();
+    result
+}
+
+fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
+    let config = config::load(&flags.config)?;
+    let ws = cargo::workspace(&config.config.binary)
+        .with_context(|| format!("checking the config {}", flags.config.display()))?;
+    let ctx = Ctx {
+        config,
+        ws,
+        data: flags.pgo_data.clone(),
+        target_root: flags.target_dir.clone(),
+    };
+    eprintln!(
+        "pgo: config {}, artifacts in {}, builds in {}",
+        ctx.config.path.display(),
+        ctx.data.display(),
+        ctx.target_root.display()
+    );
+    // Stage 1: a version-matched llvm-profdata, or nothing works. Cheap, so every
+    // invocation runs it.
+    let tc = timer.section("doctor", || doctor(&ctx))?;
+    match flags.stage {
+        None => {}
+        Some(Stage::Doctor) => return Ok(()),
+        Some(Stage::Instrument) => {
+            return timer
+                .section("instrument", || instrument(&ctx, &tc))
+                .map(drop);
+        }
+        Some(Stage::Train) => {
+            return timer
+                .section("train", || train(&ctx, &ctx.load("instrument")?))
+                .map(drop);
+        }
+        Some(Stage::Merge) => {
+            return timer
+                .section("merge", || merge(&ctx, &tc, &ctx.load("train")?))
+                .map(drop);
+        }
+        Some(Stage::Optimize) => {
+            return timer
+                .section("optimize", || optimize(&ctx, &tc, &load_merged(&ctx)?))
+                .map(drop);
+        }
+        Some(Stage::Baselines) => {
+            return timer
+                .section("baselines", || baselines(&ctx, &tc))
+                .map(drop);
+        }
+        Some(Stage::Measure) => {
+            return timer
+                .section("measure", || {
+                    measure(&ctx, &ctx.load("optimize")?, &ctx.load("baselines")?)
+                })
+                .map(drop);
+        }
+        Some(Stage::Report) => {
+            return timer.section("report", || {
+                report(
+                    &ctx,
+                    &tc,
+                    &load_merged(&ctx)?,
+                    &ctx.load("optimize")?,
+                    &ctx.load("baselines")?,
+                    &ctx.load("measure")?,
+                )
+            });
+        }
+    }
+    // Stage 2: the instrumented build, under the SAME cargo profile as the optimised one.
+    let instrumented = timer.section("instrument", || instrument(&ctx, &tc))?;
+    // Stage 3: run the training mix through that very executable.
+    let training = timer.section("train", || train(&ctx, &instrumented))?;
+    // Stage 4: raw profiles -> one indexed, content-addressed profile.
+    let merged = timer.section("merge", || merge(&ctx, &tc, &training))?;
+    // Stage 5: the PGO build, and the proof from rustc's own warnings that it applied.
+    let optimized = timer.section("optimize", || optimize(&ctx, &tc, &merged))?;
+    // Stage 6: what we compare against: no LTO and no PGO; fat LTO without PGO.
+    let base = timer.section("baselines", || baselines(&ctx, &tc))?;
+    // Stage 7: the held-out workloads on all three builds, interleaved.
+    let measured = timer.section("measure", || measure(&ctx, &optimized, &base))?;
+    // Stage 8: the table and report.json.
+    timer.section("report", || {
+        report(&ctx, &tc, &merged, &optimized, &base, &measured)
+    })
+}
+
+fn doctor(ctx: &Ctx) -> Result<Toolchain> {
+    let tc = toolchain::doctor()?;
+    eprintln!(
+        "doctor: rustc {} (LLVM {}, host {}); llvm-profdata {} ({})",
+        tc.rustc.release,
+        tc.rustc.llvm_version,
+        tc.rustc.host,
+        tc.llvm_profdata.display(),
+        tc.llvm_profdata_version
+    );
+    fsx::write_json(&ctx.stage_file("doctor"), &tc)?;
+    Ok(tc)
+}
+
+fn build(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    label: &str,
+    profile: &str,
+    rustflags: String,
+) -> Result<(BuildRecord, Vec<String>)> {
+    let spec = BuildSpec {
+        label,
+        profile,
+        rustflags: rustflags.clone(),
+        target_dir: ctx.target_root.join(label),
+    };
+    let built = cargo::build(&ctx.ws, &tc.rustc.host, &spec, &ctx.logs())?;
+    Ok((
+        BuildRecord {
+            exe: built.exe,
+            cargo_profile: profile.to_string(),
+            rustflags,
+        },
+        built.diagnostics,
+    ))
+}
+
+/// The marker of LLVM's profiling runtime in an instrumented executable.
+const PROFILE_RUNTIME_MARKER: &[u8] = b"__llvm_profile";
+
+pub fn contains_bytes(path: &Path, needle: &[u8]) -> Result<bool> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(bytes.windows(needle.len()).any(|w| w == needle))
+}
+
+fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<InstrumentedBuild> {
+    let raw = ctx.raw_dir();
+    let (record, _) = build(
+        ctx,
+        tc,
+        "instrumented",
+        "release-pgo",
+        format!("-Cprofile-generate={}", raw.display()),
+    )?;
+    if !contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
+        bail!(
+            "{} has no `__llvm_profile` symbols: -Cprofile-generate did not reach it (is RUSTFLAGS overridden by a cargo config?)",
+            record.exe.display()
+        );
+    }
+    let out = InstrumentedBuild(record);
+    fsx::write_json(&ctx.stage_file("instrument"), &out)?;
+    Ok(out)
+}
+
+fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<TrainingRun> {
+    let raw = ctx.raw_dir();
+    std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
+    // Start from nothing: a profile from an earlier build must not be merged into this one.
+    for old in profraw_files(&raw)? {
+        std::fs::remove_file(&old)
+            .with_context(|| format!("cannot remove stale {}", old.display()))?;
+    }
+    let train = &ctx.config.config.train;
+    let bar = ProgressBar::new(train.workloads.len() as u64)
+        .with_prefix("train")
+        .with_style(
+            ProgressStyle::with_template(
+                "{prefix:>12} [{bar:30}] {pos}/{len} workloads {elapsed} {wide_msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+    for workload in &train.workloads {
+        bar.set_message(workload.name.clone());
+        let cmd = Cmd::new(instrumented.0.exe.display().to_string())
+            .args(workload.args.iter().cloned())
+            .env(
+                "LLVM_PROFILE_FILE",
+                format!("{}/%m_%p.profraw", raw.display()),
+            );
+        bar.suspend(|| cmd.run_with_timeout(Duration::from_secs(train.timeout_secs)))
+            .with_context(|| format!("training workload `{}` failed", workload.name))?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let profraw = profraw_files(&raw)?;
+    if profraw.is_empty() {
+        bail!(
+            "no profiles were written: was the binary built instrumented? (looked for *.profraw in {})",
+            raw.display()
+        );
+    }
+    eprintln!(
+        "train: {} raw profile(s) in {}",
+        profraw.len(),
+        raw.display()
+    );
+    let out = TrainingRun { profraw };
+    fsx::write_json(&ctx.stage_file("train"), &out)?;
+    Ok(out)
+}
+
+fn profraw_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "profraw"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn merge(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun) -> Result<MergedProfile> {
+    let tmp = fsx::temp_path(&ctx.data.join("merged.profdata"));
+    let cmd = Cmd::new(tc.llvm_profdata.display().to_string())
+        .args(["merge", "-o"])
+        .arg(tmp.display().to_string())
+        .args(training.profraw.iter().map(|p| p.display().to_string()));
+    if let Err(err) = cmd.run_with_timeout(Duration::from_secs(300)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err.context("cannot merge the raw profiles"));
+    }
+    let bytes = std::fs::read(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?;
+    // Content-addressed: cargo fingerprints the -Cprofile-use PATH, not the file's content,
+    // so a new profile must get a new name or cargo would not rebuild.
+    let hash = format!("{:016x}", fsx::fnv1a64(&bytes));
+    let path = ctx.data.join(format!("merged-{hash}.profdata"));
+    fsx::rename(&tmp, &path)?;
+    for entry in std::fs::read_dir(&ctx.data)?.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("merged-") && name.ends_with(".profdata") && entry.path() != path {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    let show = Cmd::new(tc.llvm_profdata.display().to_string())
+        .arg("show")
+        .arg(path.display().to_string())
+        .read()?;
+    let info = parse_show(&show, path, hash)?;
+    eprintln!(
+        "merge: {} ({} functions, max function count {}, total count {})",
+        info.path.display(),
+        info.functions,
+        info.max_function_count,
+        info.total_count
+    );
+    let out = MergedProfile(info);
+    fsx::write_json(&ctx.stage_file("merge"), &out)?;
+    Ok(out)
+}
+
+/// The summary `llvm-profdata show` prints.
+pub fn parse_show(text: &str, path: PathBuf, hash: String) -> Result<ProfileInfo> {
+    let field = |key: &str| -> Result<u64> {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(key)?.trim().parse().ok())
+            .with_context(|| format!("`llvm-profdata show` printed no `{key}` line:\n{text}"))
+    };
+    Ok(ProfileInfo {
+        path,
+        hash,
+        functions: field("Total functions:")?,
+        max_function_count: field("Maximum function count:")?,
+        total_count: field("Total count:")?,
+    })
+}
+
+/// The first 8 bytes of an indexed profile (`\xfflprofi\x81` as a little-endian u64).
+const INDEXED_MAGIC: [u8; 8] = [0x81, b'i', b'f', b'o', b'r', b'p', b'l', 0xff];
+
+/// Refuses anything but an existing, non-empty, indexed profile: rustc only WARNS on a raw
+/// .profraw ("bad magic") and then builds without PGO.
+pub fn check_indexed_profile(path: &Path) -> Result<()> {
+    let bytes = std::fs::read(path).with_context(|| {
+        format!(
+            "the merged profile {} cannot be read; run `cargo xtask pgo merge`",
+            path.display()
+        )
+    })?;
+    if bytes.is_empty() {
+        bail!(
+            "the merged profile {} is empty; run `cargo xtask pgo merge` again",
+            path.display()
+        );
+    }
+    if !bytes.starts_with(&INDEXED_MAGIC) {
+        bail!(
+            "{} is not an indexed profile (a raw .profraw or another file?): rustc would only warn and build WITHOUT PGO; \
+             give it the output of `llvm-profdata merge`",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+fn load_merged(ctx: &Ctx) -> Result<MergedProfile> {
+    let merged: MergedProfile = ctx.load("merge")?;
+    check_indexed_profile(&merged.0.path)?;
+    Ok(merged)
+}
+
+fn optimize(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<OptimizedBuild> {
+    check_indexed_profile(&merged.0.path)?;
+    let flags = format!(
+        "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function",
+        merged.0.path.display()
+    );
+    let (record, diagnostics) = build(ctx, tc, "optimized", "release-pgo", flags)?;
+    if contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
+        bail!(
+            "{} contains `__llvm_profile` symbols: the optimised build is instrumented",
+            record.exe.display()
+        );
+    }
+    let required = &ctx.config.config.apply_check.required;
+    let apply = ApplyReport::from_messages(diagnostics.iter().map(String::as_str), required);
+    let out = OptimizedBuild {
+        build: record,
+        apply,
+    };
+    // Written before the verdict, so the counts are on record either way.
+    fsx::write_json(&ctx.stage_file("optimize"), &out)?;
+    let a = &out.apply;
+    eprintln!(
+        "optimize: {} functions without profile data, {} hash mismatches; {} of them in {}",
+        a.missing_total,
+        a.mismatch_total,
+        a.required_violations.len(),
+        required.join(", ")
+    );
+    if !a.applied() {
+        let shown: Vec<&str> = a
+            .required_violations
+            .iter()
+            .take(10)
+            .map(String::as_str)
+            .collect();
+        bail!(
+            "the profile did NOT apply to the measured code: {} required function(s) lack profile data or mismatch \
+             (first: {}){}. Was the profile trained on this same executable, source and cargo profile? \
+             Rerun the whole `cargo xtask pgo`.",
+            a.required_violations.len(),
+            shown.join(", "),
+            if a.unusable.is_empty() {
+                String::new()
+            } else {
+                format!("; rustc said: {}", a.unusable.join("; "))
+            }
+        );
+    }
+    Ok(out)
+}
+
+fn baselines(ctx: &Ctx, tc: &Toolchain) -> Result<Baselines> {
+    let (release, _) = build(ctx, tc, "release", "release", String::new())?;
+    let (lto, _) = build(ctx, tc, "lto", "release-pgo", String::new())?;
+    let out = Baselines { release, lto };
+    fsx::write_json(&ctx.stage_file("baselines"), &out)?;
+    Ok(out)
+}
+
+fn variants(optimized: &OptimizedBuild, base: &Baselines) -> Vec<Variant> {
+    vec![
+        Variant {
+            name: "release".into(),
+            exe: base.release.exe.clone(),
+        },
+        Variant {
+            name: "release-lto".into(),
+            exe: base.lto.exe.clone(),
+        },
+        Variant {
+            name: "release-pgo".into(),
+            exe: optimized.build.exe.clone(),
+        },
+    ]
+}
+
+fn measure(ctx: &Ctx, optimized: &OptimizedBuild, base: &Baselines) -> Result<Measurements> {
+    let variants = variants(optimized, base);
+    let runs = measure::run(&variants, &ctx.config.config.measure)?;
+    let out = Measurements { variants, runs };
+    fsx::write_json(&ctx.stage_file("measure"), &out)?;
+    Ok(out)
+}
+
+fn report(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    merged: &MergedProfile,
+    optimized: &OptimizedBuild,
+    base: &Baselines,
+    measured: &Measurements,
+) -> Result<()> {
+    let info = |name: &str, b: &BuildRecord, description: &str| BuildInfo {
+        name: name.into(),
+        cargo_profile: b.cargo_profile.clone(),
+        rustflags: b.rustflags.clone(),
+        exe: b.exe.clone(),
+        description: description.into(),
+    };
+    let builds = vec![
+        info("release", &base.release, "baseline: no LTO, no PGO"),
+        info("release-lto", &base.lto, "fat LTO, no PGO"),
+        info("release-pgo", &optimized.build, "fat LTO + PGO"),
+    ];
+    let workload_names: Vec<String> = ctx
+        .config
+        .config
+        .measure
+        .workloads
+        .iter()
+        .map(|w| w.name.clone())
+        .collect();
+    let build_names: Vec<String> = builds.iter().map(|b| b.name.clone()).collect();
+    let report = Report {
+        schema: 1,
+        generated_unix_secs: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        config: ctx.config.clone(),
+        environment: report::environment(&ctx.ws.root, tc),
+        profile: merged.0.clone(),
+        apply_check: optimized.apply.clone(),
+        workloads: report::summarize(&workload_names, &build_names, &measured.runs),
+        builds,
+        runs: measured.runs.clone(),
+    };
+    let path = ctx.data.join("report.json");
+    fsx::write_json(&path, &report)?;
+    println!("\n{}", report::render_table(&report));
+    println!("report: {}", path.display());
+    Ok(())
+}
+
+/// Times each stage; prints a table of them at the end, even when the pipeline failed.
+#[derive(Default)]
+struct Timer {
+    sections: Vec<(&'static str, Duration, bool)>,
+}
+
+impl Timer {
+    fn section<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let start = Instant::now();
+        let result = f().with_context(|| format!("stage `{name}` failed"));
+        self.sections.push((name, start.elapsed(), result.is_ok()));
+        result
+    }
+
+    fn print(&self) {
+        if self.sections.is_empty() {
+            return;
+        }
+        let total: f64 = self.sections.iter().map(|s| s.1.as_secs_f64()).sum();
+        eprintln!("\n{:<12} {:>9} {:>7}", "stage", "seconds", "share");
+        for (name, took, ok) in &self.sections {
+            let s = took.as_secs_f64();
+            let share = if total > 0.0 { 100.0 * s / total } else { 0.0 };
+            eprintln!(
+                "{name:<12} {s:>9.1} {share:>6.1}%{}",
+                if *ok { "" } else { "  FAILED" }
+            );
+        }
+        eprintln!("{:<12} {total:>9.1}", "total");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Real `llvm-profdata show` output (LLVM 22.1.2-rust-1.95.0-stable, mty-bench train).
+    const SHOW: &str = "Instrumentation level: IR  entry_first = 0  instrument_loop_entries = 0
+Total functions: 1138
+Maximum function count: 180000
+Maximum internal block count: 442352
+Total number of blocks: 11863
+Total count: 9704034
+";
+
+    #[test]
+    fn parses_llvm_profdata_show() {
+        let info = parse_show(SHOW, PathBuf::from("p"), "h".into()).unwrap();
+        assert_eq!(
+            (info.functions, info.max_function_count, info.total_count),
+            (1138, 180000, 9704034)
+        );
+        assert!(
+            parse_show("nothing", PathBuf::new(), String::new())
+                .unwrap_err()
+                .to_string()
+                .contains("Total functions:")
+        );
+    }
+
+    #[test]
+    fn stages_parse_and_bad_flags_are_refused() {
+        let parse = |s: &str| Flags::parse(s.split_whitespace().map(String::from));
+        assert_eq!(
+            parse("merge --config x.toml").unwrap().stage,
+            Some(Stage::Merge)
+        );
+        assert_eq!(parse("").unwrap().stage, None);
+        assert!(
+            parse("bake")
+                .unwrap_err()
+                .to_string()
+                .starts_with("unknown stage `bake`")
+        );
+        assert!(
+            parse("--fast")
+                .unwrap_err()
+                .to_string()
+                .starts_with("unknown flag `--fast`")
+        );
+        assert!(
+            parse("merge train")
+                .unwrap_err()
+                .to_string()
+                .contains("at most one stage")
+        );
+        assert!(
+            parse("--pgo-data")
+                .unwrap_err()
+                .to_string()
+                .contains("`--pgo-data` needs a value")
+        );
+        let spaced = Flags::parse(["--pgo-data".to_string(), "/tmp/a b".to_string()].into_iter());
+        assert!(
+            spaced
+                .unwrap_err()
+                .to_string()
+                .contains("contains whitespace, which RUSTFLAGS cannot carry")
+        );
+    }
+}
