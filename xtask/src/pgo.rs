@@ -431,8 +431,9 @@ pub fn parse_show(text: &str, path: PathBuf, hash: String) -> Result<ProfileInfo
     })
 }
 
-/// The first 8 bytes of an indexed profile (`\xfflprofi\x81` as a little-endian u64).
-const INDEXED_MAGIC: [u8; 8] = [0x81, b'i', b'f', b'o', b'r', b'p', b'l', 0xff];
+/// The first 8 bytes of an indexed profile, as LLVM 22 writes them (`\xfflprofi\x81`). A raw
+/// .profraw starts with `\x81rforpl\xff` instead.
+const INDEXED_MAGIC: [u8; 8] = [0xff, b'l', b'p', b'r', b'o', b'f', b'i', 0x81];
 
 /// Refuses anything but an existing, non-empty, indexed profile: rustc only WARNS on a raw
 /// .profraw ("bad magic") and then builds without PGO.
