@@ -1,0 +1,176 @@
+//! End to end: the whole `cargo xtask pgo` with profiles/quick.toml into a temporary
+//! pgo-data and target directory, real toolchain, real llvm-profdata, real workloads. Then
+//! the same optimize stage fed a profile of unrelated code, which must be refused.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn xtask(args: &[&str], data: &Path, target: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .arg("--config")
+        .arg(root().join("profiles/quick.toml"))
+        .arg("--pgo-data")
+        .arg(data)
+        .arg("--target-dir")
+        .arg(target)
+        .output()
+        .expect("xtask runs")
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
+}
+
+fn contains(path: &str, needle: &[u8]) -> bool {
+    std::fs::read(path)
+        .unwrap()
+        .windows(needle.len())
+        .any(|w| w == needle)
+}
+
+#[test]
+fn the_whole_pipeline_on_the_quick_config() {
+    let tmp = std::env::temp_dir().join(format!("mty-pgo-e2e-{}", std::process::id()));
+    let (data, target) = (tmp.join("pgo-data"), tmp.join("target"));
+    let out = xtask(&["pgo"], &data, &target);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "cargo xtask pgo failed:\n{stderr}\n{stdout}"
+    );
+
+    // The merged profile exists and is not empty.
+    let merge = json(&data.join("stages/merge.json"));
+    let profile = merge["path"].as_str().unwrap();
+    assert!(
+        std::fs::metadata(profile).unwrap().len() > 0,
+        "{profile} is empty"
+    );
+    assert!(merge["functions"].as_u64().unwrap() > 100);
+
+    // The profile applied: no missing-function or mismatch warning for mty_runtime or tokio's
+    // mpsc in mty-bench.
+    let optimize = json(&data.join("stages/optimize.json"));
+    assert_eq!(
+        optimize["apply"]["required_violations"],
+        serde_json::json!([]),
+        "{optimize:#}"
+    );
+    for krate in ["mty_runtime", "tokio"] {
+        assert!(
+            optimize["apply"]["per_crate"].get(krate).is_none(),
+            "{krate} has PGO warnings: {optimize:#}"
+        );
+    }
+
+    // Instrumented executable has the profiling runtime, the optimised one does not.
+    let instrumented = json(&data.join("stages/instrument.json"));
+    assert!(contains(
+        instrumented["exe"].as_str().unwrap(),
+        b"__llvm_profile"
+    ));
+    assert!(!contains(
+        optimize["build"]["exe"].as_str().unwrap(),
+        b"__llvm_profile"
+    ));
+
+    // report.json: base, LTO and PGO rows with numeric medians, and the raw runs behind them.
+    let report = json(&data.join("report.json"));
+    let rows = report["workloads"][0]["rows"].as_array().unwrap();
+    let builds: Vec<&str> = rows.iter().map(|r| r["build"].as_str().unwrap()).collect();
+    assert_eq!(builds, ["release", "release-lto", "release-pgo"]);
+    for row in rows {
+        assert!(row["median_ns"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["runs"].as_u64(), Some(2), "quick.toml has 2 rounds");
+    }
+    assert_eq!(report["runs"].as_array().unwrap().len(), 6);
+    assert!(
+        report["environment"]["rustc_vv"]
+            .as_str()
+            .unwrap()
+            .contains("LLVM version")
+    );
+    assert!(stdout.contains("APPLIED"), "{stdout}");
+
+    // The same optimize stage, fed a valid indexed profile of unrelated code, must refuse.
+    let dummy_text = tmp.join("unrelated.proftext");
+    std::fs::write(
+        &dummy_text,
+        ":ir\nnot_a_real_function\n# Func Hash:\n1\n# Num Counters:\n1\n# Counter Values:\n5\n",
+    )
+    .unwrap();
+    let dummy = data.join("merged-unrelated.profdata");
+    let profdata = json(&data.join("stages/doctor.json"))["llvm_profdata"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let merged = Command::new(profdata)
+        .arg("merge")
+        .arg("-o")
+        .arg(&dummy)
+        .arg(&dummy_text)
+        .status()
+        .unwrap();
+    assert!(merged.success());
+    let mut merge = merge;
+    merge["path"] = Value::String(dummy.display().to_string());
+    std::fs::write(data.join("stages/merge.json"), merge.to_string()).unwrap();
+    let out = xtask(&["pgo", "optimize"], &data, &target);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "an unrelated profile must fail the apply check:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("the profile did NOT apply to the measured code"),
+        "{stderr}"
+    );
+    let optimize = json(&data.join("stages/optimize.json"));
+    assert!(
+        optimize["apply"]["per_crate"]["mty_runtime"]["missing"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{optimize:#}"
+    );
+    assert!(
+        optimize["apply"]["per_crate"]["tokio"]["missing"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{optimize:#}"
+    );
+
+    // A raw .profraw handed to optimize is refused before any build (rustc would only warn).
+    let raw = instrumented_profraw(&data);
+    merge["path"] = Value::String(raw.display().to_string());
+    std::fs::write(data.join("stages/merge.json"), merge.to_string()).unwrap();
+    let out = xtask(&["pgo", "optimize"], &data, &target);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is not an indexed profile"), "{stderr}");
+    assert!(
+        !stderr.contains("cargo build"),
+        "refused before any build:\n{stderr}"
+    );
+
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+fn instrumented_profraw(data: &Path) -> PathBuf {
+    let train = json(&data.join("stages/train.json"));
+    PathBuf::from(train["profraw"][0].as_str().unwrap())
+}
