@@ -35,9 +35,17 @@ pub fn run(args: &Args) -> TrainReport {
     let mut delivered = 0;
     let mut refused_full = 0;
 
-    // The same per-message round trip the measured workloads make, but with other payload
-    // sizes and both policies: the hot path's code, other inputs.
-    for (policy, bytes) in [("block", 1), ("block", 200), ("fail", 0), ("fail", 64)] {
+    // The per-message round trip the measured workloads make, within a mix of payload sizes
+    // and both policies. Empty payloads under Block belong in it: they are the runtime's fast
+    // path, and a mix without them made PGO lay that branch out as cold (measured: the PGO
+    // build ran 15 % fewer instructions per message yet was 16 % slower in wall time).
+    for (policy, bytes) in [
+        ("block", 0),
+        ("block", 1),
+        ("block", 200),
+        ("fail", 0),
+        ("fail", 64),
+    ] {
         let mut a = args.clone();
         a.messages = (n / 8).max(1);
         a.warmup = 0;
