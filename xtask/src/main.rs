@@ -8,6 +8,7 @@ mod fsx;
 mod measure;
 mod pgo;
 mod report;
+mod stats;
 mod toolchain;
 mod warnings;
 

@@ -37,7 +37,17 @@ pub struct LatencyReport {
     pub max_ns: u64,
     pub mean_ns: f64,
     pub clock_overhead_ns: u64,
+    /// `[quantile, ns]` pairs of the distribution, for plots.
+    pub percentiles: Vec<(f64, u64)>,
+    /// This process's CPU time and context switches, to tell disturbed runs.
+    #[serde(flatten)]
+    pub usage: crate::usage::Usage,
 }
+
+/// The quantiles reported in `percentiles`.
+const QUANTILES: [f64; 16] = [
+    0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999,
+];
 
 /// `mty-bench agent_send_latency`.
 pub fn mailbox(args: &Args) -> LatencyReport {
@@ -110,6 +120,11 @@ fn run(
         max_ns: hist.max(),
         mean_ns: hist.mean(),
         clock_overhead_ns: clock_overhead_ns(),
+        percentiles: QUANTILES
+            .iter()
+            .map(|&q| (q, hist.value_at_quantile(q)))
+            .collect(),
+        usage: crate::usage::Usage::of_this_process(),
     }
 }
 

@@ -13,6 +13,7 @@
 mod args;
 mod latency;
 mod train;
+mod usage;
 
 use std::process::ExitCode;
 

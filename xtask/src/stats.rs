@@ -1,0 +1,342 @@
+//! Paired statistics on whole runs: per pair r = ln(candidate / baseline); the estimate is the
+//! mean of r, with a seeded percentile-bootstrap 95 % interval and a Wilcoxon signed-rank test
+//! as a cross-check. Numbers in, numbers out: no processes here.
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+/// The comparison of a candidate build with a baseline over paired runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Pairs used.
+    pub pairs: usize,
+    /// Mean of ln(candidate / baseline).
+    pub mean_log_ratio: f64,
+    /// exp(mean): the typical candidate/baseline ratio.
+    pub ratio: f64,
+    /// (ratio − 1) × 100: negative is faster.
+    pub change_pct: f64,
+    /// The 95 % bootstrap interval of `change_pct`.
+    pub ci_low_pct: f64,
+    pub ci_high_pct: f64,
+    /// Two-sided p-value of the Wilcoxon signed-rank test on r (1.0 when every r is 0).
+    pub wilcoxon_p: f64,
+}
+
+/// ln(candidate / baseline) per pair. Refuses empty input, unequal lengths, and values that
+/// are zero, negative or not finite: a ratio of them means nothing.
+pub fn log_ratios(baseline: &[f64], candidate: &[f64]) -> Result<Vec<f64>> {
+    if baseline.len() != candidate.len() {
+        bail!(
+            "{} baseline values but {} candidate values: the runs must come in pairs",
+            baseline.len(),
+            candidate.len()
+        );
+    }
+    if baseline.is_empty() {
+        bail!("no pairs to compare (were all of them dropped as disturbed?)");
+    }
+    for (i, (&b, &c)) in baseline.iter().zip(candidate).enumerate() {
+        for (what, v) in [("baseline", b), ("candidate", c)] {
+            if !v.is_finite() || v <= 0.0 {
+                bail!(
+                    "pair {i}: the {what} value is {v}; latencies must be positive, finite numbers"
+                );
+            }
+        }
+    }
+    Ok(baseline
+        .iter()
+        .zip(candidate)
+        .map(|(b, c)| (c / b).ln())
+        .collect())
+}
+
+/// Compares paired runs: the mean log-ratio, a bootstrap interval with `resamples` resamples
+/// from `seed` (the same data and seed give the same interval), and Wilcoxon's p.
+pub fn compare(
+    baseline: &[f64],
+    candidate: &[f64],
+    resamples: usize,
+    seed: u64,
+) -> Result<Estimate> {
+    let r = log_ratios(baseline, candidate)?;
+    let m = mean(&r);
+    let (lo, hi) = bootstrap_mean_ci(&r, resamples, seed, 0.95);
+    let pct = |x: f64| (x.exp() - 1.0) * 100.0;
+    Ok(Estimate {
+        pairs: r.len(),
+        mean_log_ratio: m,
+        ratio: m.exp(),
+        change_pct: pct(m),
+        ci_low_pct: pct(lo),
+        ci_high_pct: pct(hi),
+        wilcoxon_p: wilcoxon_signed_rank_p(&r),
+    })
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// SplitMix64: a small, well-known seeded generator (Steele, Lea, Flood 2014).
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-32 for small n).
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+    }
+    /// Shuffles in place (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            v.swap(i, self.below(i + 1));
+        }
+    }
+}
+
+/// Percentile bootstrap interval of the mean at `level`.
+pub fn bootstrap_mean_ci(r: &[f64], resamples: usize, seed: u64, level: f64) -> (f64, f64) {
+    let n = r.len();
+    let mut rng = SplitMix64::new(seed);
+    let mut means: Vec<f64> = (0..resamples.max(1))
+        .map(|_| (0..n).map(|_| r[rng.below(n)]).sum::<f64>() / n as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let tail = (1.0 - level) / 2.0;
+    (
+        quantile_sorted(&means, tail),
+        quantile_sorted(&means, 1.0 - tail),
+    )
+}
+
+/// Linear-interpolated quantile of sorted data.
+fn quantile_sorted(v: &[f64], q: f64) -> f64 {
+    let pos = q * (v.len() - 1) as f64;
+    let (i, frac) = (pos.floor() as usize, pos - pos.floor());
+    if i + 1 < v.len() {
+        v[i] + frac * (v[i + 1] - v[i])
+    } else {
+        v[i]
+    }
+}
+
+/// Two-sided p-value of the Wilcoxon signed-rank test that the r are centred on 0. Zeros are
+/// dropped (Wilcoxon's convention); ties get mid-ranks. Exact (by enumerating the null
+/// distribution of the rank sum over sign flips) for up to 30 non-zero values, normal
+/// approximation with tie correction above.
+pub fn wilcoxon_signed_rank_p(r: &[f64]) -> f64 {
+    let mut nz: Vec<f64> = r.iter().copied().filter(|x| *x != 0.0).collect();
+    let n = nz.len();
+    if n == 0 {
+        return 1.0;
+    }
+    nz.sort_by(|a, b| a.abs().total_cmp(&b.abs()));
+    // Doubled mid-ranks, so ties stay integers.
+    let mut ranks2 = vec![0u64; n];
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && nz[j + 1].abs() == nz[i].abs() {
+            j += 1;
+        }
+        for rank in &mut ranks2[i..=j] {
+            *rank = (i + j + 2) as u64; // 2 × mean of ranks i+1 ..= j+1
+        }
+        i = j + 1;
+    }
+    let w_plus2: u64 = nz
+        .iter()
+        .zip(&ranks2)
+        .filter(|(x, _)| **x > 0.0)
+        .map(|(_, r)| r)
+        .sum();
+    let total2: u64 = ranks2.iter().sum();
+    if n <= 30 {
+        // counts[s] = number of sign patterns whose doubled positive-rank sum is s.
+        let mut counts = vec![0f64; total2 as usize + 1];
+        counts[0] = 1.0;
+        for &rk in &ranks2 {
+            for s in (rk as usize..counts.len()).rev() {
+                counts[s] += counts[s - rk as usize];
+            }
+        }
+        let all: f64 = counts.iter().sum();
+        let lo = w_plus2.min(total2 - w_plus2) as usize;
+        let tail: f64 = counts[..=lo].iter().sum::<f64>() / all;
+        return (2.0 * tail).min(1.0);
+    }
+    let nf = n as f64;
+    let w = w_plus2 as f64 / 2.0;
+    let mu = nf * (nf + 1.0) / 4.0;
+    let mut ties = 0.0;
+    let mut k = 0;
+    while k < n {
+        let t = ranks2[k..].iter().take_while(|r| **r == ranks2[k]).count();
+        ties += (t * t * t - t) as f64;
+        k += t;
+    }
+    let sigma = (nf * (nf + 1.0) * (2.0 * nf + 1.0) / 24.0 - ties / 48.0).sqrt();
+    let z = ((w - mu).abs() - 0.5).max(0.0) / sigma;
+    (2.0 * (1.0 - normal_cdf(z))).min(1.0)
+}
+
+/// Standard normal CDF through erf by Abramowitz–Stegun 7.1.26 (absolute error < 1.5e-7).
+fn normal_cdf(z: f64) -> f64 {
+    let x = z / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-x * x).exp();
+    let erf = if x >= 0.0 { erf } else { -erf };
+    0.5 * (1.0 + erf)
+}
+
+/// What a comparison says, judged against the noise floor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Faster,
+    Slower,
+    NoDetectableChange,
+}
+
+impl Verdict {
+    pub fn text(self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::NoDetectableChange => "no detectable change",
+        }
+    }
+}
+
+/// "faster" or "slower" only when the whole interval lies beyond ±`threshold_pct`.
+pub fn verdict(e: &Estimate, threshold_pct: f64) -> Verdict {
+    if e.ci_high_pct < -threshold_pct {
+        Verdict::Faster
+    } else if e.ci_low_pct > threshold_pct {
+        Verdict::Slower
+    } else {
+        Verdict::NoDetectableChange
+    }
+}
+
+/// The noise floor from an A/A comparison: the farther bound of its interval from zero, in %.
+pub fn noise_floor_pct(aa: &Estimate) -> f64 {
+    aa.ci_low_pct.abs().max(aa.ci_high_pct.abs())
+}
+
+/// "4.8 % faster, 95 % CI [2.1, 7.4]" (CI bounds as speed-ups, so both positive when faster).
+pub fn describe(e: &Estimate) -> String {
+    let (word, x) = if e.change_pct <= 0.0 {
+        ("faster", -e.change_pct)
+    } else {
+        ("slower", e.change_pct)
+    };
+    let (a, b) = if e.change_pct <= 0.0 {
+        (-e.ci_high_pct, -e.ci_low_pct)
+    } else {
+        (e.ci_low_pct, e.ci_high_pct)
+    };
+    format!("{x:.1} % {word}, 95 % CI [{a:.1}, {b:.1}]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Synthetic pairs: baseline around 200 with run-to-run noise, candidate = baseline ×
+    /// `ratio` × its own noise.
+    fn pairs(n: usize, ratio: f64, noise: f64, seed: u64) -> (Vec<f64>, Vec<f64>) {
+        let mut rng = SplitMix64::new(seed);
+        let mut u = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        let base: Vec<f64> = (0..n).map(|_| 200.0 * (1.0 + noise * u())).collect();
+        let cand = base
+            .iter()
+            .map(|b| b * ratio * (1.0 + noise * u()))
+            .collect();
+        (base, cand)
+    }
+
+    #[test]
+    fn the_interval_covers_a_known_ratio() {
+        let (b, c) = pairs(30, 0.90, 0.04, 7);
+        let e = compare(&b, &c, 10_000, 1).unwrap();
+        assert!(e.ci_low_pct < -10.0 && -10.0 < e.ci_high_pct, "{e:?}");
+        assert!((e.ratio - 0.90).abs() < 0.02, "{e:?}");
+        assert!(e.wilcoxon_p < 0.001, "{e:?}");
+        assert_eq!(verdict(&e, 1.0), Verdict::Faster);
+        assert!(describe(&e).starts_with("10."), "{}", describe(&e));
+    }
+
+    #[test]
+    fn an_a_a_set_gives_an_interval_containing_zero() {
+        let (b, c) = pairs(30, 1.0, 0.04, 11);
+        let e = compare(&b, &c, 10_000, 1).unwrap();
+        assert!(e.ci_low_pct < 0.0 && 0.0 < e.ci_high_pct, "{e:?}");
+        assert!(e.wilcoxon_p > 0.05, "{e:?}");
+        assert_eq!(
+            verdict(&e, noise_floor_pct(&e)),
+            Verdict::NoDetectableChange
+        );
+    }
+
+    #[test]
+    fn the_same_data_and_seed_give_the_same_interval() {
+        let (b, c) = pairs(20, 1.05, 0.04, 3);
+        assert_eq!(
+            compare(&b, &c, 10_000, 42).unwrap(),
+            compare(&b, &c, 10_000, 42).unwrap()
+        );
+        let e = compare(&b, &c, 10_000, 42).unwrap();
+        assert_eq!(verdict(&e, 1.0), Verdict::Slower, "{e:?}");
+    }
+
+    #[test]
+    fn edge_cases() {
+        // All pairs equal: a zero-width interval at 0, p = 1.
+        let e = compare(&[100.0; 5], &[100.0; 5], 1000, 1).unwrap();
+        assert_eq!(
+            (e.change_pct, e.ci_low_pct, e.ci_high_pct, e.wilcoxon_p),
+            (0.0, 0.0, 0.0, 1.0)
+        );
+        // One pair: an estimate, but the interval is the point and Wilcoxon cannot reject.
+        let e = compare(&[100.0], &[90.0], 1000, 1).unwrap();
+        assert!((e.change_pct + 10.0).abs() < 1e-9);
+        assert_eq!((e.ci_low_pct, e.ci_high_pct), (e.change_pct, e.change_pct));
+        assert_eq!(e.wilcoxon_p, 1.0);
+        // Bad input: clear errors.
+        let err = |b: &[f64], c: &[f64]| compare(b, c, 10, 1).unwrap_err().to_string();
+        assert!(err(&[1.0, f64::NAN], &[1.0, 1.0]).contains("pair 1: the baseline value is NaN"));
+        assert!(err(&[1.0], &[0.0]).contains("pair 0: the candidate value is 0"));
+        assert!(err(&[], &[]).contains("no pairs to compare"));
+        assert!(err(&[1.0], &[1.0, 2.0]).contains("must come in pairs"));
+    }
+
+    #[test]
+    fn wilcoxon_matches_tables() {
+        // n = 5 all positive: exact two-sided p = 2/32.
+        assert!((wilcoxon_signed_rank_p(&[1.0, 2.0, 3.0, 4.0, 5.0]) - 0.0625).abs() < 1e-12);
+        // n = 6, only the smallest positive: W+ = 1, P(W+ <= 1) = 2/64, two-sided p = 4/64.
+        let p = wilcoxon_signed_rank_p(&[0.1, -0.25, -0.3, -0.4, -0.5, -0.6]);
+        assert!((p - 2.0 * 2.0 / 64.0).abs() < 1e-12, "{p}");
+        // Large n uses the normal approximation; symmetric data gives p near 1.
+        let sym: Vec<f64> = (1..=40)
+            .map(|i| if i % 2 == 0 { i as f64 } else { -(i as f64) })
+            .collect();
+        assert!(wilcoxon_signed_rank_p(&sym) > 0.8);
+    }
+}
