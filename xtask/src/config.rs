@@ -15,7 +15,9 @@ pub struct Config {
     pub binary: String,
     pub train: Train,
     pub measure: Measure,
+    pub instructions: Instructions,
     pub apply_check: ApplyCheck,
+    pub check: Check,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -29,11 +31,49 @@ pub struct Train {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Measure {
-    /// Rounds; each round runs every workload once on every build, in rotating order.
-    pub rounds: u32,
+    /// K: blocks of runs per workload. Each block runs release twice (the A/A pair) and the
+    /// LTO and PGO builds once, as separate processes in a random order; each candidate pairs
+    /// with the block's release run.
+    pub pairs: u32,
+    /// Seeds the run order and the bootstrap: the same data gives the same intervals.
+    pub seed: u64,
     /// Seconds each measured run may take before it is killed.
     pub timeout_secs: u64,
+    /// Pin every measured run to this CPU (`taskset -c`), or leave it to the scheduler.
+    #[serde(default)]
+    pub pin_core: Option<usize>,
+    /// Bootstrap resamples for each interval (at least 10,000 for a stable 95 % interval).
+    pub bootstrap_resamples: usize,
+    /// The smallest change called a change, in %: the verdict threshold is the larger of this
+    /// and the A/A noise floor.
+    pub min_effect_pct: f64,
+    /// A run with more involuntary context switches than this was disturbed; its pairs are
+    /// dropped.
+    pub max_involuntary_switches: u64,
+    /// A run whose system time exceeds this share of its CPU time was disturbed.
+    pub max_sys_fraction: f64,
     pub workloads: Vec<Workload>,
+}
+
+/// Instructions per message from `valgrind --tool=callgrind`: deterministic where wall time
+/// is not. Two runs of `messages` and 2 × `messages` messages; the difference removes setup.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Instructions {
+    /// 0 turns the measurement off.
+    pub messages: u64,
+    pub timeout_secs: u64,
+}
+
+/// `cargo xtask pgo --check`: the gate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    /// The measured workloads the gate judges.
+    pub workloads: Vec<String>,
+    /// PGO must be significantly faster than release by at least this much (%): the upper
+    /// bound of its interval must lie below −this.
+    pub min_pgo_gain_pct: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -82,8 +122,11 @@ pub fn parse(text: &str) -> Result<Config> {
     if config.measure.workloads.is_empty() {
         bail!("`measure.workloads` is empty: nothing would be measured");
     }
-    if config.measure.rounds == 0 {
-        bail!("`measure.rounds` must be at least 1");
+    if config.measure.pairs < 2 {
+        bail!("`measure.pairs` must be at least 2 (an interval needs pairs; 20 or more is sound)");
+    }
+    if config.measure.bootstrap_resamples < 1000 {
+        bail!("`measure.bootstrap_resamples` must be at least 1000");
     }
     for w in config
         .train
@@ -111,6 +154,14 @@ pub fn parse(text: &str) -> Result<Config> {
     {
         bail!("two measured workloads are named `{dup}`: names key the report");
     }
+    for name in &config.check.workloads {
+        if !names.contains(&name.as_str()) {
+            bail!(
+                "`check.workloads` names `{name}`, which is not a measured workload ({})",
+                names.join(", ")
+            );
+        }
+    }
     Ok(config)
 }
 
@@ -131,11 +182,22 @@ binary = "mty-bench"
 timeout_secs = 60
 workloads = [{ name = "train", args = ["train"] }]
 [measure]
-rounds = 2
+pairs = 2
+seed = 1
 timeout_secs = 60
+bootstrap_resamples = 10000
+min_effect_pct = 1.0
+max_involuntary_switches = 50
+max_sys_fraction = 0.25
 workloads = [{ name = "lat", args = ["agent_send_latency"] }]
+[instructions]
+messages = 1000
+timeout_secs = 60
 [apply_check]
 required = ["mty_runtime::"]
+[check]
+workloads = ["lat"]
+min_pgo_gain_pct = 0.0
 "#;
 
     #[test]
@@ -150,7 +212,7 @@ required = ["mty_runtime::"]
     #[test]
     fn an_unknown_key_names_line_and_key() {
         check_err(
-            &GOOD.replace("rounds = 2", "rounds = 2\nwarmups = 3"),
+            &GOOD.replace("pairs = 2", "pairs = 2\nwarmups = 3"),
             &["line 8", "unknown field `warmups`"],
         );
     }
@@ -158,10 +220,10 @@ required = ["mty_runtime::"]
     #[test]
     fn a_wrong_type_names_line_and_key() {
         check_err(
-            &GOOD.replace("rounds = 2", "rounds = \"two\""),
+            &GOOD.replace("pairs = 2", "pairs = \"two\""),
             &[
                 "line 7",
-                "rounds = \"two\"",
+                "pairs = \"two\"",
                 "invalid type: string \"two\", expected u32",
             ],
         );
@@ -186,8 +248,8 @@ required = ["mty_runtime::"]
     #[test]
     fn empty_or_duplicate_workloads_are_refused() {
         check_err(
-            &GOOD.replace("rounds = 2", "rounds = 0"),
-            &["`measure.rounds` must be at least 1"],
+            &GOOD.replace("pairs = 2", "pairs = 1"),
+            &["`measure.pairs` must be at least 2"],
         );
         check_err(
             &GOOD.replace(
@@ -195,6 +257,10 @@ required = ["mty_runtime::"]
                 "workloads = []",
             ),
             &["`measure.workloads` is empty"],
+        );
+        check_err(
+            &GOOD.replace(r#"workloads = ["lat"]"#, r#"workloads = ["nope"]"#),
+            &["`check.workloads` names `nope`, which is not a measured workload (lat)"],
         );
         check_err(
             &GOOD.replace(

@@ -47,6 +47,18 @@ pub fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
+/// Appends one line in a single write (O_APPEND), so concurrent readers never see half of it.
+pub fn append_line(path: &Path, line: &str) -> Result<()> {
+    let mut text = line.trim_end().to_string();
+    text.push('\n');
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .with_context(|| format!("cannot append to {}", path.display()))
+}
+
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let mut text = serde_json::to_string_pretty(value).context("cannot serialize")?;
     text.push('\n');

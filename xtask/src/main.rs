@@ -1,12 +1,16 @@
 //! xtask: the project's automation, run as `cargo xtask <command>` (alias in
 //! `.cargo/config.toml`). Parses flags, then hands each command to its own module.
 
+mod analysis;
 mod cargo;
 mod config;
 mod exec;
 mod fsx;
+mod gate;
+mod instructions;
 mod measure;
 mod pgo;
+mod plot;
 mod report;
 mod stats;
 mod toolchain;
@@ -19,6 +23,7 @@ use anyhow::{Context, bail};
 
 const USAGE: &str = "\
 usage: cargo xtask pgo [STAGE] [--config FILE] [--pgo-data DIR] [--target-dir DIR]
+                      [--check] [--baseline FILE]
 
 Builds mty-bench instrumented, trains it, merges the profiles with a version-matched
 llvm-profdata, rebuilds it with the profile (fat LTO), builds the non-PGO baselines,
@@ -32,7 +37,8 @@ STAGE runs one stage alone, reading the earlier stages' outputs from pgo-data/:
   optimize    the -Cprofile-use build, and the check that the profile applied
   baselines   release (no LTO, no PGO) and release-pgo without a profile (fat LTO only)
   measure     the measured workloads on every build, interleaved round by round
-  report      the table and pgo-data/report.json
+  report      statistics, the table, report.json, report.md, latency.svg,
+              benchmark.json, history.jsonl
 Without STAGE: all of them, in this order.
 
 options:
@@ -40,7 +46,11 @@ options:
                     the seconds-long one)
   --pgo-data DIR    where artifacts go (default: <workspace>/pgo-data)
   --target-dir DIR  root of the per-variant cargo target directories
-                    (default: <workspace>/target/pgo)";
+                    (default: <workspace>/target/pgo)
+  --check           gate: fail unless PGO is significantly faster than release by the
+                    config's `check.min_pgo_gain_pct` on `check.workloads`
+  --baseline FILE   gate too: fail when a median regressed beyond the noise floor, or
+                    instructions/message by more than 1 %, against this earlier report.json";
 
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1);

@@ -1,5 +1,6 @@
-//! The `measure` stage: every measured workload on every build, interleaved round by round
-//! (the build order rotates each round), so drift on a shared machine hits all builds alike.
+//! The `measure` stage: K blocks per workload, each a random order of separate process runs
+//! of release (twice: the A/A pair), the LTO build and the PGO build. Runs the machine
+//! disturbed are flagged here; the analysis drops their blocks whole.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,6 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Measure;
 use crate::exec::Cmd;
+use crate::stats::SplitMix64;
+
+/// The baseline build's name, and the name of its second run in each block (A/A).
+pub const BASELINE: &str = "release";
+pub const BASELINE_AGAIN: &str = "release-aa";
 
 /// A build to measure.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -28,16 +34,26 @@ pub struct WorkloadLine {
     pub max_ns: u64,
     pub mean_ns: f64,
     pub clock_overhead_ns: u64,
+    /// `[quantile, ns]` pairs.
+    pub percentiles: Vec<(f64, u64)>,
+    pub user_ms: f64,
+    pub sys_ms: f64,
+    pub voluntary_ctx_switches: u64,
+    pub involuntary_ctx_switches: u64,
 }
 
 /// One process run of one workload on one build.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Run {
     pub workload: String,
+    /// A variant's name, or [`BASELINE_AGAIN`] for the A/A run.
     pub build: String,
-    pub round: u32,
-    /// Position of this build within its round (0 = first).
+    /// The block (pair index) this run belongs to.
+    pub pair: u32,
+    /// Position within its block (0 = first).
     pub slot: usize,
+    /// Why this run counts as disturbed, if it does.
+    pub disturbed: Option<String>,
     #[serde(flatten)]
     pub result: WorkloadLine,
 }
@@ -53,15 +69,41 @@ pub fn parse_line(stdout: &str) -> Result<WorkloadLine> {
         .with_context(|| format!("its last line is not a latency report: {line}"))
 }
 
-/// The build order of `round`: the variants rotated by the round number.
-pub fn order(variants: usize, round: u32) -> Vec<usize> {
-    (0..variants)
-        .map(|i| (i + round as usize) % variants)
-        .collect()
+/// Why a run counts as disturbed, or `None`.
+pub fn disturbed(line: &WorkloadLine, cfg: &Measure) -> Option<String> {
+    if line.involuntary_ctx_switches > cfg.max_involuntary_switches {
+        return Some(format!(
+            "{} involuntary context switches (limit {})",
+            line.involuntary_ctx_switches, cfg.max_involuntary_switches
+        ));
+    }
+    let cpu = line.user_ms + line.sys_ms;
+    if cpu > 0.0 && line.sys_ms / cpu > cfg.max_sys_fraction {
+        return Some(format!(
+            "system time {:.0} ms of {:.0} ms CPU (limit {:.0} %)",
+            line.sys_ms,
+            cpu,
+            100.0 * cfg.max_sys_fraction
+        ));
+    }
+    None
+}
+
+/// The arms of each block: the baseline twice, then the other variants.
+pub fn arms(variants: &[Variant]) -> Vec<(String, PathBuf)> {
+    let mut arms = Vec::new();
+    for v in variants {
+        arms.push((v.name.clone(), v.exe.clone()));
+        if v.name == BASELINE {
+            arms.push((BASELINE_AGAIN.to_string(), v.exe.clone()));
+        }
+    }
+    arms
 }
 
 pub fn run(variants: &[Variant], cfg: &Measure) -> Result<Vec<Run>> {
-    let total = cfg.rounds as u64 * cfg.workloads.len() as u64 * variants.len() as u64;
+    let arms = arms(variants);
+    let total = cfg.pairs as u64 * cfg.workloads.len() as u64 * arms.len() as u64;
     let bar = ProgressBar::new(total).with_prefix("measure").with_style(
         ProgressStyle::with_template(
             "{prefix:>12} [{bar:30}] {pos}/{len} runs {elapsed} {wide_msg}",
@@ -69,35 +111,40 @@ pub fn run(variants: &[Variant], cfg: &Measure) -> Result<Vec<Run>> {
         .expect("a valid template")
         .progress_chars("=> "),
     );
+    let mut rng = SplitMix64::new(cfg.seed);
     let mut runs = Vec::new();
-    for round in 0..cfg.rounds {
+    for pair in 0..cfg.pairs {
         for workload in &cfg.workloads {
-            for (slot, index) in order(variants.len(), round).into_iter().enumerate() {
-                let variant = &variants[index];
-                bar.set_message(format!(
-                    "round {} {} on {}",
-                    round + 1,
-                    workload.name,
-                    variant.name
-                ));
-                let cmd =
-                    Cmd::new(variant.exe.display().to_string()).args(workload.args.iter().cloned());
+            let mut order: Vec<usize> = (0..arms.len()).collect();
+            rng.shuffle(&mut order);
+            for (slot, index) in order.into_iter().enumerate() {
+                let (name, exe) = &arms[index];
+                bar.set_message(format!("pair {} {} on {}", pair + 1, workload.name, name));
+                let cmd = match cfg.pin_core {
+                    Some(core) => Cmd::new("taskset").args([
+                        "-c".to_string(),
+                        core.to_string(),
+                        exe.display().to_string(),
+                    ]),
+                    None => Cmd::new(exe.display().to_string()),
+                }
+                .args(workload.args.iter().cloned());
                 let output =
                     bar.suspend(|| cmd.run_with_timeout(Duration::from_secs(cfg.timeout_secs)))?;
                 let result =
                     parse_line(&String::from_utf8_lossy(&output.stdout)).with_context(|| {
                         format!(
-                            "measured workload `{}` on {}: `{}`",
+                            "measured workload `{}` on {name}: `{}`",
                             workload.name,
-                            variant.name,
                             cmd.display()
                         )
                     })?;
                 runs.push(Run {
                     workload: workload.name.clone(),
-                    build: variant.name.clone(),
-                    round,
+                    build: name.clone(),
+                    pair,
                     slot,
+                    disturbed: disturbed(&result, cfg),
                     result,
                 });
                 bar.inc(1);
@@ -121,13 +168,26 @@ pub fn median(values: &[f64]) -> Option<f64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
+
+    pub const LINE: &str = r#"{"workload":"agent_send_latency","messages":200000,"warmup":10000,"policy":"block","payload_bytes":0,"capacity":8,"median_ns":253,"p95_ns":302,"p99_ns":563,"max_ns":161151,"mean_ns":267.68,"clock_overhead_ns":30,"percentiles":[[0.01,197],[0.5,253],[0.99,563]],"user_ms":70.0,"sys_ms":0.0,"voluntary_ctx_switches":0,"involuntary_ctx_switches":1}"#;
+
+    pub fn measure_config() -> Measure {
+        crate::config::parse(
+            &std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../profiles/quick.toml"
+            ))
+            .unwrap(),
+        )
+        .unwrap()
+        .measure
+    }
 
     #[test]
     fn parses_the_line_mty_bench_prints() {
-        let out = "{\"workload\":\"agent_send_latency\",\"messages\":200000,\"warmup\":10000,\"policy\":\"block\",\"payload_bytes\":0,\"capacity\":8,\"median_ns\":191,\"p95_ns\":254,\"p99_ns\":407,\"max_ns\":358655,\"mean_ns\":210.1,\"clock_overhead_ns\":23}\n";
-        let line = parse_line(out).unwrap();
+        let line = parse_line(&format!("{LINE}\n")).unwrap();
         assert_eq!(
             (
                 line.median_ns,
@@ -135,8 +195,10 @@ mod tests {
                 line.p99_ns,
                 line.clock_overhead_ns
             ),
-            (191, 254, 407, 23)
+            (253, 302, 563, 30)
         );
+        assert_eq!(line.percentiles[1], (0.5, 253));
+        assert_eq!(line.involuntary_ctx_switches, 1);
         assert!(
             parse_line("")
                 .unwrap_err()
@@ -152,11 +214,37 @@ mod tests {
     }
 
     #[test]
-    fn every_build_takes_every_slot_over_a_full_rotation() {
-        assert_eq!(order(3, 0), vec![0, 1, 2]);
-        assert_eq!(order(3, 1), vec![1, 2, 0]);
-        assert_eq!(order(3, 2), vec![2, 0, 1]);
-        assert_eq!(order(3, 3), vec![0, 1, 2]);
+    fn disturbed_runs_are_flagged_with_the_reason() {
+        let cfg = measure_config();
+        let mut line = parse_line(LINE).unwrap();
+        assert_eq!(disturbed(&line, &cfg), None);
+        line.involuntary_ctx_switches = 51;
+        assert_eq!(
+            disturbed(&line, &cfg).unwrap(),
+            "51 involuntary context switches (limit 50)"
+        );
+        line.involuntary_ctx_switches = 0;
+        line.sys_ms = 40.0;
+        assert_eq!(
+            disturbed(&line, &cfg).unwrap(),
+            "system time 40 ms of 110 ms CPU (limit 25 %)"
+        );
+    }
+
+    #[test]
+    fn each_block_runs_the_baseline_twice() {
+        let v = |n: &str| Variant {
+            name: n.into(),
+            exe: PathBuf::from(format!("/{n}")),
+        };
+        let names: Vec<String> = arms(&[v("release"), v("release-lto"), v("release-pgo")])
+            .into_iter()
+            .map(|a| a.0)
+            .collect();
+        assert_eq!(
+            names,
+            ["release", "release-aa", "release-lto", "release-pgo"]
+        );
     }
 
     #[test]

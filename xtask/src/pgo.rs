@@ -14,6 +14,7 @@ use crate::cargo::{self, BuildSpec, Workspace};
 use crate::config::{self, LoadedConfig};
 use crate::exec::Cmd;
 use crate::fsx;
+use crate::instructions::{self, InstructionCount};
 use crate::measure::{self, Run, Variant};
 use crate::report::{self, BuildInfo, ProfileInfo, Report};
 use crate::toolchain::{self, Toolchain};
@@ -53,6 +54,10 @@ pub struct Flags {
     pub config: PathBuf,
     pub pgo_data: PathBuf,
     pub target_dir: PathBuf,
+    /// Run the gate after the report.
+    pub check: bool,
+    /// A stored report.json to check for regressions against (implies `check`).
+    pub baseline: Option<PathBuf>,
 }
 
 impl Flags {
@@ -63,12 +68,19 @@ impl Flags {
             config: root.join("profiles/default.toml"),
             pgo_data: root.join("pgo-data"),
             target_dir: root.join("target/pgo"),
+            check: false,
+            baseline: None,
         };
         while let Some(arg) = argv.next() {
             match arg.as_str() {
                 "--config" => flags.config = crate::flag_value(&arg, &mut argv)?,
                 "--pgo-data" => flags.pgo_data = crate::flag_value(&arg, &mut argv)?,
                 "--target-dir" => flags.target_dir = crate::flag_value(&arg, &mut argv)?,
+                "--check" => flags.check = true,
+                "--baseline" => {
+                    flags.baseline = Some(crate::flag_value(&arg, &mut argv)?);
+                    flags.check = true;
+                }
                 flag if flag.starts_with('-') => return crate::unknown_flag(flag),
                 stage => match (Stage::parse(stage), flags.stage) {
                     (Some(s), None) => flags.stage = Some(s),
@@ -155,6 +167,7 @@ pub struct Baselines {
 pub struct Measurements {
     pub variants: Vec<Variant>,
     pub runs: Vec<Run>,
+    pub instructions: Vec<InstructionCount>,
 }
 
 pub fn run(flags: Flags) -> Result<()> {
@@ -219,7 +232,7 @@ fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
                 .map(drop);
         }
         Some(Stage::Report) => {
-            return timer.section("report", || {
+            let report = timer.section("report", || {
                 report(
                     &ctx,
                     &tc,
@@ -228,7 +241,8 @@ fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
                     &ctx.load("baselines")?,
                     &ctx.load("measure")?,
                 )
-            });
+            })?;
+            return gate(flags, &report);
         }
     }
     // Stage 2: the instrumented build, under the SAME cargo profile as the optimised one.
@@ -241,12 +255,29 @@ fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
     let optimized = timer.section("optimize", || optimize(&ctx, &tc, &merged))?;
     // Stage 6: what we compare against: no LTO and no PGO; fat LTO without PGO.
     let base = timer.section("baselines", || baselines(&ctx, &tc))?;
-    // Stage 7: the held-out workloads on all three builds, interleaved.
+    // Stage 7: the held-out workloads on all three builds in randomised paired blocks, and
+    // instructions per message.
     let measured = timer.section("measure", || measure(&ctx, &optimized, &base))?;
-    // Stage 8: the table and report.json.
-    timer.section("report", || {
+    // Stage 8: the statistics, the table, report.json, report.md, latency.svg, history.
+    let report = timer.section("report", || {
         report(&ctx, &tc, &merged, &optimized, &base, &measured)
-    })
+    })?;
+    gate(flags, &report)
+}
+
+/// `--check` / `--baseline`: the gate, after the report is safely written.
+fn gate(flags: &Flags, report: &Report) -> Result<()> {
+    if !flags.check {
+        return Ok(());
+    }
+    let baseline: Option<Report> = match &flags.baseline {
+        Some(path) => Some(fsx::read_json(
+            path,
+            "baseline report (a pgo-data/report.json of an earlier run)",
+        )?),
+        None => None,
+    };
+    crate::gate::enforce(report, baseline.as_ref())
 }
 
 fn doctor(ctx: &Ctx) -> Result<Toolchain> {
@@ -545,8 +576,28 @@ fn variants(optimized: &OptimizedBuild, base: &Baselines) -> Vec<Variant> {
 
 fn measure(ctx: &Ctx, optimized: &OptimizedBuild, base: &Baselines) -> Result<Measurements> {
     let variants = variants(optimized, base);
-    let runs = measure::run(&variants, &ctx.config.config.measure)?;
-    let out = Measurements { variants, runs };
+    let cfg = &ctx.config.config;
+    let runs = measure::run(&variants, &cfg.measure)?;
+    // The deterministic metric beside the noisy one.
+    let instructions = instructions::measure(&variants, &cfg.measure.workloads, &cfg.instructions);
+    for i in &instructions {
+        match (i.per_message, &i.note) {
+            (Some(n), _) => eprintln!(
+                "instructions: {} on {}: {n:.1} per message",
+                i.workload, i.build
+            ),
+            (None, Some(note)) => eprintln!(
+                "instructions: {} on {}: not measured: {note}",
+                i.workload, i.build
+            ),
+            (None, None) => {}
+        }
+    }
+    let out = Measurements {
+        variants,
+        runs,
+        instructions,
+    };
     fsx::write_json(&ctx.stage_file("measure"), &out)?;
     Ok(out)
 }
@@ -558,7 +609,7 @@ fn report(
     optimized: &OptimizedBuild,
     base: &Baselines,
     measured: &Measurements,
-) -> Result<()> {
+) -> Result<Report> {
     let info = |name: &str, b: &BuildRecord, description: &str| BuildInfo {
         name: name.into(),
         cargo_profile: b.cargo_profile.clone(),
@@ -571,17 +622,23 @@ fn report(
         info("release-lto", &base.lto, "fat LTO, no PGO"),
         info("release-pgo", &optimized.build, "fat LTO + PGO"),
     ];
-    let workload_names: Vec<String> = ctx
-        .config
-        .config
+    let cfg = &ctx.config.config;
+    let workload_names: Vec<String> = cfg
         .measure
         .workloads
         .iter()
         .map(|w| w.name.clone())
         .collect();
     let build_names: Vec<String> = builds.iter().map(|b| b.name.clone()).collect();
+    let workloads = crate::analysis::analyze(
+        &workload_names,
+        &build_names,
+        &measured.runs,
+        &measured.instructions,
+        &cfg.measure,
+    )?;
     let report = Report {
-        schema: 1,
+        schema: 2,
         generated_unix_secs: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -590,15 +647,37 @@ fn report(
         environment: report::environment(&ctx.ws.root, tc),
         profile: merged.0.clone(),
         apply_check: optimized.apply.clone(),
-        workloads: report::summarize(&workload_names, &build_names, &measured.runs),
         builds,
+        workloads,
+        instructions: measured.instructions.clone(),
         runs: measured.runs.clone(),
     };
+    // Everything below is rendered from `report`, the same value report.json holds.
     let path = ctx.data.join("report.json");
     fsx::write_json(&path, &report)?;
+    let markdown = report::render_markdown(&report);
+    fsx::write_atomic(&ctx.data.join("report.md"), markdown.as_bytes())?;
+    fsx::write_atomic(
+        &ctx.data.join("latency.svg"),
+        crate::plot::render_svg(&report).as_bytes(),
+    )?;
+    fsx::write_json(
+        &ctx.data.join("benchmark.json"),
+        &report::benchmark_entries(&report),
+    )?;
+    fsx::append_line(
+        &ctx.data.join("history.jsonl"),
+        &report::history_line(&report),
+    )?;
+    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+        fsx::append_line(Path::new(&summary), &markdown)?;
+    }
     println!("\n{}", report::render_table(&report));
-    println!("report: {}", path.display());
-    Ok(())
+    println!(
+        "wrote {}/{{report.json, report.md, latency.svg, benchmark.json}}, appended history.jsonl",
+        ctx.data.display()
+    );
+    Ok(report)
 }
 
 /// Times each stage; prints a table of them at the end, even when the pipeline failed.

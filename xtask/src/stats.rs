@@ -95,7 +95,7 @@ impl SplitMix64 {
     }
     /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-32 for small n).
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
     /// Shuffles in place (Fisher–Yates).
     pub fn shuffle<T>(&mut self, v: &mut [T]) {

@@ -88,23 +88,78 @@ fn the_whole_pipeline_on_the_quick_config() {
         b"__llvm_profile"
     ));
 
-    // report.json: base, LTO and PGO rows with numeric medians, and the raw runs behind them.
+    // report.json: base, LTO and PGO rows with numeric medians, paired comparisons, the A/A
+    // noise floor, instructions per message, and the raw runs behind them.
     let report = json(&data.join("report.json"));
-    let rows = report["workloads"][0]["rows"].as_array().unwrap();
+    let w = &report["workloads"][0];
+    let rows = w["rows"].as_array().unwrap();
     let builds: Vec<&str> = rows.iter().map(|r| r["build"].as_str().unwrap()).collect();
     assert_eq!(builds, ["release", "release-lto", "release-pgo"]);
+    let clean = w["pairs_total"].as_u64().unwrap() - w["pairs_dropped"].as_u64().unwrap();
+    assert_eq!(w["pairs_total"].as_u64(), Some(6), "quick.toml has 6 pairs");
     for row in rows {
         assert!(row["median_ns"].as_f64().unwrap() > 0.0, "{row}");
-        assert_eq!(row["runs"].as_u64(), Some(2), "quick.toml has 2 rounds");
+        assert!(
+            row["p99_ns"].as_f64().unwrap() >= row["median_ns"].as_f64().unwrap(),
+            "{row}"
+        );
+        assert_eq!(row["runs"].as_u64(), Some(clean), "{row}");
+        assert!(
+            row["instructions_per_message"].as_f64().unwrap() > 10.0,
+            "{row}"
+        );
     }
-    assert_eq!(report["runs"].as_array().unwrap().len(), 6);
+    for row in &rows[1..] {
+        let e = &row["vs_release"]["median"]["estimate"];
+        assert!(
+            e["ci_low_pct"].as_f64().unwrap() <= e["change_pct"].as_f64().unwrap(),
+            "{row}"
+        );
+        assert!(
+            e["change_pct"].as_f64().unwrap() <= e["ci_high_pct"].as_f64().unwrap(),
+            "{row}"
+        );
+    }
+    assert!(w["aa"]["median"]["estimate"]["pairs"].as_u64().unwrap() >= 2);
+    assert_eq!(
+        report["runs"].as_array().unwrap().len(),
+        6 * 4,
+        "4 runs a block"
+    );
     assert!(
         report["environment"]["rustc_vv"]
             .as_str()
             .unwrap()
             .contains("LLVM version")
     );
-    assert!(stdout.contains("APPLIED"), "{stdout}");
+    assert!(
+        stdout.contains("APPLIED") && stdout.contains("A/A noise floor"),
+        "{stdout}"
+    );
+    for file in [
+        "report.md",
+        "latency.svg",
+        "benchmark.json",
+        "history.jsonl",
+    ] {
+        assert!(
+            std::fs::metadata(data.join(file)).unwrap().len() > 0,
+            "{file}"
+        );
+    }
+
+    // Instructions per message are deterministic: measuring again gives the same counts.
+    let first = json(&data.join("stages/measure.json"))["instructions"].clone();
+    let out = xtask(&["pgo", "measure"], &data, &target);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        json(&data.join("stages/measure.json"))["instructions"],
+        first
+    );
 
     // The same optimize stage, fed a valid indexed profile of unrelated code, must refuse.
     let dummy_text = tmp.join("unrelated.proftext");

@@ -1,0 +1,298 @@
+//! From raw runs to defensible figures: per workload, undisturbed blocks only; rows of
+//! medians over runs; paired comparisons with the release run of the same block; the A/A
+//! noise floor; a verdict per percentile.
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Measure;
+use crate::instructions::InstructionCount;
+use crate::measure::{BASELINE, BASELINE_AGAIN, Run, median};
+use crate::stats::{self, Estimate, Verdict};
+
+/// A comparison judged against its threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judged {
+    pub estimate: Estimate,
+    /// max(min_effect_pct, A/A noise floor of this percentile).
+    pub threshold_pct: f64,
+    pub verdict: Verdict,
+}
+
+/// The same comparison on each reported percentile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub median: Judged,
+    pub p95: Judged,
+    pub p99: Judged,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub build: String,
+    /// Undisturbed runs behind the figures.
+    pub runs: usize,
+    /// Medians over the runs of each run's percentile.
+    pub median_ns: f64,
+    pub p95_ns: f64,
+    pub p99_ns: f64,
+    pub instructions_per_message: Option<f64>,
+    /// Why instructions are missing, when they are.
+    pub instructions_note: Option<String>,
+    /// Against release, paired by block; `None` for release itself.
+    pub vs_release: Option<Comparison>,
+    /// `[quantile, ns]`: medians over runs, for the plot.
+    pub distribution: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadAnalysis {
+    pub workload: String,
+    pub pairs_total: usize,
+    /// Blocks dropped whole because one of their runs was disturbed.
+    pub pairs_dropped: usize,
+    /// Release against itself (second run of each block): the noise floor.
+    pub aa: Comparison,
+    pub rows: Vec<Row>,
+}
+
+type Metric = fn(&Run) -> u64;
+const METRICS: [Metric; 3] = [
+    |r| r.result.median_ns,
+    |r| r.result.p95_ns,
+    |r| r.result.p99_ns,
+];
+
+pub fn analyze(
+    workloads: &[String],
+    builds: &[String],
+    runs: &[Run],
+    instructions: &[InstructionCount],
+    cfg: &Measure,
+) -> Result<Vec<WorkloadAnalysis>> {
+    workloads
+        .iter()
+        .map(|w| analyze_one(w, builds, runs, instructions, cfg))
+        .collect()
+}
+
+fn analyze_one(
+    workload: &str,
+    builds: &[String],
+    runs: &[Run],
+    instructions: &[InstructionCount],
+    cfg: &Measure,
+) -> Result<WorkloadAnalysis> {
+    let mine: Vec<&Run> = runs.iter().filter(|r| r.workload == workload).collect();
+    let mut blocks: Vec<u32> = mine.iter().map(|r| r.pair).collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    let clean: Vec<u32> = blocks
+        .iter()
+        .copied()
+        .filter(|p| {
+            mine.iter()
+                .filter(|r| r.pair == *p)
+                .all(|r| r.disturbed.is_none())
+        })
+        .collect();
+    if clean.len() < 2 {
+        bail!(
+            "`{workload}`: only {} of {} blocks were undisturbed; the machine was too busy to compare. \
+             Rerun on a quieter machine, or raise `max_involuntary_switches` / `max_sys_fraction`",
+            clean.len(),
+            blocks.len()
+        );
+    }
+    // The value of `metric` for `build` in each clean block, in block order.
+    let series = |build: &str, metric: Metric| -> Result<Vec<f64>> {
+        clean
+            .iter()
+            .map(|p| {
+                mine.iter()
+                    .find(|r| r.pair == *p && r.build == build)
+                    .map(|r| metric(r) as f64)
+                    .ok_or_else(|| anyhow::anyhow!("`{workload}`: block {p} has no run of {build}"))
+            })
+            .collect()
+    };
+    let compare = |cand: &str| -> Result<[Estimate; 3]> {
+        let mut out = Vec::new();
+        for metric in METRICS {
+            out.push(stats::compare(
+                &series(BASELINE, metric)?,
+                &series(cand, metric)?,
+                cfg.bootstrap_resamples,
+                cfg.seed,
+            )?);
+        }
+        Ok(out.try_into().expect("three metrics"))
+    };
+    let aa_est = compare(BASELINE_AGAIN)?;
+    let thresholds: Vec<f64> = aa_est
+        .iter()
+        .map(|e| stats::noise_floor_pct(e).max(cfg.min_effect_pct))
+        .collect();
+    let judge = |est: [Estimate; 3]| {
+        let [m, p95, p99] = est;
+        let j = |e: Estimate, t: f64| Judged {
+            verdict: stats::verdict(&e, t),
+            threshold_pct: t,
+            estimate: e,
+        };
+        Comparison {
+            median: j(m, thresholds[0]),
+            p95: j(p95, thresholds[1]),
+            p99: j(p99, thresholds[2]),
+        }
+    };
+    let mut rows = Vec::new();
+    for build in builds {
+        let runs_of: Vec<&Run> = mine
+            .iter()
+            .copied()
+            .filter(|r| &r.build == build && clean.contains(&r.pair))
+            .collect();
+        let med = |metric: Metric| {
+            median(&runs_of.iter().map(|r| metric(r) as f64).collect::<Vec<_>>())
+                .unwrap_or(f64::NAN)
+        };
+        let instr = instructions
+            .iter()
+            .find(|i| i.workload == workload && &i.build == build);
+        let quantiles: Vec<f64> = runs_of
+            .first()
+            .map(|r| r.result.percentiles.iter().map(|p| p.0).collect())
+            .unwrap_or_default();
+        let distribution = quantiles
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let values: Vec<f64> = runs_of
+                    .iter()
+                    .filter_map(|r| r.result.percentiles.get(i))
+                    .map(|p| p.1 as f64)
+                    .collect();
+                (*q, median(&values).unwrap_or(f64::NAN))
+            })
+            .collect();
+        rows.push(Row {
+            build: build.clone(),
+            runs: runs_of.len(),
+            median_ns: med(METRICS[0]),
+            p95_ns: med(METRICS[1]),
+            p99_ns: med(METRICS[2]),
+            instructions_per_message: instr.and_then(|i| i.per_message),
+            instructions_note: instr.and_then(|i| i.note.clone()),
+            vs_release: if build == BASELINE {
+                None
+            } else {
+                Some(judge(compare(build)?))
+            },
+            distribution,
+        });
+    }
+    Ok(WorkloadAnalysis {
+        workload: workload.to_string(),
+        pairs_total: blocks.len(),
+        pairs_dropped: blocks.len() - clean.len(),
+        aa: judge(aa_est),
+        rows,
+    })
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use crate::measure::parse_line;
+    use crate::measure::tests::{LINE, measure_config};
+
+    /// Synthetic runs: release ~200 ns, LTO the same, PGO 10 % faster, with a deterministic
+    /// wobble; block 2 disturbed.
+    pub fn synthetic_runs(pairs: u32) -> Vec<Run> {
+        let mut runs = Vec::new();
+        for pair in 0..pairs {
+            let wobble = [0.0, 3.0, -2.0, 1.0, -1.0, 2.0][pair as usize % 6];
+            for (slot, (build, base)) in [
+                ("release", 200.0),
+                ("release-aa", 200.5),
+                ("release-lto", 199.0),
+                ("release-pgo", 180.0),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let mut result = parse_line(LINE).unwrap();
+                let v = base + wobble + slot as f64 * 0.25;
+                result.median_ns = v as u64;
+                result.p95_ns = (v * 1.2) as u64;
+                result.p99_ns = (v * 2.0) as u64;
+                result.percentiles = vec![(0.5, v as u64), (0.99, (v * 2.0) as u64)];
+                runs.push(Run {
+                    workload: "agent_send_latency".into(),
+                    build: build.into(),
+                    pair,
+                    slot,
+                    disturbed: (pair == 2 && build == "release-lto")
+                        .then(|| "99 involuntary context switches (limit 50)".into()),
+                    result,
+                });
+            }
+        }
+        runs
+    }
+
+    pub fn builds() -> Vec<String> {
+        ["release", "release-lto", "release-pgo"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    #[test]
+    fn drops_disturbed_blocks_whole_and_judges_against_the_noise_floor() {
+        let cfg = measure_config();
+        let a = analyze(
+            &["agent_send_latency".into()],
+            &builds(),
+            &synthetic_runs(12),
+            &[],
+            &cfg,
+        )
+        .unwrap();
+        let a = &a[0];
+        assert_eq!((a.pairs_total, a.pairs_dropped), (12, 1));
+        assert!(a.rows.iter().all(|r| r.runs == 11));
+        let pgo = a.rows[2].vs_release.as_ref().unwrap();
+        assert_eq!(pgo.median.verdict, Verdict::Faster, "{pgo:?}");
+        assert!(
+            pgo.median.estimate.ci_low_pct < -9.0 && pgo.median.estimate.ci_high_pct > -11.0,
+            "{pgo:?}"
+        );
+        let lto = a.rows[1].vs_release.as_ref().unwrap();
+        assert_eq!(lto.median.verdict, Verdict::NoDetectableChange, "{lto:?}");
+        assert!(a.aa.median.estimate.ci_low_pct <= 0.5, "{:?}", a.aa);
+        assert!(a.rows[0].vs_release.is_none());
+        assert_eq!(a.rows[2].distribution[0].0, 0.5);
+    }
+
+    #[test]
+    fn too_few_undisturbed_blocks_is_a_clear_error() {
+        let mut runs = synthetic_runs(3);
+        for r in runs.iter_mut().filter(|r| r.pair == 0) {
+            r.disturbed = Some("x".into());
+        }
+        let err = analyze(
+            &["agent_send_latency".into()],
+            &builds(),
+            &runs,
+            &[],
+            &measure_config(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("only 1 of 3 blocks were undisturbed"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,106 @@
+//! Instructions per message from `valgrind --tool=callgrind`: a deterministic metric that
+//! repeats to the instruction, beside wall-clock latency. Setup cost is removed by running N
+//! and 2N messages and dividing the difference by N.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Instructions, Workload};
+use crate::exec::Cmd;
+use crate::measure::Variant;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstructionCount {
+    pub workload: String,
+    pub build: String,
+    /// `None` with a `note` when it could not be measured.
+    pub per_message: Option<f64>,
+    /// Total instructions of the N- and 2N-message runs.
+    pub totals: Option<(u64, u64)>,
+    pub note: Option<String>,
+}
+
+/// `Collected : N` from callgrind's summary on stderr.
+pub fn parse_collected(stderr: &str) -> Option<u64> {
+    stderr
+        .lines()
+        .find_map(|l| l.split_once("Collected :")?.1.trim().parse().ok())
+}
+
+/// Whether valgrind runs here; the reason (with the install hint) if not.
+pub fn valgrind_missing() -> Option<String> {
+    match Cmd::new("valgrind").arg("--version").read() {
+        Ok(_) => None,
+        Err(_) => Some("valgrind not found; install with `apt-get install valgrind`".to_string()),
+    }
+}
+
+pub fn measure(
+    variants: &[Variant],
+    workloads: &[Workload],
+    cfg: &Instructions,
+) -> Vec<InstructionCount> {
+    let skipped = if cfg.messages == 0 {
+        Some("off (`instructions.messages = 0`)".to_string())
+    } else {
+        valgrind_missing()
+    };
+    let mut out = Vec::new();
+    for workload in workloads {
+        for v in variants {
+            let (per_message, totals, note) = match &skipped {
+                Some(why) => (None, None, Some(why.clone())),
+                None => match count(v, workload, cfg) {
+                    Ok((a, b)) => (
+                        Some((b as f64 - a as f64) / cfg.messages as f64),
+                        Some((a, b)),
+                        None,
+                    ),
+                    Err(err) => (None, None, Some(format!("{err:#}"))),
+                },
+            };
+            out.push(InstructionCount {
+                workload: workload.name.clone(),
+                build: v.name.clone(),
+                per_message,
+                totals,
+                note,
+            });
+        }
+    }
+    out
+}
+
+fn count(v: &Variant, workload: &Workload, cfg: &Instructions) -> anyhow::Result<(u64, u64)> {
+    let mut totals = [0u64; 2];
+    for (i, n) in [cfg.messages, 2 * cfg.messages].into_iter().enumerate() {
+        let cmd = Cmd::new("valgrind")
+            .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+            .arg(v.exe.display().to_string())
+            .args(workload.args.iter().cloned())
+            // Later flags win in mty-bench's parser: N messages, no warm-up.
+            .args([
+                "--messages".to_string(),
+                n.to_string(),
+                "--warmup".to_string(),
+                "0".to_string(),
+            ]);
+        let out = cmd.run_with_timeout(Duration::from_secs(cfg.timeout_secs))?;
+        totals[i] = parse_collected(&String::from_utf8_lossy(&out.stderr))
+            .ok_or_else(|| anyhow::anyhow!("`{}` printed no `Collected :` line", cmd.display()))?;
+    }
+    Ok((totals[0], totals[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_callgrinds_summary() {
+        let stderr = "==6478== Callgrind, a call-graph generating cache profiler\n==6478== Events    : Ir\n==6478== Collected : 26911083\n==6478== \n==6478== I   refs:      26,911,083\n";
+        assert_eq!(parse_collected(stderr), Some(26911083));
+        assert_eq!(parse_collected("nothing"), None);
+    }
+}
