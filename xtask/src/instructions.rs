@@ -79,12 +79,14 @@ fn count(v: &Variant, workload: &Workload, cfg: &Instructions) -> anyhow::Result
             .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
             .arg(v.exe.display().to_string())
             .args(workload.args.iter().cloned())
-            // Later flags win in mty-bench's parser: N messages, no warm-up.
+            // Later flags win in mty-bench's parser: N messages, no warm-up, and `--untimed`: no
+            // clock reads, histogram or /proc parse, whose instruction counts vary run to run.
             .args([
                 "--messages".to_string(),
                 n.to_string(),
                 "--warmup".to_string(),
                 "0".to_string(),
+                "--untimed".to_string(),
             ]);
         let out = cmd.run_with_timeout(Duration::from_secs(cfg.timeout_secs))?;
         totals[i] = parse_collected(&String::from_utf8_lossy(&out.stderr))

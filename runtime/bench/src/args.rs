@@ -4,12 +4,16 @@ use std::fmt;
 
 pub const USAGE: &str = "\
 usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
+                 [--untimed]
 
 workloads:
   agent_send_latency       per-message send->recv latency through a Mighty mailbox (capacity 8)
   tokio_mpsc_send_latency  the same on a bare tokio::sync::mpsc channel (capacity 8)
   train                    the PGO training mix: both policies, all payload kinds, several
                            senders, agents, full-mailbox back-pressure
+
+--untimed: no clock reads and no histogram, only the round trips (for counting instructions
+           with callgrind: what is left repeats to the instruction); the figures are then 0.
 
 defaults: --messages 200000 --warmup 10000 --policy block --payload-bytes 0";
 
@@ -52,6 +56,8 @@ pub struct Args {
     pub warmup: u64,
     pub policy: PolicyArg,
     pub payload_bytes: usize,
+    /// No clock reads, no histogram: only the round trips, for counting instructions.
+    pub untimed: bool,
 }
 
 #[derive(Debug)]
@@ -78,6 +84,7 @@ impl Args {
             warmup: 10_000,
             policy: PolicyArg::Block,
             payload_bytes: 0,
+            untimed: false,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -88,6 +95,7 @@ impl Args {
                 "--messages" => args.messages = number(&flag, &value()?)?,
                 "--warmup" => args.warmup = number(&flag, &value()?)?,
                 "--payload-bytes" => args.payload_bytes = number(&flag, &value()?)?,
+                "--untimed" => args.untimed = true,
                 "--policy" => {
                     args.policy = match value()?.as_str() {
                         "block" => PolicyArg::Block,
@@ -132,6 +140,7 @@ mod tests {
         assert_eq!(a.workload, Workload::AgentSendLatency);
         assert_eq!((a.messages, a.warmup, a.payload_bytes), (5, 1, 9));
         assert_eq!(a.policy, PolicyArg::Fail);
+        assert!(parse("agent_send_latency --untimed").unwrap().untimed);
         let d = parse("train").unwrap();
         assert_eq!(
             (d.messages, d.warmup, d.policy),
