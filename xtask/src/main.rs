@@ -49,8 +49,9 @@ options:
                     (default: <workspace>/target/pgo)
   --check           gate: fail unless PGO is significantly faster than release by the
                     config's `check.min_pgo_gain_pct` on `check.workloads`
-  --baseline FILE   gate too: fail when a median regressed beyond the noise floor, or
-                    instructions/message by more than 1 %, against this earlier report.json";
+  --baseline FILE   gate too, against this earlier report.json: fail when a build's paired
+                    change against release grew beyond the noise threshold, or its
+                    instructions/message by more than 1 %";
 
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1);
