@@ -18,6 +18,7 @@ pub struct Config {
     pub instructions: Instructions,
     pub apply_check: ApplyCheck,
     pub check: Check,
+    pub compare: Compare,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -62,6 +63,21 @@ pub struct Measure {
 pub struct Instructions {
     /// 0 turns the measurement off.
     pub messages: u64,
+    pub timeout_secs: u64,
+}
+
+/// The comparators (`cargo xtask compare`, and the comparison section of the report).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compare {
+    /// Measured messages per run (the same for every row).
+    pub messages: u64,
+    /// Messages before measuring.
+    pub warmup: u64,
+    /// Interleaved rounds: each runs every row once, in a seeded random order.
+    pub rounds: u32,
+    pub seed: u64,
+    /// Seconds each run may take.
     pub timeout_secs: u64,
 }
 
@@ -198,6 +214,12 @@ required = ["mty_runtime::"]
 [check]
 workloads = ["lat"]
 min_pgo_gain_pct = 0.0
+[compare]
+messages = 1000
+warmup = 100
+rounds = 1
+seed = 1
+timeout_secs = 60
 "#;
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod analysis;
 mod cargo;
+mod compare;
 mod config;
 mod exec;
 mod fsx;
@@ -24,6 +25,7 @@ use anyhow::{Context, bail};
 const USAGE: &str = "\
 usage: cargo xtask pgo [STAGE] [--config FILE] [--pgo-data DIR] [--target-dir DIR]
                       [--check] [--baseline FILE]
+       cargo xtask compare [--config FILE] [--pgo-data DIR] [--target-dir DIR]
 
 Builds mty-bench instrumented, trains it, merges the profiles with a version-matched
 llvm-profdata, rebuilds it with the profile (fat LTO), builds the non-PGO baselines,
@@ -41,6 +43,12 @@ STAGE runs one stage alone, reading the earlier stages' outputs from pgo-data/:
               benchmark.json, history.jsonl
 Without STAGE: all of them, in this order.
 
+compare: the mailbox workload on Mighty's mailbox (Block and Fail), bare tokio mpsc, a C++
+asio coroutine channel, a C++ condition-variable channel (cross-thread) and a Go buffered
+channel, in one table (config section [compare]), on a release build; `cargo xtask pgo`
+adds the LTO and PGO rows to its report. A missing g++ (or $CXX), asio header or Go
+toolchain (or $GO) skips its row with the package to install.
+
 options:
   --config FILE     pipeline config (default: profiles/default.toml; profiles/quick.toml is
                     the seconds-long one)
@@ -57,6 +65,7 @@ fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1);
     let result = match argv.next().as_deref() {
         Some("pgo") => pgo::Flags::parse(argv).and_then(pgo::run),
+        Some("compare") => pgo::Flags::parse(argv).and_then(pgo::compare_command),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             return if std::env::args().len() > 1 {

@@ -168,6 +168,7 @@ pub struct Measurements {
     pub variants: Vec<Variant>,
     pub runs: Vec<Run>,
     pub instructions: Vec<InstructionCount>,
+    pub comparators: Vec<crate::compare::Row>,
 }
 
 pub fn run(flags: Flags) -> Result<()> {
@@ -593,10 +594,13 @@ fn measure(ctx: &Ctx, optimized: &OptimizedBuild, base: &Baselines) -> Result<Me
             (None, None) => {}
         }
     }
+    // The same workload on other implementations of the primitive.
+    let comparators = run_comparators(ctx, &variants)?;
     let out = Measurements {
         variants,
         runs,
         instructions,
+        comparators,
     };
     fsx::write_json(&ctx.stage_file("measure"), &out)?;
     Ok(out)
@@ -650,6 +654,7 @@ fn report(
         builds,
         workloads,
         instructions: measured.instructions.clone(),
+        comparators: measured.comparators.clone(),
         runs: measured.runs.clone(),
     };
     // Everything below is rendered from `report`, the same value report.json holds.
@@ -678,6 +683,46 @@ fn report(
         ctx.data.display()
     );
     Ok(report)
+}
+
+fn run_comparators(ctx: &Ctx, variants: &[Variant]) -> Result<Vec<crate::compare::Row>> {
+    let cfg = &ctx.config.config.compare;
+    let (foreign, skipped) =
+        crate::compare::foreign_rows(&ctx.ws.root, &ctx.target_root.join("comparators"), cfg)?;
+    let mut rows = crate::compare::rust_rows(variants, cfg);
+    rows.extend(foreign);
+    crate::compare::run(&rows, skipped, cfg)
+}
+
+/// `cargo xtask compare`: the comparison table alone, on a release build of the binary
+/// (cargo rebuilds it only when stale). The LTO and PGO rows come with `cargo xtask pgo`,
+/// whose report holds the same table for all three builds.
+pub fn compare_command(flags: Flags) -> Result<()> {
+    if flags.stage.is_some() || flags.check {
+        bail!("`cargo xtask compare` takes only --config, --pgo-data and --target-dir");
+    }
+    let config = config::load(&flags.config)?;
+    let ws = cargo::workspace(&config.config.binary)?;
+    let ctx = Ctx {
+        config,
+        ws,
+        data: flags.pgo_data.clone(),
+        target_root: flags.target_dir.clone(),
+    };
+    let tc = toolchain::doctor()?;
+    let (release, _) = build(&ctx, &tc, "release", "release", String::new())?;
+    let variants = vec![Variant {
+        name: "release".into(),
+        exe: release.exe,
+    }];
+    let rows = run_comparators(&ctx, &variants)?;
+    fsx::write_json(&ctx.data.join("compare.json"), &rows)?;
+    println!(
+        "\n{}",
+        crate::compare::render(&rows, &ctx.config.config.compare)
+    );
+    println!("wrote {}", ctx.data.join("compare.json").display());
+    Ok(())
 }
 
 /// Times each stage; prints a table of them at the end, even when the pipeline failed.

@@ -28,6 +28,8 @@ pub struct Report {
     /// Per workload: rows, paired comparisons, noise floor.
     pub workloads: Vec<WorkloadAnalysis>,
     pub instructions: Vec<InstructionCount>,
+    /// The same workload on other implementations (`cargo xtask compare`).
+    pub comparators: Vec<crate::compare::Row>,
     /// Every run, raw, disturbed ones included (flagged).
     pub runs: Vec<Run>,
 }
@@ -147,6 +149,13 @@ pub fn render_table(report: &Report) -> String {
         out.push('\n');
     }
     out.push_str(&apply_line(report));
+    if !report.comparators.is_empty() {
+        out.push('\n');
+        out.push_str(&crate::compare::render(
+            &report.comparators,
+            &report.config.config.compare,
+        ));
+    }
     out
 }
 
@@ -253,6 +262,43 @@ pub fn render_markdown(report: &Report) -> String {
                 row.p99_ns,
                 fmt_instr(row.instructions_per_message)
             );
+        }
+        md.push('\n');
+    }
+    if !report.comparators.is_empty() {
+        let _ = writeln!(
+            md,
+            "## Comparators\n\nThe same workload, capacity 8, {} messages a run, {} interleaved rounds; percentiles computed by xtask from every \
+             row's raw values (nearest rank), medians over runs. Same-thread and cross-thread rows are never compared.\n",
+            cfg.compare.messages, cfg.compare.rounds
+        );
+        let _ = writeln!(
+            md,
+            "| implementation | threads | median (ns) | p95 (ns) | p99 (ns) | clock overhead (ns) |"
+        );
+        let _ = writeln!(md, "|---|---|---:|---:|---:|---:|");
+        for row in &report.comparators {
+            let kind = match row.kind {
+                crate::compare::Kind::SameThread => "same-thread",
+                crate::compare::Kind::CrossThread => "cross-thread",
+            };
+            match (&row.figures, &row.skipped) {
+                (Some(f), _) => {
+                    let _ = writeln!(
+                        md,
+                        "| {} | {kind} | {:.1} | {:.1} | {:.1} | {:.0} |",
+                        row.name, f.median_ns, f.p95_ns, f.p99_ns, f.clock_overhead_ns
+                    );
+                }
+                (None, why) => {
+                    let _ = writeln!(
+                        md,
+                        "| {} | {kind} | {} | | | |",
+                        row.name,
+                        why.as_deref().unwrap_or("")
+                    );
+                }
+            }
         }
         md.push('\n');
     }
@@ -572,6 +618,7 @@ pub mod tests {
             ],
             workloads,
             instructions,
+            comparators: Vec::new(),
             runs,
         }
     }

@@ -148,6 +148,11 @@ fn the_whole_pipeline_on_the_quick_config() {
         );
     }
 
+    // The comparators ride along: Mighty on all three builds, tokio, C++ and Go.
+    let comparators = report["comparators"].as_array().unwrap();
+    assert_eq!(comparators.len(), 3 * 2 + 1 + 3, "{comparators:?}");
+    assert!(stdout.contains("comparators ("), "{stdout}");
+
     // Instructions per message are deterministic: measuring again gives the same counts.
     let first = json(&data.join("stages/measure.json"))["instructions"].clone();
     let out = xtask(&["pgo", "measure"], &data, &target);

@@ -4,7 +4,7 @@ use std::fmt;
 
 pub const USAGE: &str = "\
 usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
-                 [--untimed]
+                 [--untimed] [--emit-values]
 
 workloads:
   agent_send_latency       per-message send->recv latency through a Mighty mailbox (capacity 8)
@@ -14,6 +14,8 @@ workloads:
 
 --untimed: no clock reads and no histogram, only the round trips (for counting instructions
            with callgrind: what is left repeats to the instruction); the figures are then 0.
+
+--emit-values: also print every measured per-message latency as `values_ns`.
 
 defaults: --messages 200000 --warmup 10000 --policy block --payload-bytes 0";
 
@@ -58,6 +60,9 @@ pub struct Args {
     pub payload_bytes: usize,
     /// No clock reads, no histogram: only the round trips, for counting instructions.
     pub untimed: bool,
+    /// Also print every measured per-message latency (`values_ns`), for comparisons whose
+    /// percentiles are computed elsewhere.
+    pub emit_values: bool,
 }
 
 #[derive(Debug)]
@@ -85,6 +90,7 @@ impl Args {
             policy: PolicyArg::Block,
             payload_bytes: 0,
             untimed: false,
+            emit_values: false,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -96,6 +102,7 @@ impl Args {
                 "--warmup" => args.warmup = number(&flag, &value()?)?,
                 "--payload-bytes" => args.payload_bytes = number(&flag, &value()?)?,
                 "--untimed" => args.untimed = true,
+                "--emit-values" => args.emit_values = true,
                 "--policy" => {
                     args.policy = match value()?.as_str() {
                         "block" => PolicyArg::Block,
@@ -141,6 +148,11 @@ mod tests {
         assert_eq!((a.messages, a.warmup, a.payload_bytes), (5, 1, 9));
         assert_eq!(a.policy, PolicyArg::Fail);
         assert!(parse("agent_send_latency --untimed").unwrap().untimed);
+        assert!(
+            parse("tokio_mpsc_send_latency --emit-values")
+                .unwrap()
+                .emit_values
+        );
         let d = parse("train").unwrap();
         assert_eq!(
             (d.messages, d.warmup, d.policy),

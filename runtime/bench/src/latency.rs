@@ -42,6 +42,9 @@ pub struct LatencyReport {
     /// This process's CPU time and context switches, to tell disturbed runs.
     #[serde(flatten)]
     pub usage: crate::usage::Usage,
+    /// Every measured latency, in order (only with `--emit-values`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub values_ns: Option<Vec<u64>>,
 }
 
 /// The quantiles reported in `percentiles`.
@@ -90,6 +93,11 @@ fn run(
         .expect("a current-thread tokio runtime");
     let bytes: Vec<u8> = (0..args.payload_bytes).map(|i| i as u8).collect();
     let mut hist = new_histogram();
+    let mut values = Vec::with_capacity(if args.emit_values {
+        args.messages as usize
+    } else {
+        0
+    });
     if args.untimed {
         rt.block_on(async {
             for _ in 0..args.warmup + args.messages {
@@ -104,7 +112,7 @@ fn run(
         });
         // Nothing that varies from run to run: no clock, no /proc read (its parse time
         // depends on the numbers in it).
-        return report(args, &hist, 0, crate::usage::Usage::default());
+        return report(args, &hist, 0, crate::usage::Usage::default(), None);
     }
     rt.block_on(async {
         for i in 0..args.warmup + args.messages {
@@ -120,14 +128,19 @@ fn run(
             black_box(got);
             if i >= args.warmup {
                 hist.saturating_record(elapsed.as_nanos() as u64);
+                if args.emit_values {
+                    values.push(elapsed.as_nanos() as u64);
+                }
             }
         }
     });
+    let values = args.emit_values.then_some(values);
     report(
         args,
         &hist,
         clock_overhead_ns(),
         crate::usage::Usage::of_this_process(),
+        values,
     )
 }
 
@@ -136,6 +149,7 @@ fn report(
     hist: &Histogram<u64>,
     clock_overhead_ns: u64,
     usage: crate::usage::Usage,
+    values_ns: Option<Vec<u64>>,
 ) -> LatencyReport {
     LatencyReport {
         workload: args.workload.name(),
@@ -155,6 +169,7 @@ fn report(
             .map(|&q| (q, hist.value_at_quantile(q)))
             .collect(),
         usage,
+        values_ns,
     }
 }
 

@@ -1,0 +1,432 @@
+//! `cargo xtask compare`: the same mailbox workload on other implementations of the primitive,
+//! in one table: Mighty's mailbox (Block and Fail policies), bare tokio mpsc, a C++ asio
+//! coroutine channel, a C++ mutex + condition-variable channel (cross-thread) and a Go buffered
+//! channel. Every row emits its raw per-message values; the percentiles are computed here, in
+//! one place, the same way for all. Same-thread and cross-thread rows never share a ratio.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Compare;
+use crate::exec::Cmd;
+use crate::measure::{Variant, median};
+use crate::stats::SplitMix64;
+
+/// Whether sender and receiver share a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    SameThread,
+    CrossThread,
+}
+
+/// A row to run: a command that prints one JSON line with `values_ns`.
+#[derive(Debug, Clone)]
+pub struct Runnable {
+    pub name: String,
+    pub kind: Kind,
+    pub cmd: Cmd,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub name: String,
+    pub kind: Kind,
+    /// `None` when the row was skipped.
+    pub figures: Option<Figures>,
+    /// "skipped: <what is missing>; install with `apt-get install <package>`".
+    pub skipped: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    pub runs: usize,
+    /// Medians over runs of each run's percentile (nearest rank on the raw values), ns.
+    pub median_ns: f64,
+    pub p95_ns: f64,
+    pub p99_ns: f64,
+    pub clock_overhead_ns: f64,
+    /// What the timed region runs on, as the comparator states it.
+    pub shape: String,
+    /// Per run: [median, p95, p99].
+    pub per_run: Vec<[u64; 3]>,
+}
+
+/// What a comparator prints.
+#[derive(Debug, Deserialize)]
+pub struct ValuesLine {
+    #[serde(default)]
+    pub shape: Option<String>,
+    pub clock_overhead_ns: u64,
+    pub values_ns: Vec<u64>,
+}
+
+/// Nearest-rank percentile of sorted values (q in 0..=1): the smallest value with at least
+/// q of the values at or below it.
+pub fn nearest_rank(sorted: &[u64], q: f64) -> u64 {
+    let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+pub fn parse_values(stdout: &str) -> Result<ValuesLine> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .context("it printed nothing on stdout")?;
+    let parsed: ValuesLine =
+        serde_json::from_str(line).context("its last line is not a JSON line with `values_ns`")?;
+    if parsed.values_ns.is_empty() {
+        bail!("it reported no values");
+    }
+    Ok(parsed)
+}
+
+/// `program` as found on PATH (or as given, when it has a slash), or `None`.
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Path::new(program).is_file().then(|| PathBuf::from(program));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// The Mighty and tokio rows, from mty-bench builds (`release` first).
+pub fn rust_rows(variants: &[Variant], cfg: &Compare) -> Vec<Runnable> {
+    let common = |exe: &Path, args: &[&str]| {
+        Cmd::new(exe.display().to_string())
+            .args(args.iter().copied())
+            .args([
+                "--messages".to_string(),
+                cfg.messages.to_string(),
+                "--warmup".to_string(),
+                cfg.warmup.to_string(),
+            ])
+            .arg("--emit-values")
+    };
+    let mut rows = Vec::new();
+    for v in variants {
+        rows.push(Runnable {
+            name: format!("Mighty mailbox, Block: send ({})", v.name),
+            kind: Kind::SameThread,
+            cmd: common(&v.exe, &["agent_send_latency", "--policy", "block"]),
+        });
+        rows.push(Runnable {
+            name: format!("Mighty mailbox, Fail: try_send ({})", v.name),
+            kind: Kind::SameThread,
+            cmd: common(&v.exe, &["agent_send_latency", "--policy", "fail"]),
+        });
+    }
+    if let Some(release) = variants.first() {
+        rows.push(Runnable {
+            name: format!("tokio mpsc ({})", release.name),
+            kind: Kind::SameThread,
+            cmd: common(&release.exe, &["tokio_mpsc_send_latency"]),
+        });
+    }
+    rows
+}
+
+const ASIO_NAME: &str = "C++ asio experimental::channel (coroutine)";
+const CV_NAME: &str = "C++ mutex + condition variables";
+const GO_NAME: &str = "Go buffered channel (GOMAXPROCS=1)";
+
+/// Builds the C++ and Go comparators into `out`. A missing compiler or header gives a
+/// skipped row saying what to install; any other build failure is an error.
+pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runnable>, Vec<Row>)> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut runnable = Vec::new();
+    let mut skipped = Vec::new();
+    let skip = |name: &str, kind, why: String| Row {
+        name: name.into(),
+        kind,
+        figures: None,
+        skipped: Some(format!("skipped: {why}")),
+    };
+    let args = |cmd: Cmd| {
+        cmd.args([
+            "--messages".to_string(),
+            cfg.messages.to_string(),
+            "--warmup".to_string(),
+            cfg.warmup.to_string(),
+        ])
+    };
+
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
+    for (name, kind, source) in [
+        (ASIO_NAME, Kind::SameThread, "asio_channel"),
+        (CV_NAME, Kind::CrossThread, "cv_channel"),
+    ] {
+        let Some(compiler) = find_program(&cxx) else {
+            skipped.push(skip(
+                name,
+                kind,
+                format!("C++ compiler `{cxx}` not found; install with `apt-get install g++`"),
+            ));
+            continue;
+        };
+        let exe = out.join(source);
+        let cmd = Cmd::new(compiler.display().to_string())
+            .args(["-std=c++20", "-O3", "-DNDEBUG", "-pthread", "-o"])
+            .arg(exe.display().to_string())
+            .arg(
+                root.join(format!("comparators/cpp/{source}.cpp"))
+                    .display()
+                    .to_string(),
+            );
+        let output = cmd.output_quiet()?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if stderr.contains("asio") && stderr.contains("No such file") {
+                skipped.push(skip(
+                    name,
+                    kind,
+                    "asio headers not found; install with `apt-get install libasio-dev`".into(),
+                ));
+                continue;
+            }
+            crate::exec::check(&cmd, &output)?;
+        }
+        runnable.push(Runnable {
+            name: name.into(),
+            kind,
+            cmd: args(Cmd::new(exe.display().to_string())),
+        });
+    }
+
+    let go = std::env::var("GO").unwrap_or_else(|_| "go".into());
+    match find_program(&go) {
+        None => skipped.push(skip(
+            GO_NAME,
+            Kind::SameThread,
+            format!("Go toolchain `{go}` not found; install with `apt-get install golang-go`"),
+        )),
+        Some(go) => {
+            let exe = out.join("go_channel");
+            Cmd::new(go.display().to_string())
+                .args(["build", "-o"])
+                .arg(exe.display().to_string())
+                .arg(root.join("comparators/go/main.go").display().to_string())
+                .env("GOCACHE", out.join("gocache").display().to_string())
+                .env("GO111MODULE", "off")
+                .read()
+                .context("cannot build the Go comparator")?;
+            runnable.push(Runnable {
+                name: GO_NAME.into(),
+                kind: Kind::SameThread,
+                cmd: args(Cmd::new(exe.display().to_string()).env("GOMAXPROCS", "1")),
+            });
+        }
+    }
+    Ok((runnable, skipped))
+}
+
+/// Runs every row `cfg.rounds` times, interleaved (a seeded random order each round).
+pub fn run(rows: &[Runnable], skipped: Vec<Row>, cfg: &Compare) -> Result<Vec<Row>> {
+    let bar = ProgressBar::new(cfg.rounds as u64 * rows.len() as u64)
+        .with_prefix("compare")
+        .with_style(
+            ProgressStyle::with_template(
+                "{prefix:>12} [{bar:30}] {pos}/{len} runs {elapsed} {wide_msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+    let mut rng = SplitMix64::new(cfg.seed);
+    let mut per_row: Vec<Vec<([u64; 3], u64, String)>> = vec![Vec::new(); rows.len()];
+    for _ in 0..cfg.rounds {
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        rng.shuffle(&mut order);
+        for i in order {
+            bar.set_message(rows[i].name.clone());
+            let out = bar.suspend(|| {
+                rows[i]
+                    .cmd
+                    .run_with_timeout(Duration::from_secs(cfg.timeout_secs))
+            })?;
+            let mut line =
+                parse_values(&String::from_utf8_lossy(&out.stdout)).with_context(|| {
+                    format!("comparator `{}`: `{}`", rows[i].name, rows[i].cmd.display())
+                })?;
+            line.values_ns.sort_unstable();
+            let v = &line.values_ns;
+            per_row[i].push((
+                [
+                    nearest_rank(v, 0.5),
+                    nearest_rank(v, 0.95),
+                    nearest_rank(v, 0.99),
+                ],
+                line.clock_overhead_ns,
+                line.shape.unwrap_or_else(|| {
+                    "one task sends then receives, current-thread tokio runtime".into()
+                }),
+            ));
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let mut out: Vec<Row> = rows
+        .iter()
+        .zip(per_row)
+        .map(|(r, runs)| {
+            let col = |k: usize| {
+                median(&runs.iter().map(|x| x.0[k] as f64).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+            };
+            Row {
+                name: r.name.clone(),
+                kind: r.kind,
+                figures: Some(Figures {
+                    runs: runs.len(),
+                    median_ns: col(0),
+                    p95_ns: col(1),
+                    p99_ns: col(2),
+                    clock_overhead_ns: median(&runs.iter().map(|x| x.1 as f64).collect::<Vec<_>>())
+                        .unwrap_or(f64::NAN),
+                    shape: runs.first().map(|x| x.2.clone()).unwrap_or_default(),
+                    per_run: runs.iter().map(|x| x.0).collect(),
+                }),
+                skipped: None,
+            }
+        })
+        .collect();
+    out.extend(skipped);
+    Ok(out)
+}
+
+/// The comparison table. Same-thread rows carry their ratio to the tokio mpsc row; the
+/// cross-thread row stands alone.
+pub fn render(rows: &[Row], cfg: &Compare) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "comparators ({} interleaved rounds, {} messages a run, capacity 8; medians over runs of each run's percentile, ns,\n\
+         computed here from every comparator's raw values; clock overhead included, not subtracted)",
+        cfg.rounds, cfg.messages
+    );
+    let reference = rows
+        .iter()
+        .find(|r| r.name.starts_with("tokio mpsc"))
+        .and_then(|r| r.figures.as_ref())
+        .map(|f| f.median_ns);
+    for (kind, title) in [
+        (Kind::SameThread, "same-thread"),
+        (
+            Kind::CrossThread,
+            "cross-thread (not comparable with the rows above)",
+        ),
+    ] {
+        let _ = writeln!(
+            s,
+            "  {title:<52} {:>8} {:>8} {:>8} {:>6}  {}",
+            "median",
+            "p95",
+            "p99",
+            "clock",
+            if kind == Kind::SameThread {
+                "vs tokio mpsc"
+            } else {
+                ""
+            }
+        );
+        for row in rows.iter().filter(|r| r.kind == kind) {
+            match (&row.figures, &row.skipped) {
+                (Some(f), _) => {
+                    let ratio = match (kind, reference) {
+                        (Kind::SameThread, Some(t)) if t > 0.0 => {
+                            format!("{:.2}x", f.median_ns / t)
+                        }
+                        _ => String::new(),
+                    };
+                    let _ = writeln!(
+                        s,
+                        "  {:<52} {:>8.1} {:>8.1} {:>8.1} {:>6.0}  {ratio}",
+                        row.name, f.median_ns, f.p95_ns, f.p99_ns, f.clock_overhead_ns
+                    );
+                }
+                (None, Some(why)) => {
+                    let _ = writeln!(s, "  {:<52} {why}", row.name);
+                }
+                (None, None) => {}
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(
+            (
+                nearest_rank(&v, 0.5),
+                nearest_rank(&v, 0.95),
+                nearest_rank(&v, 0.99)
+            ),
+            (50, 95, 99)
+        );
+        assert_eq!(nearest_rank(&[7], 0.5), 7);
+        assert_eq!(nearest_rank(&[1, 2], 0.0), 1);
+        assert_eq!(nearest_rank(&[1, 2], 1.0), 2);
+    }
+
+    #[test]
+    fn parses_comparator_lines_and_refuses_empty_ones() {
+        let line = parse_values("{\"workload\":\"go_channel\",\"shape\":\"x\",\"clock_overhead_ns\":27,\"values_ns\":[76,184]}\n").unwrap();
+        assert_eq!((line.clock_overhead_ns, line.values_ns.len()), (27, 2));
+        assert!(
+            parse_values("{\"clock_overhead_ns\":1,\"values_ns\":[]}")
+                .unwrap_err()
+                .to_string()
+                .contains("no values")
+        );
+        assert!(parse_values("").is_err());
+    }
+
+    #[test]
+    fn skipped_rows_show_the_install_hint_and_no_ratio_crosses_kinds() {
+        let f = |m: f64| {
+            Some(Figures {
+                runs: 1,
+                median_ns: m,
+                p95_ns: m,
+                p99_ns: m,
+                clock_overhead_ns: 25.0,
+                shape: String::new(),
+                per_run: vec![],
+            })
+        };
+        let rows = vec![
+            Row { name: "tokio mpsc (release)".into(), kind: Kind::SameThread, figures: f(150.0), skipped: None },
+            Row { name: "Mighty mailbox, Block: send (release)".into(), kind: Kind::SameThread, figures: f(180.0), skipped: None },
+            Row { name: CV_NAME.into(), kind: Kind::CrossThread, figures: f(3600.0), skipped: None },
+            Row { name: GO_NAME.into(), kind: Kind::SameThread, figures: None, skipped: Some("skipped: Go toolchain `go` not found; install with `apt-get install golang-go`".into()) },
+        ];
+        let cfg = Compare {
+            messages: 10,
+            warmup: 0,
+            rounds: 1,
+            seed: 1,
+            timeout_secs: 1,
+        };
+        let table = render(&rows, &cfg);
+        assert!(table.contains("1.20x"), "{table}");
+        assert!(table.contains("apt-get install golang-go"), "{table}");
+        let cv_line = table.lines().find(|l| l.contains(CV_NAME)).unwrap();
+        assert!(
+            cv_line.trim_end().ends_with("25"),
+            "no ratio on the cross-thread row: {cv_line}"
+        );
+    }
+}
