@@ -70,6 +70,8 @@ pub struct ApplyReport {
     pub mismatch_total: usize,
     /// Demangled names matching `apply_check.required` that lack profile data or mismatch.
     pub required_violations: Vec<String>,
+    /// How many of `required_violations` are hash mismatches (a stale profile), not missing.
+    pub required_mismatched: usize,
     /// Messages saying the profile itself was unusable.
     pub unusable: Vec<String>,
 }
@@ -106,18 +108,26 @@ impl ApplyReport {
                 counts.mismatch += 1;
                 report.mismatch_total += 1;
             }
-            if required.iter().any(|r| name.contains(r.as_str())) {
+            if required.iter().any(|r| name.contains(r.as_str())) && !report.required_violations.contains(&name) {
                 report.required_violations.push(name);
+                if !missing {
+                    report.required_mismatched += 1;
+                }
             }
         }
         report.required_violations.sort();
-        report.required_violations.dedup();
         report
     }
 
     /// Whether the profile applied to everything `required` names.
     pub fn applied(&self) -> bool {
         self.required_violations.is_empty() && self.unusable.is_empty()
+    }
+
+    /// Whether it applied but for functions whose profile is stale (hash mismatches): what
+    /// `--allow-stale` accepts.
+    pub fn applied_but_stale(&self) -> bool {
+        self.unusable.is_empty() && self.required_violations.len() == self.required_mismatched
     }
 }
 
@@ -226,6 +236,10 @@ mod tests {
             ]
         );
         assert!(!report.applied());
+        assert_eq!(report.required_mismatched, 1);
+        assert!(!report.applied_but_stale(), "missing functions are not staleness");
+        let stale_only = ApplyReport::from_messages([MISMATCH], &required);
+        assert!(!stale_only.applied() && stale_only.applied_but_stale());
         // Warnings only for code outside `required`: counted, but the profile applied.
         let own_only = ApplyReport::from_messages([MISSING_OWN], &required);
         assert!(own_only.applied());

@@ -1,0 +1,247 @@
+//! The profile stages: the instrumented build, training, merging, and the optimised build
+//! with the proof (rustc's own warnings) that the profile applied.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::{Ctx, InstrumentedBuild, MergedProfile, OptimizedBuild, TrainingRun, build};
+use crate::exec::Cmd;
+use crate::fsx;
+use crate::report::ProfileInfo;
+use crate::toolchain::Toolchain;
+use crate::warnings::ApplyReport;
+
+/// The marker of LLVM's profiling runtime in an instrumented executable.
+const PROFILE_RUNTIME_MARKER: &[u8] = b"__llvm_profile";
+
+pub fn contains_bytes(path: &Path, needle: &[u8]) -> Result<bool> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(bytes.windows(needle.len()).any(|w| w == needle))
+}
+
+pub(super) fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<InstrumentedBuild> {
+    let raw = ctx.raw_dir();
+    let (record, _) = build(
+        ctx,
+        tc,
+        "instrumented",
+        "release-pgo",
+        format!("-Cprofile-generate={}", raw.display()),
+    )?;
+    if !contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
+        bail!(
+            "{} has no `__llvm_profile` symbols: -Cprofile-generate did not reach it (is RUSTFLAGS overridden by a cargo config?)",
+            record.exe.display()
+        );
+    }
+    let out = InstrumentedBuild(record);
+    fsx::write_json(&ctx.stage_file("instrument"), &out)?;
+    Ok(out)
+}
+
+pub(super) fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<TrainingRun> {
+    let raw = ctx.raw_dir();
+    std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
+    // Start from nothing: a profile from an earlier build must not be merged into this one.
+    for old in profraw_files(&raw)? {
+        std::fs::remove_file(&old)
+            .with_context(|| format!("cannot remove stale {}", old.display()))?;
+    }
+    let train = &ctx.config.config.train;
+    let bar = ProgressBar::new(train.workloads.len() as u64)
+        .with_prefix("train")
+        .with_style(
+            ProgressStyle::with_template(
+                "{prefix:>12} [{bar:30}] {pos}/{len} workloads {elapsed} {wide_msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+    for workload in &train.workloads {
+        bar.set_message(workload.name.clone());
+        let cmd = Cmd::new(instrumented.0.exe.display().to_string())
+            .args(workload.args.iter().cloned())
+            .env(
+                "LLVM_PROFILE_FILE",
+                format!("{}/%m_%p.profraw", raw.display()),
+            );
+        bar.suspend(|| cmd.run_with_timeout(Duration::from_secs(train.timeout_secs)))
+            .with_context(|| format!("training workload `{}` failed", workload.name))?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let profraw = profraw_files(&raw)?;
+    if profraw.is_empty() {
+        bail!(
+            "no profiles were written: was the binary built instrumented? (looked for *.profraw in {})",
+            raw.display()
+        );
+    }
+    eprintln!(
+        "train: {} raw profile(s) in {}",
+        profraw.len(),
+        raw.display()
+    );
+    let out = TrainingRun { profraw };
+    fsx::write_json(&ctx.stage_file("train"), &out)?;
+    Ok(out)
+}
+
+fn profraw_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "profraw"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+pub(super) fn merge(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun) -> Result<MergedProfile> {
+    let tmp = fsx::temp_path(&ctx.data.join("merged.profdata"));
+    let cmd = Cmd::new(tc.llvm_profdata.display().to_string())
+        .args(["merge", "-o"])
+        .arg(tmp.display().to_string())
+        .args(training.profraw.iter().map(|p| p.display().to_string()));
+    if let Err(err) = cmd.run_with_timeout(Duration::from_secs(300)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err.context("cannot merge the raw profiles"));
+    }
+    let bytes = std::fs::read(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?;
+    // Content-addressed: cargo fingerprints the -Cprofile-use PATH, not the file's content,
+    // so a new profile must get a new name or cargo would not rebuild.
+    let hash = format!("{:016x}", fsx::fnv1a64(&bytes));
+    let path = ctx.data.join(format!("merged-{hash}.profdata"));
+    fsx::rename(&tmp, &path)?;
+    for entry in std::fs::read_dir(&ctx.data)?.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("merged-") && name.ends_with(".profdata") && entry.path() != path {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    let show = Cmd::new(tc.llvm_profdata.display().to_string())
+        .arg("show")
+        .arg(path.display().to_string())
+        .read()?;
+    let info = parse_show(&show, path, hash)?;
+    eprintln!(
+        "merge: {} ({} functions, max function count {}, total count {})",
+        info.path.display(),
+        info.functions,
+        info.max_function_count,
+        info.total_count
+    );
+    let out = MergedProfile(info);
+    fsx::write_json(&ctx.stage_file("merge"), &out)?;
+    Ok(out)
+}
+
+/// The summary `llvm-profdata show` prints.
+pub fn parse_show(text: &str, path: PathBuf, hash: String) -> Result<ProfileInfo> {
+    let field = |key: &str| -> Result<u64> {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(key)?.trim().parse().ok())
+            .with_context(|| format!("`llvm-profdata show` printed no `{key}` line:\n{text}"))
+    };
+    Ok(ProfileInfo {
+        path,
+        hash,
+        functions: field("Total functions:")?,
+        max_function_count: field("Maximum function count:")?,
+        total_count: field("Total count:")?,
+    })
+}
+
+/// The first 8 bytes of an indexed profile, as LLVM 22 writes them (`\xfflprofi\x81`). A raw
+/// .profraw starts with `\x81rforpl\xff` instead.
+const INDEXED_MAGIC: [u8; 8] = [0xff, b'l', b'p', b'r', b'o', b'f', b'i', 0x81];
+
+/// Refuses anything but an existing, non-empty, indexed profile: rustc only WARNS on a raw
+/// .profraw ("bad magic") and then builds without PGO.
+pub fn check_indexed_profile(path: &Path) -> Result<()> {
+    let bytes = std::fs::read(path).with_context(|| {
+        format!(
+            "the merged profile {} cannot be read; run `cargo xtask pgo merge`",
+            path.display()
+        )
+    })?;
+    if bytes.is_empty() {
+        bail!(
+            "the merged profile {} is empty; run `cargo xtask pgo merge` again",
+            path.display()
+        );
+    }
+    if !bytes.starts_with(&INDEXED_MAGIC) {
+        bail!(
+            "{} is not an indexed profile (a raw .profraw or another file?): rustc would only warn and build WITHOUT PGO; \
+             give it the output of `llvm-profdata merge`",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+pub(super) fn load_merged(ctx: &Ctx) -> Result<MergedProfile> {
+    let merged: MergedProfile = ctx.load("merge")?;
+    check_indexed_profile(&merged.0.path)?;
+    Ok(merged)
+}
+
+pub(super) fn optimize(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<OptimizedBuild> {
+    check_indexed_profile(&merged.0.path)?;
+    let flags = format!(
+        "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function",
+        merged.0.path.display()
+    );
+    let (record, diagnostics) = build(ctx, tc, "optimized", "release-pgo", flags)?;
+    if contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
+        bail!(
+            "{} contains `__llvm_profile` symbols: the optimised build is instrumented",
+            record.exe.display()
+        );
+    }
+    let required = &ctx.config.config.apply_check.required;
+    let apply = ApplyReport::from_messages(diagnostics.iter().map(String::as_str), required);
+    let out = OptimizedBuild {
+        build: record,
+        apply,
+    };
+    // Written before the verdict, so the counts are on record either way.
+    fsx::write_json(&ctx.stage_file("optimize"), &out)?;
+    let a = &out.apply;
+    eprintln!(
+        "optimize: {} functions without profile data, {} hash mismatches; {} of them in {}",
+        a.missing_total,
+        a.mismatch_total,
+        a.required_violations.len(),
+        required.join(", ")
+    );
+    if !a.applied() {
+        let shown: Vec<&str> = a
+            .required_violations
+            .iter()
+            .take(10)
+            .map(String::as_str)
+            .collect();
+        bail!(
+            "the profile did NOT apply to the measured code: {} required function(s) lack profile data or mismatch \
+             (first: {}){}. Was the profile trained on this same executable, source and cargo profile? \
+             Rerun the whole `cargo xtask pgo`.",
+            a.required_violations.len(),
+            shown.join(", "),
+            if a.unusable.is_empty() {
+                String::new()
+            } else {
+                format!("; rustc said: {}", a.unusable.join("; "))
+            }
+        );
+    }
+    Ok(out)
+}
+
