@@ -53,6 +53,12 @@ pub struct ProfileInfo {
     pub functions: u64,
     pub max_function_count: u64,
     pub total_count: u64,
+    /// What the profile was trained from, hashed (see `pgo/guard.rs`).
+    #[serde(default)]
+    pub fingerprint: String,
+    /// Raw profiles left out by `--skip-bad-profiles`, with the reason.
+    #[serde(default)]
+    pub skipped_raw: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -167,16 +173,21 @@ fn apply_line(report: &Report) -> String {
         .map(|(k, c)| format!("{k} {}/{}", c.missing, c.mismatch))
         .collect::<Vec<_>>()
         .join(", ");
-    format!(
-        "profile {} ({} functions, total count {}): {}\n  {} of the required functions ({}) lack profile data; all crates: {} without profile data, {} hash mismatches{}\n",
+    let verdict = if a.applied() {
+        "APPLIED".to_string()
+    } else if a.applied_but_stale() {
+        format!(
+            "APPLIED EXCEPT {} STALE FUNCTION(S) (hash mismatch, --allow-stale)",
+            a.required_mismatched
+        )
+    } else {
+        "NOT APPLIED".to_string()
+    };
+    let mut line = format!(
+        "profile {} ({} functions, total count {}): {verdict}\n  {} of the required functions ({}) lack profile data or mismatch; all crates: {} without profile data, {} hash mismatches{}\n",
         report.profile.hash,
         report.profile.functions,
         report.profile.total_count,
-        if a.applied() {
-            "APPLIED"
-        } else {
-            "NOT APPLIED"
-        },
         a.required_violations.len(),
         report.config.config.apply_check.required.join(", "),
         a.missing_total,
@@ -186,7 +197,15 @@ fn apply_line(report: &Report) -> String {
         } else {
             format!(" (crate missing/mismatch: {crates})")
         }
-    )
+    );
+    if !report.profile.skipped_raw.is_empty() {
+        line.push_str(&format!(
+            "  merged without {} unreadable raw profile(s) (--skip-bad-profiles): {}\n",
+            report.profile.skipped_raw.len(),
+            report.profile.skipped_raw.join("; ")
+        ));
+    }
+    line
 }
 
 /// The timed region, stated once for the page.
@@ -609,6 +628,8 @@ pub mod tests {
                 functions: 1138,
                 max_function_count: 180000,
                 total_count: 9704034,
+                fingerprint: "0123456789abcdef".into(),
+                skipped_raw: Vec::new(),
             },
             apply_check,
             builds: vec![

@@ -108,7 +108,9 @@ impl ApplyReport {
                 counts.mismatch += 1;
                 report.mismatch_total += 1;
             }
-            if required.iter().any(|r| name.contains(r.as_str())) && !report.required_violations.contains(&name) {
+            if required.iter().any(|r| name.contains(r.as_str()))
+                && !report.required_violations.contains(&name)
+            {
                 report.required_violations.push(name);
                 if !missing {
                     report.required_mismatched += 1;
@@ -237,7 +239,10 @@ mod tests {
         );
         assert!(!report.applied());
         assert_eq!(report.required_mismatched, 1);
-        assert!(!report.applied_but_stale(), "missing functions are not staleness");
+        assert!(
+            !report.applied_but_stale(),
+            "missing functions are not staleness"
+        );
         let stale_only = ApplyReport::from_messages([MISMATCH], &required);
         assert!(!stale_only.applied() && stale_only.applied_but_stale());
         // Warnings only for code outside `required`: counted, but the profile applied.

@@ -18,8 +18,9 @@ use crate::report::{self, BuildInfo, ProfileInfo, Report};
 use crate::toolchain::{self, Toolchain};
 use crate::warnings::ApplyReport;
 
+mod guard;
 mod profile;
-use profile::{instrument, load_merged, merge, optimize, train};
+use profile::{instrument, load_merged, merge, optimize, stale, train};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
@@ -59,6 +60,12 @@ pub struct Flags {
     pub check: bool,
     /// A stored report.json to check for regressions against (implies `check`).
     pub baseline: Option<PathBuf>,
+    /// Queue behind another run holding pgo-data/ instead of stopping.
+    pub wait: bool,
+    /// Merge the good raw profiles when some are corrupt, and say which were skipped.
+    pub skip_bad_profiles: bool,
+    /// Optimise with a stale profile instead of retraining; the report shows the mismatches.
+    pub allow_stale: bool,
 }
 
 impl Flags {
@@ -71,6 +78,9 @@ impl Flags {
             target_dir: root.join("target/pgo"),
             check: false,
             baseline: None,
+            wait: false,
+            skip_bad_profiles: false,
+            allow_stale: false,
         };
         while let Some(arg) = argv.next() {
             match arg.as_str() {
@@ -78,6 +88,9 @@ impl Flags {
                 "--pgo-data" => flags.pgo_data = crate::flag_value(&arg, &mut argv)?,
                 "--target-dir" => flags.target_dir = crate::flag_value(&arg, &mut argv)?,
                 "--check" => flags.check = true,
+                "--wait" => flags.wait = true,
+                "--skip-bad-profiles" => flags.skip_bad_profiles = true,
+                "--allow-stale" => flags.allow_stale = true,
                 "--baseline" => {
                     flags.baseline = Some(crate::flag_value(&arg, &mut argv)?);
                     flags.check = true;
@@ -112,6 +125,7 @@ struct Ctx {
     ws: Workspace,
     data: PathBuf,
     target_root: PathBuf,
+    flags: Flags,
 }
 
 impl Ctx {
@@ -146,6 +160,8 @@ pub struct InstrumentedBuild(pub BuildRecord);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrainingRun {
     pub profraw: Vec<PathBuf>,
+    /// What the profile depends on (toolchain, training config, sources), hashed.
+    pub fingerprint: String,
 }
 
 /// An indexed profile produced by `merge` from this run's training.
@@ -188,7 +204,16 @@ fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
         ws,
         data: flags.pgo_data.clone(),
         target_root: flags.target_dir.clone(),
+        flags: flags.clone(),
     };
+    // One run at a time on this pgo-data/, and nothing left of an interrupted one.
+    let _lock = guard::lock(&ctx.data, flags.wait)?;
+    for leftover in guard::remove_leftover_temps(&ctx.data)? {
+        eprintln!(
+            "removed {} (left by an interrupted run)",
+            leftover.display()
+        );
+    }
     eprintln!(
         "pgo: config {}, artifacts in {}, builds in {}",
         ctx.config.path.display(),
@@ -208,7 +233,7 @@ fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
         }
         Some(Stage::Train) => {
             return timer
-                .section("train", || train(&ctx, &ctx.load("instrument")?))
+                .section("train", || train(&ctx, &tc, &ctx.load("instrument")?))
                 .map(drop);
         }
         Some(Stage::Merge) => {
@@ -217,8 +242,23 @@ fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
                 .map(drop);
         }
         Some(Stage::Optimize) => {
+            let merged = load_merged(&ctx)?;
+            let merged = match stale(&ctx, &tc, &merged)? {
+                None => merged,
+                Some(why) if flags.allow_stale => {
+                    eprintln!("warning: {why}; optimizing with it anyway (--allow-stale)");
+                    merged
+                }
+                Some(why) => {
+                    // The default retrains: a stale profile only half applies.
+                    eprintln!("{why}: retraining (pass --allow-stale to use it anyway)");
+                    let instrumented = timer.section("instrument", || instrument(&ctx, &tc))?;
+                    let training = timer.section("train", || train(&ctx, &tc, &instrumented))?;
+                    timer.section("merge", || merge(&ctx, &tc, &training))?
+                }
+            };
             return timer
-                .section("optimize", || optimize(&ctx, &tc, &load_merged(&ctx)?))
+                .section("optimize", || optimize(&ctx, &tc, &merged))
                 .map(drop);
         }
         Some(Stage::Baselines) => {
@@ -250,7 +290,7 @@ fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
     // Stage 2: the instrumented build, under the SAME cargo profile as the optimised one.
     let instrumented = timer.section("instrument", || instrument(&ctx, &tc))?;
     // Stage 3: run the training mix through that very executable.
-    let training = timer.section("train", || train(&ctx, &instrumented))?;
+    let training = timer.section("train", || train(&ctx, &tc, &instrumented))?;
     // Stage 4: raw profiles -> one indexed, content-addressed profile.
     let merged = timer.section("merge", || merge(&ctx, &tc, &training))?;
     // Stage 5: the PGO build, and the proof from rustc's own warnings that it applied.
@@ -478,7 +518,9 @@ pub fn compare_command(flags: Flags) -> Result<()> {
         ws,
         data: flags.pgo_data.clone(),
         target_root: flags.target_dir.clone(),
+        flags: flags.clone(),
     };
+    let _lock = guard::lock(&ctx.data, flags.wait)?;
     let tc = toolchain::doctor()?;
     let (release, _) = build(&ctx, &tc, "release", "release", String::new())?;
     let variants = vec![Variant {

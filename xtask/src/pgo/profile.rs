@@ -42,7 +42,11 @@ pub(super) fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<InstrumentedBuild>
     Ok(out)
 }
 
-pub(super) fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<TrainingRun> {
+pub(super) fn train(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    instrumented: &InstrumentedBuild,
+) -> Result<TrainingRun> {
     let raw = ctx.raw_dir();
     std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
     // Start from nothing: a profile from an earlier build must not be merged into this one.
@@ -85,7 +89,11 @@ pub(super) fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<Train
         profraw.len(),
         raw.display()
     );
-    let out = TrainingRun { profraw };
+    let fingerprint = super::guard::fingerprint(&ctx.ws.root, &tc.rustc_vv, &ctx.config.config)?;
+    let out = TrainingRun {
+        profraw,
+        fingerprint,
+    };
     fsx::write_json(&ctx.stage_file("train"), &out)?;
     Ok(out)
 }
@@ -104,11 +112,41 @@ fn profraw_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 pub(super) fn merge(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun) -> Result<MergedProfile> {
+    // Read each raw profile alone first: llvm-profdata's own error for a bad input among good
+    // ones is "no profile can be merged", which names no file.
+    let mut good = Vec::new();
+    let mut bad = Vec::new();
+    for file in &training.profraw {
+        match raw_profile_problem(tc, file) {
+            None => good.push(file.clone()),
+            Some(why) => bad.push(format!("{}: {why}", file.display())),
+        }
+    }
+    if !bad.is_empty() {
+        if !ctx.flags.skip_bad_profiles || good.is_empty() {
+            bail!(
+                "{} of {} raw profiles cannot be read:\n  {}\n{}",
+                bad.len(),
+                training.profraw.len(),
+                bad.join("\n  "),
+                if good.is_empty() {
+                    "None is usable: rerun the training (`cargo xtask pgo`)."
+                } else {
+                    "Rerun the training (`cargo xtask pgo`), or pass --skip-bad-profiles to merge the good ones."
+                }
+            );
+        }
+        eprintln!(
+            "merge: skipping {} unreadable raw profile(s) (--skip-bad-profiles):\n  {}",
+            bad.len(),
+            bad.join("\n  ")
+        );
+    }
     let tmp = fsx::temp_path(&ctx.data.join("merged.profdata"));
     let cmd = Cmd::new(tc.llvm_profdata.display().to_string())
         .args(["merge", "-o"])
         .arg(tmp.display().to_string())
-        .args(training.profraw.iter().map(|p| p.display().to_string()));
+        .args(good.iter().map(|p| p.display().to_string()));
     if let Err(err) = cmd.run_with_timeout(Duration::from_secs(300)) {
         let _ = std::fs::remove_file(&tmp);
         return Err(err.context("cannot merge the raw profiles"));
@@ -129,7 +167,9 @@ pub(super) fn merge(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun) -> Result
         .arg("show")
         .arg(path.display().to_string())
         .read()?;
-    let info = parse_show(&show, path, hash)?;
+    let mut info = parse_show(&show, path, hash)?;
+    info.fingerprint = training.fingerprint.clone();
+    info.skipped_raw = bad;
     eprintln!(
         "merge: {} ({} functions, max function count {}, total count {})",
         info.path.display(),
@@ -155,7 +195,44 @@ pub fn parse_show(text: &str, path: PathBuf, hash: String) -> Result<ProfileInfo
         functions: field("Total functions:")?,
         max_function_count: field("Maximum function count:")?,
         total_count: field("Total count:")?,
+        fingerprint: String::new(),
+        skipped_raw: Vec::new(),
     })
+}
+
+/// Why llvm-profdata cannot read this raw profile, or `None` when it can.
+fn raw_profile_problem(tc: &Toolchain, file: &Path) -> Option<String> {
+    let out = Cmd::new(tc.llvm_profdata.display().to_string())
+        .arg("show")
+        .arg(file.display().to_string())
+        .output_quiet();
+    match out {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let line = stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("unreadable");
+            // "error: <file>: <reason>" -> "<reason>"
+            Some(line.rsplit(": ").next().unwrap_or(line).trim().to_string())
+        }
+        Err(err) => Some(format!("{err:#}")),
+    }
+}
+
+/// Why the merged profile no longer fits the sources, toolchain or training config, or `None`.
+pub(super) fn stale(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<Option<String>> {
+    let now = super::guard::fingerprint(&ctx.ws.root, &tc.rustc_vv, &ctx.config.config)?;
+    Ok((merged.0.fingerprint != now).then(|| {
+        format!(
+            "the profile {} is stale: the sources, toolchain or training config changed since it was trained \
+             (fingerprint {} then, {now} now)",
+            merged.0.path.display(),
+            if merged.0.fingerprint.is_empty() { "unknown" } else { &merged.0.fingerprint }
+        )
+    }))
 }
 
 /// The first 8 bytes of an indexed profile, as LLVM 22 writes them (`\xfflprofi\x81`). A raw
@@ -193,7 +270,11 @@ pub(super) fn load_merged(ctx: &Ctx) -> Result<MergedProfile> {
     Ok(merged)
 }
 
-pub(super) fn optimize(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<OptimizedBuild> {
+pub(super) fn optimize(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    merged: &MergedProfile,
+) -> Result<OptimizedBuild> {
     check_indexed_profile(&merged.0.path)?;
     let flags = format!(
         "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function",
@@ -222,7 +303,12 @@ pub(super) fn optimize(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Res
         a.required_violations.len(),
         required.join(", ")
     );
-    if !a.applied() {
+    if !a.applied() && ctx.flags.allow_stale && a.applied_but_stale() {
+        eprintln!(
+            "warning: {} required function(s) have a stale profile (hash mismatch); proceeding (--allow-stale)",
+            a.required_mismatched
+        );
+    } else if !a.applied() {
         let shown: Vec<&str> = a
             .required_violations
             .iter()
@@ -244,4 +330,3 @@ pub(super) fn optimize(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Res
     }
     Ok(out)
 }
-
