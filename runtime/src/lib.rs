@@ -69,6 +69,7 @@ mod error;
 mod mailbox;
 pub mod payload;
 pub mod pool;
+mod sync;
 
 pub use agent::{AgentHandle, AgentReport, spawn_agent};
 pub use error::SendError;

@@ -9,9 +9,8 @@
 //! Zero-byte messages skip all of it: [`PooledFrame::tombstone`] takes no lock, allocates
 //! nothing and writes no slot.
 
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex, MutexGuard, Ordering};
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use slab::Slab;
 use tokio::sync::Notify;

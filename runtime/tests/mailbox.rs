@@ -352,3 +352,124 @@ fn four_senders_times_250k_arrive_exactly_once_in_per_sender_order() {
         assert_eq!(rx.pool_stats(), stats(0, 0, 64));
     });
 }
+
+/// A sequence-numbered message carrying a payload of any kind; charges its payload's bytes.
+#[derive(Debug)]
+struct Sized {
+    sender: usize,
+    seq: u64,
+    payload: SmallPayload,
+}
+
+impl ByteSize for Sized {
+    fn byte_size(&self) -> usize {
+        self.payload.byte_size()
+    }
+}
+
+#[test]
+fn stress_senders_on_worker_threads_under_constant_byte_pressure() {
+    const SENDERS: usize = 6;
+    const EACH: u64 = 30_000;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // 300 bytes against payloads of 0 to 200 bytes: one or two heap payloads fill it.
+        let (tx, mut rx) = Mailbox::new(16, 300).open::<Sized>();
+        let sizes = [0usize, 1, 64, 65, 200, 7, 130];
+        let tasks: Vec<_> = (0..SENDERS)
+            .map(|sender| {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    for seq in 0..EACH {
+                        let n = sizes[(seq as usize + sender) % sizes.len()];
+                        let payload = SmallPayload::copy_from(&vec![sender as u8; n]);
+                        tx.send(Sized {
+                            sender,
+                            seq,
+                            payload,
+                        })
+                        .await
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        let mut next = [0u64; SENDERS];
+        let mut peak = 0;
+        while let Some(Sized {
+            sender,
+            seq,
+            payload,
+        }) = rx.recv().await
+        {
+            assert_eq!(
+                seq, next[sender],
+                "sender {sender}: out of order or duplicated"
+            );
+            assert!(
+                payload.as_slice().iter().all(|b| *b == sender as u8),
+                "payload intact"
+            );
+            next[sender] += 1;
+            peak = peak.max(rx.pool_stats().bytes_in_use);
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(next, [EACH; SENDERS], "every message arrived exactly once");
+        assert!(peak <= 300, "the budget held: peak {peak}");
+        assert_eq!(rx.pool_stats(), stats(0, 0, 300));
+    });
+}
+
+/// A waker that remembers whether it was woken.
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn flag() -> (Arc<Flag>, Waker) {
+    let flag = Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
+    (flag.clone(), Waker::from(flag))
+}
+
+#[test]
+fn dropping_the_receiver_wakes_every_blocked_sender_with_its_message() {
+    current_thread().block_on(async {
+        let (tx, rx) = Mailbox::new(2, 100).open::<SmallPayload>();
+        tx.send(bytes(60)).await.unwrap();
+        // Takes the second slot, then waits for bytes; the other two wait for a slot.
+        let mut waiting = [
+            pin!(tx.send(bytes(50))),
+            pin!(tx.send(bytes(10))),
+            pin!(tx.send(SmallPayload::Empty)),
+        ];
+        let flags: Vec<(Arc<Flag>, Waker)> = (0..3).map(|_| flag()).collect();
+        for (fut, (_, waker)) in waiting.iter_mut().zip(&flags) {
+            assert!(
+                fut.as_mut()
+                    .poll(&mut Context::from_waker(waker))
+                    .is_pending()
+            );
+        }
+        drop(rx);
+        for (i, (fut, len)) in waiting.iter_mut().zip([50, 10, 0]).enumerate() {
+            assert!(
+                flags[i].0.0.load(std::sync::atomic::Ordering::SeqCst),
+                "sender {i} was woken"
+            );
+            match poll_once(fut.as_mut()) {
+                Poll::Ready(Err(SendError::Closed(msg))) => assert_eq!(msg.len(), len),
+                other => panic!("sender {i}: expected Closed(msg of {len} bytes), got {other:?}"),
+            }
+        }
+        assert_eq!(tx.pool_stats(), stats(0, 0, 100));
+    });
+}
