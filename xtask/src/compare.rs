@@ -74,13 +74,8 @@ pub fn nearest_rank(sorted: &[u64], q: f64) -> u64 {
 }
 
 pub fn parse_values(stdout: &str) -> Result<ValuesLine> {
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .context("it printed nothing on stdout")?;
     let parsed: ValuesLine =
-        serde_json::from_str(line).context("its last line is not a JSON line with `values_ns`")?;
+        crate::measure::parse_last_line(stdout, "a JSON line with `values_ns`")?;
     if parsed.values_ns.is_empty() {
         bail!("it reported no values");
     }

@@ -60,13 +60,20 @@ pub struct Run {
 
 /// Parses the JSON line a latency workload prints (the last non-empty line of stdout).
 pub fn parse_line(stdout: &str) -> Result<WorkloadLine> {
+    parse_last_line(stdout, "a latency report")
+}
+
+/// The last non-empty line of a workload's stdout, parsed as `what`.
+pub fn parse_last_line<T: serde::de::DeserializeOwned>(stdout: &str, what: &str) -> Result<T> {
     let line = stdout
         .lines()
         .rev()
         .find(|l| !l.trim().is_empty())
         .context("it printed nothing on stdout")?;
-    serde_json::from_str(line)
-        .with_context(|| format!("its last line is not a latency report: {line}"))
+    serde_json::from_str(line).with_context(|| {
+        let shown: String = line.chars().take(200).collect();
+        format!("its last line is not {what}: {shown}")
+    })
 }
 
 /// Why a run counts as disturbed, or `None`.

@@ -55,6 +55,25 @@ fn config_edits(path: &Path, edits: &[(&str, &str)]) -> PathBuf {
     path.to_path_buf()
 }
 
+/// Starts xtask on quick.toml with its stderr piped: the child and its stderr, line by line.
+fn spawn(
+    args: &[&str],
+    data: &Path,
+    target: &Path,
+) -> (
+    std::process::Child,
+    std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+) {
+    use std::io::BufRead;
+    let mut child = command(&root().join("profiles/quick.toml"), args, data, target)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    (child, lines)
+}
+
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -430,7 +449,7 @@ fn faults(tmp: &Path, data: &Path, target: &Path) {
 
     // A held lock: the second run names the holder; with --wait it queues behind it.
     {
-        use std::io::{BufRead, Write};
+        use std::io::Write;
         let lock = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -447,17 +466,7 @@ fn faults(tmp: &Path, data: &Path, target: &Path) {
             )),
             "{err}"
         );
-        let mut waiting = command(
-            &root().join("profiles/quick.toml"),
-            &["pgo", "report", "--wait"],
-            data,
-            target,
-        )
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-        let mut lines = std::io::BufReader::new(waiting.stderr.take().unwrap()).lines();
+        let (mut waiting, mut lines) = spawn(&["pgo", "report", "--wait"], data, target);
         let first = lines.next().unwrap().unwrap();
         assert!(first.starts_with("waiting for the lock on"), "{first}");
         lock.unlock().unwrap();
@@ -469,19 +478,8 @@ fn faults(tmp: &Path, data: &Path, target: &Path) {
     let measure_before = std::fs::read(data.join("stages/measure.json")).unwrap();
     let report_before = std::fs::read(data.join("report.json")).unwrap();
     {
-        use std::io::BufRead;
         use std::os::unix::process::ExitStatusExt;
-        let mut child = command(
-            &root().join("profiles/quick.toml"),
-            &["pgo", "measure"],
-            data,
-            target,
-        )
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let (mut child, mut lines) = spawn(&["pgo", "measure"], data, target);
         let started = lines
             .by_ref()
             .map(|l| l.unwrap())

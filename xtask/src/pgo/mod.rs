@@ -119,16 +119,40 @@ impl Flags {
     }
 }
 
-/// Everything the stages share.
+/// Everything the stages share, and the lock on pgo-data/ for as long as it lives.
 struct Ctx {
     config: LoadedConfig,
     ws: Workspace,
     data: PathBuf,
     target_root: PathBuf,
     flags: Flags,
+    _lock: guard::Lock,
 }
 
 impl Ctx {
+    /// Reads the config and the workspace, then takes pgo-data/ for this run (one run at a
+    /// time) and removes what an interrupted run left.
+    fn open(flags: &Flags) -> Result<Ctx> {
+        let config = config::load(&flags.config)?;
+        let ws = cargo::workspace(&config.config.binary)
+            .with_context(|| format!("checking the config {}", flags.config.display()))?;
+        let lock = guard::lock(&flags.pgo_data, flags.wait)?;
+        for leftover in guard::remove_leftover_temps(&flags.pgo_data)? {
+            eprintln!(
+                "removed {} (left by an interrupted run)",
+                leftover.display()
+            );
+        }
+        Ok(Ctx {
+            config,
+            ws,
+            data: flags.pgo_data.clone(),
+            target_root: flags.target_dir.clone(),
+            flags: flags.clone(),
+            _lock: lock,
+        })
+    }
+
     fn stage_file(&self, stage: &str) -> PathBuf {
         self.data.join("stages").join(format!("{stage}.json"))
     }
@@ -196,24 +220,7 @@ pub fn run(flags: Flags) -> Result<()> {
 }
 
 fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
-    let config = config::load(&flags.config)?;
-    let ws = cargo::workspace(&config.config.binary)
-        .with_context(|| format!("checking the config {}", flags.config.display()))?;
-    let ctx = Ctx {
-        config,
-        ws,
-        data: flags.pgo_data.clone(),
-        target_root: flags.target_dir.clone(),
-        flags: flags.clone(),
-    };
-    // One run at a time on this pgo-data/, and nothing left of an interrupted one.
-    let _lock = guard::lock(&ctx.data, flags.wait)?;
-    for leftover in guard::remove_leftover_temps(&ctx.data)? {
-        eprintln!(
-            "removed {} (left by an interrupted run)",
-            leftover.display()
-        );
-    }
+    let ctx = Ctx::open(flags)?;
     eprintln!(
         "pgo: config {}, artifacts in {}, builds in {}",
         ctx.config.path.display(),
@@ -511,16 +518,7 @@ pub fn compare_command(flags: Flags) -> Result<()> {
     if flags.stage.is_some() || flags.check {
         bail!("`cargo xtask compare` takes only --config, --pgo-data and --target-dir");
     }
-    let config = config::load(&flags.config)?;
-    let ws = cargo::workspace(&config.config.binary)?;
-    let ctx = Ctx {
-        config,
-        ws,
-        data: flags.pgo_data.clone(),
-        target_root: flags.target_dir.clone(),
-        flags: flags.clone(),
-    };
-    let _lock = guard::lock(&ctx.data, flags.wait)?;
+    let ctx = Ctx::open(&flags)?;
     let tc = toolchain::doctor()?;
     let (release, _) = build(&ctx, &tc, "release", "release", String::new())?;
     let variants = vec![Variant {
