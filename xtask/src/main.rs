@@ -9,6 +9,7 @@ mod exec;
 mod fsx;
 mod gate;
 mod instructions;
+mod markdown;
 mod measure;
 mod pgo;
 mod plot;
