@@ -330,3 +330,53 @@ pub(super) fn optimize(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn optimize_refuses_a_missing_empty_or_raw_profile_before_building() {
+        let dir = std::env::temp_dir().join(format!("xtask-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.profdata");
+        let err = format!("{:#}", check_indexed_profile(&missing).unwrap_err());
+        assert!(
+            err.starts_with(&format!(
+                "the merged profile {} cannot be read; run `cargo xtask pgo merge`",
+                missing.display()
+            )),
+            "{err}"
+        );
+        let empty = dir.join("empty.profdata");
+        std::fs::write(&empty, b"").unwrap();
+        let err = check_indexed_profile(&empty).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "the merged profile {} is empty; run `cargo xtask pgo merge` again",
+                empty.display()
+            )
+        );
+        // The first bytes of a real raw profile (LLVM 22), then of a real indexed one.
+        let raw = dir.join("x.profraw");
+        std::fs::write(
+            &raw,
+            [0x81, b'r', b'f', b'o', b'r', b'p', b'l', 0xff, 10, 0],
+        )
+        .unwrap();
+        let err = check_indexed_profile(&raw).unwrap_err().to_string();
+        assert!(
+            err.contains("is not an indexed profile (a raw .profraw or another file?)"),
+            "{err}"
+        );
+        let indexed = dir.join("x.profdata");
+        std::fs::write(
+            &indexed,
+            [0xff, b'l', b'p', b'r', b'o', b'f', b'i', 0x81, 13, 0],
+        )
+        .unwrap();
+        check_indexed_profile(&indexed).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
