@@ -74,6 +74,16 @@ fn spawn(
     (child, lines)
 }
 
+/// Each file under `data` still holds exactly the bytes it held before.
+fn assert_kept(data: &Path, files: &[(&str, &[u8])]) {
+    for (file, before) in files {
+        assert!(
+            std::fs::read(data.join(file)).unwrap() == *before,
+            "{file} changed; the last good one must be kept"
+        );
+    }
+}
+
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -353,13 +363,12 @@ fn faults(tmp: &Path, data: &Path, target: &Path) {
         err.contains("`--policy` takes `block` or `fail`, not `maybe`"),
         "{err}"
     );
-    assert_eq!(
-        std::fs::read(data.join("stages/measure.json")).unwrap(),
-        measure_before
-    );
-    assert_eq!(
-        std::fs::read(data.join("report.json")).unwrap(),
-        report_before
+    assert_kept(
+        data,
+        &[
+            ("stages/measure.json", &measure_before),
+            ("report.json", &report_before),
+        ],
     );
 
     // A workload that does not exist: mty-bench's own words reach the user.
@@ -495,19 +504,33 @@ fn faults(tmp: &Path, data: &Path, target: &Path) {
         let status = child.wait().unwrap();
         assert_eq!(status.signal(), Some(2), "xtask died of SIGINT");
     }
-    assert_eq!(
-        std::fs::read(data.join("stages/measure.json")).unwrap(),
-        measure_before
-    );
-    assert_eq!(
-        std::fs::read(data.join("report.json")).unwrap(),
-        report_before
+    assert_kept(
+        data,
+        &[
+            ("stages/measure.json", &measure_before),
+            ("report.json", &report_before),
+        ],
     );
     // What an interrupted write leaves is removed by the next run, which then succeeds.
     let leftover = data.join(".report.json.tmp-4242");
     std::fs::write(&leftover, b"half a report").unwrap();
-    let out = xtask(&["pgo", "report"], data, target);
+    // ... and, with $GITHUB_STEP_SUMMARY set, appends the page to it.
+    let summary = tmp.join("step-summary.md");
+    let out = command(
+        &root().join("profiles/quick.toml"),
+        &["pgo", "report"],
+        data,
+        target,
+    )
+    .env("GITHUB_STEP_SUMMARY", &summary)
+    .output()
+    .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
+    let page = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        page.starts_with("# Mighty mailbox: send→recv latency") && page.contains("## Raw nanos"),
+        "{page}"
+    );
     assert!(stderr_of(&out).contains(&format!(
         "removed {} (left by an interrupted run)",
         leftover.display()
