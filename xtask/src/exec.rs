@@ -85,7 +85,8 @@ impl Cmd {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
-    /// Runs to completion (logged) and returns stdout and stderr whatever the exit status.
+    /// Runs to completion, unlogged (for quick queries such as versions), and returns stdout
+    /// and stderr whatever the exit status.
     pub fn output_quiet(&self) -> Result<Output> {
         self.expression()
             .stdout_capture()
