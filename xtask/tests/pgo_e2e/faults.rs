@@ -1,0 +1,311 @@
+//! The faults a release pipeline meets, provoked for real on the artifacts of a good run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::support::*;
+
+pub fn faults(tmp: &Path, data: &Path, target: &Path) {
+    let out = xtask(&["pgo", "merge"], data, target);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let report_before = std::fs::read(data.join("report.json")).unwrap();
+    let measure_before = std::fs::read(data.join("stages/measure.json")).unwrap();
+    let merge_before = std::fs::read(data.join("stages/merge.json")).unwrap();
+
+    // A corrupt raw profile among good ones: named, and nothing merged; then skipped on request.
+    let good = instrumented_profraw(data);
+    let truncated = data.join("raw/truncated.profraw");
+    std::fs::write(&truncated, &std::fs::read(&good).unwrap()[..5000]).unwrap();
+    let train_json = data.join("stages/train.json");
+    let train_before = std::fs::read(&train_json).unwrap();
+    let mut train = json(&train_json);
+    train["profraw"] = serde_json::json!([good, truncated]);
+    std::fs::write(&train_json, train.to_string()).unwrap();
+    let out = xtask(&["pgo", "merge"], data, target);
+    let err = stderr_of(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("1 of 2 raw profiles cannot be read"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: invalid instrumentation profile data (file header is corrupt)",
+            truncated.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("--skip-bad-profiles"), "{err}");
+    assert_eq!(
+        std::fs::read(data.join("stages/merge.json")).unwrap(),
+        merge_before,
+        "the last good merge is kept"
+    );
+    let out = xtask(&["pgo", "merge", "--skip-bad-profiles"], data, target);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(
+        json(&data.join("stages/merge.json"))["skipped_raw"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    std::fs::write(&train_json, &train_before).unwrap();
+    std::fs::remove_file(&truncated).unwrap();
+
+    // A measured workload that exits non-zero: the command line and its stderr, artifacts kept.
+    let bad = config_variant(
+        &tmp.join("bad-workload.toml"),
+        r#""--warmup", "2000"] }"#,
+        r#""--warmup", "2000", "--policy", "maybe"] }"#,
+    );
+    let out = xtask_with(&bad, &["pgo", "measure"], data, target);
+    let err = stderr_of(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(
+            "agent_send_latency --messages 20000 --warmup 2000 --policy maybe` exited with status 2"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("`--policy` takes `block` or `fail`, not `maybe`"),
+        "{err}"
+    );
+    assert_kept(
+        data,
+        &[
+            ("stages/measure.json", &measure_before),
+            ("report.json", &report_before),
+        ],
+    );
+
+    // A workload that does not exist: mty-bench's own words reach the user.
+    let nonexistent = config_variant(
+        &tmp.join("no-workload.toml"),
+        r#"args = ["agent_send_latency""#,
+        r#"args = ["agent_send_latenzy""#,
+    );
+    let err = stderr_of(&xtask_with(&nonexistent, &["pgo", "measure"], data, target));
+    assert!(
+        err.contains("mty-bench: unknown workload `agent_send_latenzy`"),
+        "{err}"
+    );
+
+    // A stale profile (the training config changed): --allow-stale proceeds, the default retrains.
+    let retrained = config_variant(
+        &tmp.join("retrained.toml"),
+        r#"["train", "--messages", "20000"]"#,
+        r#"["train", "--messages", "30000"]"#,
+    );
+    let stale_fingerprint = json(&data.join("stages/merge.json"))["fingerprint"].clone();
+    let out = xtask_with(
+        &retrained,
+        &["pgo", "optimize", "--allow-stale"],
+        data,
+        target,
+    );
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("is stale: the sources, toolchain or training config changed")
+            && err.contains("(--allow-stale)"),
+        "{err}"
+    );
+    let out = xtask_with(&retrained, &["pgo", "optimize"], data, target);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("retraining (pass --allow-stale to use it anyway)"),
+        "{err}"
+    );
+    assert_ne!(
+        json(&data.join("stages/merge.json"))["fingerprint"],
+        stale_fingerprint,
+        "retrained"
+    );
+    let out = xtask_with(&retrained, &["pgo", "optimize"], data, target);
+    assert!(
+        !stderr_of(&out).contains("is stale"),
+        "fresh after retraining: {}",
+        stderr_of(&out)
+    );
+
+    // Training that writes no profile (the binary is not instrumented).
+    let instrument_json = data.join("stages/instrument.json");
+    let instrument_before = std::fs::read(&instrument_json).unwrap();
+    let mut instrumented = json(&instrument_json);
+    instrumented["exe"] = json(&data.join("stages/baselines.json"))["release"]["exe"].clone();
+    std::fs::write(&instrument_json, instrumented.to_string()).unwrap();
+    let err = stderr_of(&xtask(&["pgo", "train"], data, target));
+    assert!(err.contains(&format!("no profiles were written: was the binary built instrumented? (looked for *.profraw in {})", data.join("raw").display())), "{err}");
+    std::fs::write(&instrument_json, &instrument_before).unwrap();
+
+    // A hanging training workload: killed at its timeout, the merged profile kept.
+    let hang = config_edits(
+        &tmp.join("hang.toml"),
+        &[
+            ("[train]\ntimeout_secs = 120", "[train]\ntimeout_secs = 1"),
+            (
+                r#"["train", "--messages", "20000"]"#,
+                r#"["train", "--messages", "500000000"]"#,
+            ),
+        ],
+    );
+    let merged_profile = PathBuf::from(
+        json(&data.join("stages/merge.json"))["path"]
+            .as_str()
+            .unwrap(),
+    );
+    let out = xtask_with(&hang, &["pgo", "train"], data, target);
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("did not finish within its timeout of 1 s and was killed"),
+        "{err}"
+    );
+    assert!(merged_profile.is_file(), "the last merged profile is kept");
+
+    // A held lock: the second run names the holder; with --wait it queues behind it.
+    {
+        use std::io::Write;
+        let lock = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(data.join(".lock"))
+            .unwrap();
+        lock.try_lock().unwrap();
+        lock.set_len(0).unwrap();
+        write!(&lock, "{}", std::process::id()).unwrap();
+        let err = stderr_of(&xtask(&["pgo", "report"], data, target));
+        assert!(
+            err.contains(&format!(
+                "another `cargo xtask` run (process {}) is using",
+                std::process::id()
+            )),
+            "{err}"
+        );
+        let (mut waiting, mut lines) = spawn(&["pgo", "report", "--wait"], data, target);
+        let first = lines.next().unwrap().unwrap();
+        assert!(first.starts_with("waiting for the lock on"), "{first}");
+        lock.unlock().unwrap();
+        let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+        assert!(waiting.wait().unwrap().success(), "{rest:?}");
+    }
+
+    // An interrupt (a real SIGINT) during measurement: no stage output or report changes.
+    let measure_before = std::fs::read(data.join("stages/measure.json")).unwrap();
+    let report_before = std::fs::read(data.join("report.json")).unwrap();
+    {
+        use std::os::unix::process::ExitStatusExt;
+        let (mut child, mut lines) = spawn(&["pgo", "measure"], data, target);
+        let started = lines
+            .by_ref()
+            .map(|l| l.unwrap())
+            .find(|l| l.starts_with("$ ") && l.contains("agent_send_latency"));
+        assert!(started.is_some(), "measurement started");
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(2), "xtask died of SIGINT");
+    }
+    assert_kept(
+        data,
+        &[
+            ("stages/measure.json", &measure_before),
+            ("report.json", &report_before),
+        ],
+    );
+    // What an interrupted write leaves is removed by the next run, which then succeeds.
+    let leftover = data.join(".report.json.tmp-4242");
+    std::fs::write(&leftover, b"half a report").unwrap();
+    // ... and, with $GITHUB_STEP_SUMMARY set, appends the page to it.
+    let summary = tmp.join("step-summary.md");
+    let out = command(
+        &root().join("profiles/quick.toml"),
+        &["pgo", "report"],
+        data,
+        target,
+    )
+    .env("GITHUB_STEP_SUMMARY", &summary)
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let page = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        page.starts_with("# Mighty mailbox: send→recv latency") && page.contains("## Raw nanos"),
+        "{page}"
+    );
+    assert!(stderr_of(&out).contains(&format!(
+        "removed {} (left by an interrupted run)",
+        leftover.display()
+    )));
+    assert!(!leftover.exists());
+
+    // A full disk: a 1 MiB tmpfs holding pgo-data/, filled to the last 8 KiB.
+    full_disk(tmp, data, target);
+}
+
+struct Mount(PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+fn full_disk(tmp: &Path, data: &Path, target: &Path) {
+    let mnt = tmp.join("full-disk");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(
+        mounted.success(),
+        "this test mounts a small tmpfs (needs root, as CI runs)"
+    );
+    let _mount = Mount(mnt.clone());
+    let small = mnt.join("pgo-data");
+    std::fs::create_dir_all(small.join("stages")).unwrap();
+    for stage in ["doctor", "merge", "optimize", "baselines", "measure"] {
+        std::fs::copy(
+            data.join(format!("stages/{stage}.json")),
+            small.join(format!("stages/{stage}.json")),
+        )
+        .unwrap();
+    }
+    std::fs::write(small.join(".lock"), b"").unwrap();
+    std::fs::write(small.join("slack"), vec![0u8; 8192]).unwrap();
+    let filler = {
+        use std::io::Write;
+        let mut f = std::fs::File::create(mnt.join("filler")).unwrap();
+        while f.write_all(&[0u8; 4096]).is_ok() {}
+        f
+    };
+    drop(filler);
+    std::fs::remove_file(small.join("slack")).unwrap();
+    let out = xtask(&["pgo", "report"], &small, target);
+    let err = stderr_of(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!(
+            "cannot write {}",
+            small.join("report.json").display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("No space left on device"), "{err}");
+    let left: Vec<String> = std::fs::read_dir(&small)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !left
+            .iter()
+            .any(|n| n.contains("report") || n.contains(".tmp-")),
+        "nothing partial: {left:?}"
+    );
+}
