@@ -84,26 +84,7 @@ fn analyze_one(
     cfg: &Measure,
 ) -> Result<WorkloadAnalysis> {
     let mine: Vec<&Run> = runs.iter().filter(|r| r.workload == workload).collect();
-    let mut blocks: Vec<u32> = mine.iter().map(|r| r.pair).collect();
-    blocks.sort_unstable();
-    blocks.dedup();
-    let clean: Vec<u32> = blocks
-        .iter()
-        .copied()
-        .filter(|p| {
-            mine.iter()
-                .filter(|r| r.pair == *p)
-                .all(|r| r.disturbed.is_none())
-        })
-        .collect();
-    if clean.len() < 2 {
-        bail!(
-            "`{workload}`: only {} of {} blocks were undisturbed; the machine was too busy to compare. \
-             Rerun on a quieter machine, or raise `max_involuntary_switches` / `max_sys_fraction`",
-            clean.len(),
-            blocks.len()
-        );
-    }
+    let (blocks, clean) = clean_blocks(workload, &mine)?;
     // The value of `metric` for `build` in each clean block, in block order.
     let series = |build: &str, metric: Metric| -> Result<Vec<f64>> {
         clean
@@ -148,49 +129,19 @@ fn analyze_one(
     };
     let mut rows = Vec::new();
     for build in builds {
-        let runs_of: Vec<&Run> = mine
-            .iter()
-            .copied()
-            .filter(|r| &r.build == build && clean.contains(&r.pair))
-            .collect();
-        let med = |metric: Metric| {
-            median(&runs_of.iter().map(|r| metric(r) as f64).collect::<Vec<_>>())
-                .unwrap_or(f64::NAN)
+        let vs_release = if build == BASELINE {
+            None
+        } else {
+            Some(judge(compare(build)?))
         };
-        let instr = instructions
-            .iter()
-            .find(|i| i.workload == workload && &i.build == build);
-        let quantiles: Vec<f64> = runs_of
-            .first()
-            .map(|r| r.result.percentiles.iter().map(|p| p.0).collect())
-            .unwrap_or_default();
-        let distribution = quantiles
-            .iter()
-            .enumerate()
-            .map(|(i, q)| {
-                let values: Vec<f64> = runs_of
-                    .iter()
-                    .filter_map(|r| r.result.percentiles.get(i))
-                    .map(|p| p.1 as f64)
-                    .collect();
-                (*q, median(&values).unwrap_or(f64::NAN))
-            })
-            .collect();
-        rows.push(Row {
-            build: build.clone(),
-            runs: runs_of.len(),
-            median_ns: med(METRICS[0]),
-            p95_ns: med(METRICS[1]),
-            p99_ns: med(METRICS[2]),
-            instructions_per_message: instr.and_then(|i| i.per_message),
-            instructions_note: instr.and_then(|i| i.note.clone()),
-            vs_release: if build == BASELINE {
-                None
-            } else {
-                Some(judge(compare(build)?))
-            },
-            distribution,
-        });
+        rows.push(build_row(
+            workload,
+            build,
+            &mine,
+            &clean,
+            instructions,
+            vs_release,
+        ));
     }
     Ok(WorkloadAnalysis {
         workload: workload.to_string(),
@@ -199,6 +150,80 @@ fn analyze_one(
         aa: judge(aa_est),
         rows,
     })
+}
+
+/// The blocks of a workload, and those none of whose runs was disturbed (at least two).
+fn clean_blocks(workload: &str, mine: &[&Run]) -> Result<(Vec<u32>, Vec<u32>)> {
+    let mut blocks: Vec<u32> = mine.iter().map(|r| r.pair).collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    let clean: Vec<u32> = blocks
+        .iter()
+        .copied()
+        .filter(|p| {
+            mine.iter()
+                .filter(|r| r.pair == *p)
+                .all(|r| r.disturbed.is_none())
+        })
+        .collect();
+    if clean.len() < 2 {
+        bail!(
+            "`{workload}`: only {} of {} blocks were undisturbed; the machine was too busy to compare. \
+             Rerun on a quieter machine, or raise `max_involuntary_switches` / `max_sys_fraction`",
+            clean.len(),
+            blocks.len()
+        );
+    }
+    Ok((blocks, clean))
+}
+
+/// One build's row: medians over its clean runs, its instructions, its comparison.
+fn build_row(
+    workload: &str,
+    build: &str,
+    mine: &[&Run],
+    clean: &[u32],
+    instructions: &[InstructionCount],
+    vs_release: Option<Comparison>,
+) -> Row {
+    let runs_of: Vec<&Run> = mine
+        .iter()
+        .copied()
+        .filter(|r| r.build == build && clean.contains(&r.pair))
+        .collect();
+    let med = |metric: Metric| {
+        median(&runs_of.iter().map(|r| metric(r) as f64).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+    };
+    let instr = instructions
+        .iter()
+        .find(|i| i.workload == workload && i.build == build);
+    let quantiles: Vec<f64> = runs_of
+        .first()
+        .map(|r| r.result.percentiles.iter().map(|p| p.0).collect())
+        .unwrap_or_default();
+    let distribution = quantiles
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let values: Vec<f64> = runs_of
+                .iter()
+                .filter_map(|r| r.result.percentiles.get(i))
+                .map(|p| p.1 as f64)
+                .collect();
+            (*q, median(&values).unwrap_or(f64::NAN))
+        })
+        .collect();
+    Row {
+        build: build.to_string(),
+        runs: runs_of.len(),
+        median_ns: med(METRICS[0]),
+        p95_ns: med(METRICS[1]),
+        p99_ns: med(METRICS[2]),
+        instructions_per_message: instr.and_then(|i| i.per_message),
+        instructions_note: instr.and_then(|i| i.note.clone()),
+        vs_release,
+        distribution,
+    }
 }
 
 #[cfg(test)]
@@ -216,8 +241,8 @@ pub mod tests {
             for (slot, (build, base)) in [
                 ("release", 200.0),
                 ("release-aa", 200.5),
-                ("release-lto", 199.0),
-                ("release-pgo", 180.0),
+                ("lto", 199.0),
+                ("lto+pgo", 180.0),
             ]
             .into_iter()
             .enumerate()
@@ -233,7 +258,7 @@ pub mod tests {
                     build: build.into(),
                     pair,
                     slot,
-                    disturbed: (pair == 2 && build == "release-lto")
+                    disturbed: (pair == 2 && build == "lto")
                         .then(|| "99 involuntary context switches (limit 50)".into()),
                     result,
                 });
@@ -243,9 +268,7 @@ pub mod tests {
     }
 
     pub fn builds() -> Vec<String> {
-        ["release", "release-lto", "release-pgo"]
-            .map(String::from)
-            .to_vec()
+        ["release", "lto", "lto+pgo"].map(String::from).to_vec()
     }
 
     #[test]

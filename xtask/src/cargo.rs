@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use cargo_metadata::{DependencyKind, Message, MetadataCommand, PackageId, TargetKind};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::build::Build;
 use crate::exec::{self, Cmd};
 
 /// What the pipeline needs to know about the workspace.
@@ -92,21 +93,8 @@ fn reachable(resolve: &cargo_metadata::Resolve, start: &PackageId) -> u64 {
     seen.len() as u64
 }
 
-/// One build variant.
-pub struct BuildSpec<'a> {
-    /// Shown on the progress bar and in the log file's name.
-    pub label: &'a str,
-    /// The cargo profile.
-    pub profile: &'a str,
-    /// The RUSTFLAGS of this variant (the only thing that differs between instrumented and
-    /// optimised builds).
-    pub rustflags: String,
-    /// A target directory of its own, so variants do not rebuild one another.
-    pub target_dir: PathBuf,
-}
-
-/// A finished build.
-pub struct Built {
+/// What cargo produced for one build.
+pub struct CargoOutput {
     pub exe: PathBuf,
     /// The text of every diagnostic rustc emitted while building (all crates).
     pub diagnostics: Vec<String>,
@@ -116,15 +104,31 @@ pub struct Built {
 ///
 /// `--target <host>` keeps RUSTFLAGS away from build scripts and proc-macros (they are
 /// built for the host without `--target`'s flags), so only target code is instrumented.
-pub fn build(ws: &Workspace, host: &str, spec: &BuildSpec, log_dir: &Path) -> Result<Built> {
+/// `build` gets a target directory of its own under `target_root`, so builds do not rebuild
+/// one another; `rustflags` are all the flags it is built with.
+pub fn build(
+    ws: &Workspace,
+    host: &str,
+    build: Build,
+    rustflags: &str,
+    target_root: &Path,
+    log_dir: &Path,
+) -> Result<CargoOutput> {
     std::fs::create_dir_all(log_dir)
         .with_context(|| format!("cannot create {}", log_dir.display()))?;
-    let log = log_dir.join(format!("build-{}.log", spec.label));
+    let label = build.target_folder();
+    let log = log_dir.join(format!("build-{label}.log"));
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let cmd = Cmd::new(cargo)
-        .args(["build", "--profile", spec.profile, "--target", host])
+        .args([
+            "build",
+            "--profile",
+            build.cargo_profile(),
+            "--target",
+            host,
+        ])
         .arg("--target-dir")
-        .arg(spec.target_dir.display().to_string())
+        .arg(target_root.join(label).display().to_string())
         .args(["--package", &ws.package, "--bin", &ws.binary])
         .args([
             "--manifest-path",
@@ -136,9 +140,9 @@ pub fn build(ws: &Workspace, host: &str, spec: &BuildSpec, log_dir: &Path) -> Re
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("CARGO_BUILD_RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
-        .env("RUSTFLAGS", spec.rustflags.clone());
+        .env("RUSTFLAGS", rustflags);
     let bar = ProgressBar::new(ws.crate_count)
-        .with_prefix(spec.label.to_string())
+        .with_prefix(build.name())
         .with_style(
             ProgressStyle::with_template(
                 "{prefix:>12} [{bar:30}] {pos}/{len} crates {elapsed} {wide_msg}",
@@ -196,9 +200,9 @@ pub fn build(ws: &Workspace, host: &str, spec: &BuildSpec, log_dir: &Path) -> Re
     })?;
     eprintln!(
         "{:>12} {} ({} diagnostics)",
-        spec.label,
+        build.name(),
         exe.display(),
         diagnostics.len()
     );
-    Ok(Built { exe, diagnostics })
+    Ok(CargoOutput { exe, diagnostics })
 }

@@ -11,9 +11,13 @@ use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
+use crate::build::{Build, Built};
 use crate::config::Compare;
 use crate::exec::Cmd;
-use crate::measure::{Variant, median};
+use crate::flags::CompareFlags;
+use crate::fsx;
+use crate::measure::median;
+use crate::pgo::Ctx;
 use crate::stats::SplitMix64;
 
 /// Whether sender and receiver share a thread.
@@ -93,8 +97,24 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// `cargo xtask compare`: the comparison table alone, on a release build of the binary
+/// (cargo rebuilds it only when stale). The LTO and PGO rows come with `cargo xtask pgo`,
+/// whose report holds the same table for all three builds: reusing old pipeline builds here
+/// could silently measure stale executables.
+pub fn run(flags: CompareFlags) -> Result<()> {
+    let ctx = Ctx::open(&flags.common)?;
+    let tc = crate::toolchain::doctor()?;
+    let (release, _) = ctx.build(&tc, Build::Release, Build::Release.rustflags(None))?;
+    let rows = crate::pgo::run_comparators(&ctx, &[release])?;
+    let path = ctx.data.join("compare.json");
+    fsx::write_json(&path, &rows)?;
+    println!("\n{}", render(&rows, &ctx.config.config.compare));
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
 /// The Mighty and tokio rows, from mty-bench builds (`release` first).
-pub fn rust_rows(variants: &[Variant], cfg: &Compare) -> Vec<Runnable> {
+pub fn rust_rows(builds: &[Built], cfg: &Compare) -> Vec<Runnable> {
     let common = |exe: &Path, args: &[&str]| {
         Cmd::new(exe.display().to_string())
             .args(args.iter().copied())
@@ -107,21 +127,21 @@ pub fn rust_rows(variants: &[Variant], cfg: &Compare) -> Vec<Runnable> {
             .arg("--emit-values")
     };
     let mut rows = Vec::new();
-    for v in variants {
+    for v in builds {
         rows.push(Runnable {
-            name: format!("Mighty mailbox, Block: send ({})", v.name),
+            name: format!("Mighty mailbox, Block: send ({})", v.name()),
             kind: Kind::SameThread,
             cmd: common(&v.exe, &["agent_send_latency", "--policy", "block"]),
         });
         rows.push(Runnable {
-            name: format!("Mighty mailbox, Fail: try_send ({})", v.name),
+            name: format!("Mighty mailbox, Fail: try_send ({})", v.name()),
             kind: Kind::SameThread,
             cmd: common(&v.exe, &["agent_send_latency", "--policy", "fail"]),
         });
     }
-    if let Some(release) = variants.first() {
+    if let Some(release) = builds.first() {
         rows.push(Runnable {
-            name: format!("tokio mpsc ({})", release.name),
+            name: format!("tokio mpsc ({})", release.name()),
             kind: Kind::SameThread,
             cmd: common(&release.exe, &["tokio_mpsc_send_latency"]),
         });
@@ -176,7 +196,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
                     .display()
                     .to_string(),
             );
-        let output = cmd.output_quiet()?;
+        let output = cmd.output()?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             if stderr.contains("asio") && stderr.contains("No such file") {
@@ -224,7 +244,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
 }
 
 /// Runs every row `cfg.rounds` times, interleaved (a seeded random order each round).
-pub fn run(rows: &[Runnable], skipped: Vec<Row>, cfg: &Compare) -> Result<Vec<Row>> {
+pub fn run_rows(rows: &[Runnable], skipped: Vec<Row>, cfg: &Compare) -> Result<Vec<Row>> {
     let bar = ProgressBar::new(cfg.rounds as u64 * rows.len() as u64)
         .with_prefix("compare")
         .with_style(

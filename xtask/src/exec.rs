@@ -80,14 +80,14 @@ impl Cmd {
 
     /// Runs to completion and returns stdout; fails unless it exits 0.
     pub fn read(&self) -> Result<String> {
-        let output = self.output_quiet()?;
+        let output = self.output()?;
         check(self, &output)?;
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
-    /// Runs to completion, unlogged (for quick queries such as versions), and returns stdout
-    /// and stderr whatever the exit status.
-    pub fn output_quiet(&self) -> Result<Output> {
+    /// Runs to completion, logged, and returns stdout and stderr whatever the exit status.
+    pub fn output(&self) -> Result<Output> {
+        self.log();
         self.expression()
             .stdout_capture()
             .stderr_capture()

@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use crate::report::Report;
 use crate::stats;
 
-const PGO: &str = "release-pgo";
+const PGO: &str = "lto+pgo";
 
 /// Every reason the gate fails; empty when it passes.
 pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
@@ -151,7 +151,7 @@ mod tests {
         assert_eq!(f.len(), 2, "{f:?}");
         assert_eq!(
             f[0],
-            "`agent_send_latency` release-pgo: median against release went from -20.0 % to -10.0 % (+10.0 points), beyond the noise threshold of 1.0 %"
+            "`agent_send_latency` lto+pgo: median against release went from -20.0 % to -10.0 % (+10.0 points), beyond the noise threshold of 1.0 %"
         );
         assert!(
             f[1].contains("917.0 instructions/message is 1.9 % above the baseline's 900.0"),

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::build::Built;
 use crate::config::{Instructions, Workload};
 use crate::exec::Cmd;
-use crate::measure::Variant;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InstructionCount {
@@ -37,7 +37,7 @@ pub fn valgrind_missing() -> Option<String> {
 }
 
 pub fn measure(
-    variants: &[Variant],
+    builds: &[Built],
     workloads: &[Workload],
     cfg: &Instructions,
 ) -> Vec<InstructionCount> {
@@ -48,7 +48,7 @@ pub fn measure(
     };
     let mut out = Vec::new();
     for workload in workloads {
-        for v in variants {
+        for v in builds {
             let (per_message, totals, note) = match &skipped {
                 Some(why) => (None, None, Some(why.clone())),
                 None => match count(v, workload, cfg) {
@@ -62,7 +62,7 @@ pub fn measure(
             };
             out.push(InstructionCount {
                 workload: workload.name.clone(),
-                build: v.name.clone(),
+                build: v.name().to_string(),
                 per_message,
                 totals,
                 note,
@@ -72,7 +72,7 @@ pub fn measure(
     out
 }
 
-fn count(v: &Variant, workload: &Workload, cfg: &Instructions) -> anyhow::Result<(u64, u64)> {
+fn count(v: &Built, workload: &Workload, cfg: &Instructions) -> anyhow::Result<(u64, u64)> {
     let mut totals = [0u64; 2];
     for (i, n) in [cfg.messages, 2 * cfg.messages].into_iter().enumerate() {
         let cmd = Cmd::new("valgrind")

@@ -16,10 +16,22 @@ current-thread tokio runtime (capacity 8), so the receive never parks. The clock
 not subtracted.";
 
 /// `report.md`: the benchmark page.
+/// `report.md`: the benchmark page, one function per section.
 pub fn render_markdown(report: &Report) -> String {
-    let env = &report.environment;
-    let cfg = &report.config.config;
     let mut md = String::new();
+    header(&mut md, report);
+    workload(&mut md, report);
+    numbers(&mut md, report);
+    comparators(&mut md, report);
+    recorded(&mut md, report);
+    raw_nanos(&mut md, report);
+    interpretation(&mut md, report);
+    md
+}
+
+/// The title and where the figures come from.
+fn header(md: &mut String, report: &Report) {
+    let env = &report.environment;
     let _ = writeln!(
         md,
         "# Mighty mailbox: send→recv latency, release vs fat LTO vs fat LTO + PGO\n"
@@ -35,6 +47,11 @@ pub fn render_markdown(report: &Report) -> String {
         env.git_commit,
         if env.git_dirty { " (dirty tree)" } else { "" }
     );
+}
+
+/// What the timed region holds, and each workload's command line.
+fn workload(md: &mut String, report: &Report) {
+    let cfg = &report.config.config;
     let _ = writeln!(md, "## Workload\n\n{TIMED_REGION}\n");
     for w in &report.workloads {
         let args = cfg
@@ -46,6 +63,10 @@ pub fn render_markdown(report: &Report) -> String {
             .unwrap_or_default();
         let _ = writeln!(md, "- `{}`: `{} {args}`", w.workload, cfg.binary);
     }
+}
+
+/// Per workload, the table of builds.
+fn numbers(md: &mut String, report: &Report) {
     let _ = writeln!(md, "\n## Numbers\n");
     for w in &report.workloads {
         let _ = writeln!(
@@ -84,6 +105,11 @@ pub fn render_markdown(report: &Report) -> String {
         }
         md.push('\n');
     }
+}
+
+/// The same workload on other implementations (when measured).
+fn comparators(md: &mut String, report: &Report) {
+    let cfg = &report.config.config;
     if !report.comparators.is_empty() {
         let _ = writeln!(
             md,
@@ -121,6 +147,12 @@ pub fn render_markdown(report: &Report) -> String {
         }
         md.push('\n');
     }
+}
+
+/// How the figures were made: protocol, disturbance rule, instructions, profile, toolchain.
+fn recorded(md: &mut String, report: &Report) {
+    let env = &report.environment;
+    let cfg = &report.config.config;
     let _ = writeln!(md, "## Recorded values\n");
     let m = &cfg.measure;
     let _ = writeln!(
@@ -178,11 +210,15 @@ pub fn render_markdown(report: &Report) -> String {
         "- `rustc -vV`:\n\n```text\n{}\n```\n",
         env.rustc_vv.trim_end()
     );
+}
+
+/// Every run's median, block by block.
+fn raw_nanos(md: &mut String, report: &Report) {
     let _ = writeln!(
         md,
         "## Raw nanos\n\nPer-run medians (ns), block by block; `*` marks a run flagged as disturbed.\n"
     );
-    let arms = [BASELINE, BASELINE_AGAIN, "release-lto", "release-pgo"];
+    let arms = [BASELINE, BASELINE_AGAIN, "lto", "lto+pgo"];
     for w in &report.workloads {
         let _ = writeln!(
             md,
@@ -213,6 +249,10 @@ pub fn render_markdown(report: &Report) -> String {
         }
         md.push('\n');
     }
+}
+
+/// Each comparison in words.
+fn interpretation(md: &mut String, report: &Report) {
     let _ = writeln!(md, "## Interpretation\n");
     for w in &report.workloads {
         for row in &w.rows {
@@ -248,7 +288,6 @@ pub fn render_markdown(report: &Report) -> String {
         md,
         "- Latency alone cannot show that a profile applied; the apply check above (rustc's own missing-profile warnings) does."
     );
-    md
 }
 
 fn interpret(c: &Comparison) -> String {

@@ -9,21 +9,14 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
+use crate::build::{Build, Built};
 use crate::config::Measure;
 use crate::exec::Cmd;
 use crate::stats::SplitMix64;
 
 /// The baseline build's name, and the name of its second run in each block (A/A).
-pub const BASELINE: &str = "release";
+pub const BASELINE: &str = Build::BASELINE.name();
 pub const BASELINE_AGAIN: &str = "release-aa";
-
-/// A build to measure.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Variant {
-    /// `release`, `release-lto`, `release-pgo`.
-    pub name: String,
-    pub exe: PathBuf,
-}
 
 /// What one `mty-bench` latency run printed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,20 +89,20 @@ pub fn disturbed(line: &WorkloadLine, cfg: &Measure) -> Option<String> {
     None
 }
 
-/// The arms of each block: the baseline twice, then the other variants.
-pub fn arms(variants: &[Variant]) -> Vec<(String, PathBuf)> {
+/// The arms of each block: the baseline twice, then the other builds.
+pub fn arms(builds: &[Built]) -> Vec<(String, PathBuf)> {
     let mut arms = Vec::new();
-    for v in variants {
-        arms.push((v.name.clone(), v.exe.clone()));
-        if v.name == BASELINE {
+    for v in builds {
+        arms.push((v.name().to_string(), v.exe.clone()));
+        if v.name() == BASELINE {
             arms.push((BASELINE_AGAIN.to_string(), v.exe.clone()));
         }
     }
     arms
 }
 
-pub fn run(variants: &[Variant], cfg: &Measure) -> Result<Vec<Run>> {
-    let arms = arms(variants);
+pub fn run(builds: &[Built], cfg: &Measure) -> Result<Vec<Run>> {
+    let arms = arms(builds);
     let total = cfg.pairs as u64 * cfg.workloads.len() as u64 * arms.len() as u64;
     let bar = ProgressBar::new(total).with_prefix("measure").with_style(
         ProgressStyle::with_template(
@@ -240,18 +233,12 @@ pub mod tests {
 
     #[test]
     fn each_block_runs_the_baseline_twice() {
-        let v = |n: &str| Variant {
-            name: n.into(),
-            exe: PathBuf::from(format!("/{n}")),
-        };
-        let names: Vec<String> = arms(&[v("release"), v("release-lto"), v("release-pgo")])
-            .into_iter()
-            .map(|a| a.0)
+        let builds: Vec<Built> = Build::MEASURED
+            .iter()
+            .map(|b| Built::new(*b, PathBuf::from(format!("/{}", b.name())), String::new()))
             .collect();
-        assert_eq!(
-            names,
-            ["release", "release-aa", "release-lto", "release-pgo"]
-        );
+        let names: Vec<String> = arms(&builds).into_iter().map(|a| a.0).collect();
+        assert_eq!(names, ["release", "release-aa", "lto", "lto+pgo"]);
     }
 
     #[test]

@@ -5,20 +5,30 @@ use std::fmt::Write as _;
 
 use crate::report::Report;
 
-const WIDTH: f64 = 760.0;
+const MIN_WIDTH: f64 = 760.0;
 const PANEL: f64 = 300.0;
+const PLOT_W: f64 = 520.0;
 const LEFT: f64 = 70.0;
-const RIGHT: f64 = 170.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 45.0;
+const MARGIN: f64 = 12.0;
+/// Legend: a 20 px line sample, then the label 26 px from its start.
+const LEGEND_SAMPLE: f64 = 26.0;
 
 fn color(build: &str) -> &'static str {
     match build {
         "release" => "#7f7f7f",
-        "release-lto" => "#1f77b4",
-        "release-pgo" => "#d62728",
+        "lto" => "#1f77b4",
+        "lto+pgo" => "#d62728",
         _ => "#2ca02c",
     }
+}
+
+/// A generous estimate of a sans-serif label's width: no font metrics here, so it errs wide
+/// (the test renders the SVG with rsvg-convert and checks nothing runs past the picture).
+fn text_width(text: &str, font_px: f64, bold: bool) -> f64 {
+    let em = if bold { 0.66 } else { 0.62 };
+    text.chars().count() as f64 * font_px * em
 }
 
 /// x position of quantile q: −log10(1 − q), so 50 %, 90 %, 99 %, 99.9 % are evenly spaced.
@@ -26,27 +36,53 @@ fn nines(q: f64) -> f64 {
     -(1.0 - q).max(1e-9).log10()
 }
 
-pub fn render_svg(report: &Report) -> String {
-    let n = report.workloads.len().max(1) as f64;
-    let height = n * (PANEL + TOP + BOTTOM);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    for (i, w) in report.workloads.iter().enumerate() {
-        let y0 = i as f64 * (PANEL + TOP + BOTTOM) + TOP;
-        let points: Vec<(f64, f64)> = w
-            .rows
-            .iter()
-            .flat_map(|r| r.distribution.iter().copied())
-            .filter(|p| p.1 > 0.0)
-            .collect();
-        if points.is_empty() {
-            continue;
+fn title(w: &crate::analysis::WorkloadAnalysis) -> String {
+    format!(
+        "{} latency by percentile (medians over {} undisturbed pairs)",
+        w.workload,
+        w.pairs_total - w.pairs_dropped
+    )
+}
+
+fn legend_label(row: &crate::analysis::Row) -> String {
+    format!("{}: median {:.0} ns", row.build, row.median_ns)
+}
+
+/// Where things go: the picture is as wide as its widest title or legend needs.
+struct Layout {
+    width: f64,
+    height: f64,
+}
+
+impl Layout {
+    fn of(report: &Report) -> Layout {
+        let mut width = MIN_WIDTH;
+        for w in &report.workloads {
+            width = width.max(LEFT + text_width(&title(w), 14.0, true) + MARGIN);
+            for row in &w.rows {
+                let legend = LEFT + PLOT_W + 14.0 + LEGEND_SAMPLE;
+                width = width.max(legend + text_width(&legend_label(row), 12.0, false) + MARGIN);
+            }
         }
-        let (xmin, xmax) = (0.0, points.iter().map(|p| nines(p.0)).fold(1.0, f64::max));
+        let n = report.workloads.len().max(1) as f64;
+        Layout {
+            width: width.ceil(),
+            height: n * (PANEL + TOP + BOTTOM),
+        }
+    }
+}
+
+/// One workload's panel: its axes' ranges and the mapping from data to picture.
+struct Panel {
+    y0: f64,
+    xmax: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Panel {
+    fn new(y0: f64, points: &[(f64, f64)]) -> Panel {
+        let xmax = points.iter().map(|p| nines(p.0)).fold(1.0, f64::max);
         let lo = points
             .iter()
             .map(|p| p.1)
@@ -60,110 +96,153 @@ pub fn render_svg(report: &Report) -> String {
             .log10()
             .ceil()
             .max(lo + 1.0);
-        let plot_w = WIDTH - LEFT - RIGHT;
-        let px = |q: f64| LEFT + (nines(q) - xmin) / (xmax - xmin) * plot_w;
-        let py = |ns: f64| y0 + PANEL - (ns.log10() - lo) / (hi - lo) * PANEL;
+        Panel { y0, xmax, lo, hi }
+    }
+    fn px(&self, q: f64) -> f64 {
+        LEFT + nines(q) / self.xmax * PLOT_W
+    }
+    fn py(&self, ns: f64) -> f64 {
+        self.y0 + PANEL - (ns.log10() - self.lo) / (self.hi - self.lo) * PANEL
+    }
+}
+
+pub fn render_svg(report: &Report) -> String {
+    let layout = Layout::of(report);
+    let (width, height) = (layout.width, layout.height);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>"#
+    );
+    for (i, w) in report.workloads.iter().enumerate() {
+        let y0 = i as f64 * (PANEL + TOP + BOTTOM) + TOP;
+        let points: Vec<(f64, f64)> = w
+            .rows
+            .iter()
+            .flat_map(|r| r.distribution.iter().copied())
+            .filter(|p| p.1 > 0.0)
+            .collect();
+        if points.is_empty() {
+            continue;
+        }
+        let panel = Panel::new(y0, &points);
         let _ = writeln!(
             s,
-            r#"<text x="{LEFT}" y="{:.1}" font-size="14" font-weight="bold">{} latency by percentile (medians over {} undisturbed pairs)</text>"#,
+            r#"<text x="{LEFT}" y="{:.1}" font-size="14" font-weight="bold">{}</text>"#,
             y0 - 14.0,
-            w.workload,
-            w.pairs_total - w.pairs_dropped
+            title(w)
         );
         let _ = writeln!(
             s,
-            r##"<rect x="{LEFT}" y="{y0}" width="{plot_w}" height="{PANEL}" fill="none" stroke="#333"/>"##
+            r##"<rect x="{LEFT}" y="{y0}" width="{PLOT_W}" height="{PANEL}" fill="none" stroke="#333"/>"##
         );
-        // y grid: 1-2-5 per decade.
-        let mut decade = lo;
-        while decade <= hi {
-            for m in [1.0, 2.0, 5.0] {
-                let v = m * 10f64.powf(decade);
-                if v.log10() > hi + 1e-9 {
-                    break;
-                }
-                let y = py(v);
-                let _ = writeln!(
-                    s,
-                    r##"<line x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
-                    LEFT + plot_w
-                );
-                let _ = writeln!(
-                    s,
-                    r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-                    LEFT - 6.0,
-                    y + 4.0,
-                    label_ns(v)
-                );
-            }
-            decade += 1.0;
-        }
-        for (q, label) in [
-            (0.5, "50%"),
-            (0.9, "90%"),
-            (0.99, "99%"),
-            (0.999, "99.9%"),
-            (0.9999, "99.99%"),
-        ] {
-            if nines(q) > xmax + 1e-9 {
-                continue;
-            }
-            let x = px(q);
-            let _ = writeln!(
-                s,
-                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{:.1}" stroke="#ddd"/>"##,
-                y0 + PANEL
-            );
-            let _ = writeln!(
-                s,
-                r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{label}</text>"#,
-                y0 + PANEL + 16.0
-            );
-        }
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">percentile</text>"#,
-            LEFT + plot_w / 2.0,
-            y0 + PANEL + 34.0
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">send→recv latency (log)</text>"#,
-            y0 + PANEL / 2.0,
-            y0 + PANEL / 2.0
-        );
-        for (k, row) in w.rows.iter().enumerate() {
-            let path: Vec<String> = row
-                .distribution
-                .iter()
-                .filter(|p| p.1 > 0.0)
-                .map(|&(q, ns)| format!("{:.1},{:.1}", px(q), py(ns)))
-                .collect();
-            let c = color(&row.build);
-            let _ = writeln!(
-                s,
-                r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
-                path.join(" ")
-            );
-            let ly = y0 + 14.0 + k as f64 * 20.0;
-            let lx = LEFT + plot_w + 14.0;
-            let _ = writeln!(
-                s,
-                r#"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{c}" stroke-width="3"/>"#,
-                lx + 20.0
-            );
-            let _ = writeln!(
-                s,
-                r#"<text x="{:.1}" y="{:.1}">{}: median {:.0} ns</text>"#,
-                lx + 26.0,
-                ly + 4.0,
-                row.build,
-                row.median_ns
-            );
-        }
+        y_axis(&mut s, &panel);
+        x_axis(&mut s, &panel);
+        series(&mut s, &panel, w);
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// Horizontal grid lines and labels, 1-2-5 per decade, and the axis title.
+fn y_axis(s: &mut String, p: &Panel) {
+    let mut decade = p.lo;
+    while decade <= p.hi {
+        for m in [1.0, 2.0, 5.0] {
+            let v = m * 10f64.powf(decade);
+            if v.log10() > p.hi + 1e-9 {
+                break;
+            }
+            let y = p.py(v);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
+                LEFT + PLOT_W
+            );
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+                LEFT - 6.0,
+                y + 4.0,
+                label_ns(v)
+            );
+        }
+        decade += 1.0;
+    }
+    let mid = p.y0 + PANEL / 2.0;
+    let _ = writeln!(
+        s,
+        r#"<text x="16" y="{mid:.1}" text-anchor="middle" transform="rotate(-90 16 {mid:.1})">send→recv latency (log)</text>"#
+    );
+}
+
+/// Vertical grid lines at 50 %, 90 %, 99 %, … and the axis title.
+fn x_axis(s: &mut String, p: &Panel) {
+    for (q, label) in [
+        (0.5, "50%"),
+        (0.9, "90%"),
+        (0.99, "99%"),
+        (0.999, "99.9%"),
+        (0.9999, "99.99%"),
+    ] {
+        if nines(q) > p.xmax + 1e-9 {
+            continue;
+        }
+        let x = p.px(q);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{}" y2="{:.1}" stroke="#ddd"/>"##,
+            p.y0,
+            p.y0 + PANEL
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{label}</text>"#,
+            p.y0 + PANEL + 16.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">percentile</text>"#,
+        LEFT + PLOT_W / 2.0,
+        p.y0 + PANEL + 34.0
+    );
+}
+
+/// One line per build, and its legend entry right of the panel.
+fn series(s: &mut String, p: &Panel, w: &crate::analysis::WorkloadAnalysis) {
+    for (k, row) in w.rows.iter().enumerate() {
+        let path: Vec<String> = row
+            .distribution
+            .iter()
+            .filter(|d| d.1 > 0.0)
+            .map(|&(q, ns)| format!("{:.1},{:.1}", p.px(q), p.py(ns)))
+            .collect();
+        let c = color(&row.build);
+        let _ = writeln!(
+            s,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
+        let ly = p.y0 + 14.0 + k as f64 * 20.0;
+        let lx = LEFT + PLOT_W + 14.0;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{c}" stroke-width="3"/>"#,
+            lx + 20.0
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}">{}</text>"#,
+            lx + LEGEND_SAMPLE,
+            ly + 4.0,
+            legend_label(row)
+        );
+    }
 }
 
 fn label_ns(v: f64) -> String {
@@ -185,8 +264,90 @@ mod tests {
         let svg = render_svg(&crate::report::tests::fixture());
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert_eq!(svg.matches("<polyline").count(), 3);
-        assert!(svg.contains("release-pgo: median 181 ns"), "{svg}");
+        assert!(svg.contains("lto+pgo: median 181 ns"), "{svg}");
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
         assert_eq!(svg.matches('<').count(), svg.matches('>').count());
+        roxmltree::Document::parse(&svg).expect("well-formed XML");
+    }
+
+    /// As a person sees it: rsvg-convert draws the SVG on a canvas 200 px larger on every
+    /// side, transparent outside the picture; any drawn pixel out there is a label (or line)
+    /// running past the view box. The fixture gets the longest names and figures we show.
+    #[test]
+    fn every_label_fits_inside_the_picture_as_rsvg_draws_it() {
+        use crate::testutil::{have, on_path};
+        if !have(
+            "rsvg-convert (to render latency.svg)",
+            on_path("rsvg-convert"),
+            "apt-get install librsvg2-bin",
+        ) {
+            return;
+        }
+        let mut report = crate::report::tests::fixture();
+        let mut second = report.workloads[0].clone();
+        second.workload = "tokio_mpsc_send_latency_with_a_long_name".into();
+        for row in &mut second.rows {
+            row.median_ns = 1_234_567.0;
+        }
+        report.workloads.push(second);
+        let svg = render_svg(&report);
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let root = doc.root_element();
+        let size = |k: &str| root.attribute(k).unwrap().parse::<f64>().unwrap();
+        let (w, h) = (size("width"), size("height"));
+        let m = 200.0;
+        let padded = svg.replacen(
+            &format!(r#"width="{w}" height="{h}" viewBox="0 0 {w} {h}""#),
+            &format!(
+                r#"width="{}" height="{}" viewBox="{} {} {} {}""#,
+                w + 2.0 * m,
+                h + 2.0 * m,
+                -m,
+                -m,
+                w + 2.0 * m,
+                h + 2.0 * m
+            ),
+            1,
+        );
+        assert_ne!(padded, svg, "the root element's size attributes were found");
+        let dir = std::env::temp_dir().join(format!("xtask-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (input, output) = (dir.join("padded.svg"), dir.join("padded.png"));
+        std::fs::write(&input, &padded).unwrap();
+        let status = std::process::Command::new("rsvg-convert")
+            .arg("-o")
+            .arg(&output)
+            .arg(&input)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let decoder = png::Decoder::new(std::io::BufReader::new(
+            std::fs::File::open(&output).unwrap(),
+        ));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!(info.color_type, png::ColorType::Rgba);
+        let (pw, ph) = (info.width as usize, info.height as usize);
+        assert_eq!((pw as f64, ph as f64), (w + 2.0 * m, h + 2.0 * m));
+        let inside = |x: usize, y: usize| {
+            let (x, y) = (x as f64, y as f64);
+            x >= m - 1.0 && x <= m + w + 1.0 && y >= m - 1.0 && y <= m + h + 1.0
+        };
+        let mut outside = Vec::new();
+        for y in 0..ph {
+            for x in 0..pw {
+                if buf[(y * pw + x) * 4 + 3] != 0 && !inside(x, y) {
+                    outside.push((x as f64 - m, y as f64 - m));
+                }
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            outside.is_empty(),
+            "{} pixels drawn outside the {w}x{h} picture, e.g. at {:?} (picture coordinates)",
+            outside.len(),
+            &outside[..outside.len().min(5)]
+        );
     }
 }

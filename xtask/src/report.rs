@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Judged, WorkloadAnalysis};
+use crate::build::Built;
 use crate::config::LoadedConfig;
 use crate::exec::Cmd;
 use crate::instructions::InstructionCount;
@@ -24,7 +25,7 @@ pub struct Report {
     pub profile: ProfileInfo,
     /// The optimised build's PGO warnings and whether the profile applied.
     pub apply_check: ApplyReport,
-    pub builds: Vec<BuildInfo>,
+    pub builds: Vec<Built>,
     /// Per workload: rows, paired comparisons, noise floor.
     pub workloads: Vec<WorkloadAnalysis>,
     pub instructions: Vec<InstructionCount>,
@@ -61,20 +62,11 @@ pub struct ProfileInfo {
     pub skipped_raw: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BuildInfo {
-    pub name: String,
-    pub cargo_profile: String,
-    pub rustflags: String,
-    pub exe: PathBuf,
-    pub description: String,
-}
-
 impl Report {
     pub(crate) fn description(&self, build: &str) -> &str {
         self.builds
             .iter()
-            .find(|b| b.name == build)
+            .find(|b| b.name() == build)
             .map(|b| b.description.as_str())
             .unwrap_or("")
     }
@@ -302,6 +294,7 @@ pub mod tests {
         analyze,
         tests::{builds, synthetic_runs},
     };
+    use crate::build::Build;
     use crate::warnings::CrateCounts;
 
     /// A report built from synthetic runs with a fixed environment: what the expected files
@@ -313,20 +306,17 @@ pub mod tests {
         config.path = PathBuf::from("profiles/quick.toml");
         config.config.measure.pairs = 12;
         let runs = synthetic_runs(12);
-        let instructions: Vec<InstructionCount> = [
-            ("release", 1106.0),
-            ("release-lto", 1043.0),
-            ("release-pgo", 917.0),
-        ]
-        .into_iter()
-        .map(|(b, i)| InstructionCount {
-            workload: "agent_send_latency".into(),
-            build: b.into(),
-            per_message: Some(i),
-            totals: Some((1_000_000, 1_000_000 + (i * 2000.0) as u64)),
-            note: None,
-        })
-        .collect();
+        let instructions: Vec<InstructionCount> =
+            [("release", 1106.0), ("lto", 1043.0), ("lto+pgo", 917.0)]
+                .into_iter()
+                .map(|(b, i)| InstructionCount {
+                    workload: "agent_send_latency".into(),
+                    build: b.into(),
+                    per_message: Some(i),
+                    totals: Some((1_000_000, 1_000_000 + (i * 2000.0) as u64)),
+                    note: None,
+                })
+                .collect();
         let workloads = analyze(
             &["agent_send_latency".into()],
             &builds(),
@@ -335,12 +325,12 @@ pub mod tests {
             &config.config.measure,
         )
         .unwrap();
-        let build = |name: &str, profile: &str, description: &str| BuildInfo {
-            name: name.into(),
-            cargo_profile: profile.into(),
-            rustflags: String::new(),
-            exe: PathBuf::from(format!("target/pgo/{name}/mty-bench")),
-            description: description.into(),
+        let build = |b: Build| {
+            Built::new(
+                b,
+                PathBuf::from(format!("target/pgo/{}/mty-bench", b.target_folder())),
+                String::new(),
+            )
         };
         let mut apply_check = ApplyReport::default();
         apply_check.per_crate.insert(
@@ -352,7 +342,7 @@ pub mod tests {
         );
         apply_check.missing_total = 2;
         Report {
-            schema: 2,
+            schema: 3,
             generated_unix_secs: 1_796_000_000,
             config,
             environment: Environment {
@@ -377,11 +367,7 @@ pub mod tests {
                 skipped_raw: Vec::new(),
             },
             apply_check,
-            builds: vec![
-                build("release", "release", "baseline: no LTO, no PGO"),
-                build("release-lto", "release-pgo", "fat LTO, no PGO"),
-                build("release-pgo", "release-pgo", "fat LTO + PGO"),
-            ],
+            builds: Build::MEASURED.into_iter().map(build).collect(),
             workloads,
             instructions,
             comparators: Vec::new(),

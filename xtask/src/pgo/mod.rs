@@ -6,14 +6,16 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cargo::{self, BuildSpec, Workspace};
+use crate::build::{Build, Built};
+use crate::cargo::{self, Workspace};
 use crate::config::{self, LoadedConfig};
+use crate::flags::{CommonFlags, PgoFlags};
 use crate::fsx;
 use crate::instructions::InstructionCount;
-use crate::measure::{Run, Variant};
+use crate::measure::Run;
 use crate::report::{ProfileInfo, Report};
 use crate::toolchain::{self, Toolchain};
 use crate::warnings::ApplyReport;
@@ -21,8 +23,9 @@ use crate::warnings::ApplyReport;
 mod guard;
 mod profile;
 mod results;
+pub use profile::check_applied;
 use profile::{instrument, load_merged, merge, optimize, stale, train};
-pub use results::compare_command;
+pub use results::run_comparators;
 use results::{measure, report};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,109 +41,84 @@ pub enum Stage {
 }
 
 impl Stage {
-    fn parse(name: &str) -> Option<Stage> {
-        Some(match name {
-            "doctor" => Stage::Doctor,
-            "instrument" => Stage::Instrument,
-            "train" => Stage::Train,
-            "merge" => Stage::Merge,
-            "optimize" => Stage::Optimize,
-            "baselines" => Stage::Baselines,
-            "measure" => Stage::Measure,
-            "report" => Stage::Report,
-            _ => return None,
-        })
+    /// Every stage, in the order the pipeline runs them.
+    pub const ALL: [Stage; 8] = [
+        Stage::Doctor,
+        Stage::Instrument,
+        Stage::Train,
+        Stage::Merge,
+        Stage::Optimize,
+        Stage::Baselines,
+        Stage::Measure,
+        Stage::Report,
+    ];
+
+    /// Its name on the command line, in the timing table and in `pgo-data/stages/<name>.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Doctor => "doctor",
+            Stage::Instrument => "instrument",
+            Stage::Train => "train",
+            Stage::Merge => "merge",
+            Stage::Optimize => "optimize",
+            Stage::Baselines => "baselines",
+            Stage::Measure => "measure",
+            Stage::Report => "report",
+        }
     }
-}
 
-#[derive(Debug, Clone)]
-pub struct Flags {
-    pub stage: Option<Stage>,
-    pub config: PathBuf,
-    pub pgo_data: PathBuf,
-    pub target_dir: PathBuf,
-    /// Run the gate after the report.
-    pub check: bool,
-    /// A stored report.json to check for regressions against (implies `check`).
-    pub baseline: Option<PathBuf>,
-    /// Queue behind another run holding pgo-data/ instead of stopping.
-    pub wait: bool,
-    /// Merge the good raw profiles when some are corrupt, and say which were skipped.
-    pub skip_bad_profiles: bool,
-    /// Optimise with a stale profile instead of retraining; the report shows the mismatches.
-    pub allow_stale: bool,
-}
-
-impl Flags {
-    pub fn parse(mut argv: impl Iterator<Item = String>) -> Result<Flags> {
-        let root = cargo::project_root();
-        let mut flags = Flags {
-            stage: None,
-            config: root.join("profiles/default.toml"),
-            pgo_data: root.join("pgo-data"),
-            target_dir: root.join("target/pgo"),
-            check: false,
-            baseline: None,
-            wait: false,
-            skip_bad_profiles: false,
-            allow_stale: false,
-        };
-        while let Some(arg) = argv.next() {
-            match arg.as_str() {
-                "--config" => flags.config = crate::flag_value(&arg, &mut argv)?,
-                "--pgo-data" => flags.pgo_data = crate::flag_value(&arg, &mut argv)?,
-                "--target-dir" => flags.target_dir = crate::flag_value(&arg, &mut argv)?,
-                "--check" => flags.check = true,
-                "--wait" => flags.wait = true,
-                "--skip-bad-profiles" => flags.skip_bad_profiles = true,
-                "--allow-stale" => flags.allow_stale = true,
-                "--baseline" => {
-                    flags.baseline = Some(crate::flag_value(&arg, &mut argv)?);
-                    flags.check = true;
-                }
-                flag if flag.starts_with('-') => return crate::unknown_flag(flag),
-                stage => match (Stage::parse(stage), flags.stage) {
-                    (Some(s), None) => flags.stage = Some(s),
-                    (Some(_), Some(_)) => bail!("give at most one stage"),
-                    (None, _) => bail!("unknown stage `{stage}`\n\n{}", crate::USAGE),
-                },
+    pub fn help(self) -> &'static str {
+        match self {
+            Stage::Doctor => "rustc and a version-matched llvm-profdata",
+            Stage::Instrument => "the -Cprofile-generate build (cargo profile release-pgo)",
+            Stage::Train => "the training workloads; raw profiles into pgo-data/raw/",
+            Stage::Merge => "raw profiles -> pgo-data/merged-<hash>.profdata",
+            Stage::Optimize => "the lto+pgo build, and the check that the profile applied",
+            Stage::Baselines => "the release (no LTO, no PGO) and lto (fat LTO only) builds",
+            Stage::Measure => "the measured workloads on every build, interleaved",
+            Stage::Report => {
+                "statistics, the table, report.json, report.md, latency.svg, benchmark.json, history.jsonl"
             }
         }
-        // Profile paths reach rustc inside RUSTFLAGS, which cargo splits on whitespace; and
-        // they must be absolute, since rustc runs in each crate's directory.
-        for path in [&mut flags.pgo_data, &mut flags.target_dir] {
-            *path = std::path::absolute(&*path)
-                .with_context(|| format!("cannot make {} absolute", path.display()))?;
-            if path.to_string_lossy().contains(char::is_whitespace) {
-                bail!(
-                    "{} contains whitespace, which RUSTFLAGS cannot carry; choose another directory",
-                    path.display()
-                );
-            }
-        }
-        Ok(flags)
+    }
+
+    pub fn parse(name: &str) -> Option<Stage> {
+        Stage::ALL.into_iter().find(|s| s.name() == name)
     }
 }
 
 /// Everything the stages share, and the lock on pgo-data/ for as long as it lives.
-struct Ctx {
-    config: LoadedConfig,
-    ws: Workspace,
-    data: PathBuf,
-    target_root: PathBuf,
-    flags: Flags,
+pub struct Ctx {
+    pub config: LoadedConfig,
+    pub ws: Workspace,
+    pub data: PathBuf,
+    pub target_root: PathBuf,
     _lock: guard::Lock,
 }
 
 impl Ctx {
     /// Reads the config and the workspace, then takes pgo-data/ for this run (one run at a
     /// time) and removes what an interrupted run left.
-    fn open(flags: &Flags) -> Result<Ctx> {
+    pub fn open(flags: &CommonFlags) -> Result<Ctx> {
+        // Profile paths reach rustc inside RUSTFLAGS, which cargo splits on whitespace; and
+        // they must be absolute, since rustc runs in each crate's directory.
+        let mut dirs = [flags.pgo_data.clone(), flags.target_dir.clone()];
+        for path in &mut dirs {
+            *path = std::path::absolute(&*path)
+                .with_context(|| format!("cannot make {} absolute", path.display()))?;
+            if path.to_string_lossy().contains(char::is_whitespace) {
+                anyhow::bail!(
+                    "{} contains whitespace, which RUSTFLAGS cannot carry; choose another directory",
+                    path.display()
+                );
+            }
+        }
+        let [data, target_root] = dirs;
         let config = config::load(&flags.config)?;
         let ws = cargo::workspace(&config.config.binary)
             .with_context(|| format!("checking the config {}", flags.config.display()))?;
-        let lock = guard::lock(&flags.pgo_data, flags.wait)?;
-        for leftover in guard::remove_leftover_temps(&flags.pgo_data)? {
+        let lock = guard::lock(&data, flags.wait)?;
+        for leftover in guard::remove_leftover_temps(&data)? {
             eprintln!(
                 "removed {} (left by an interrupted run)",
                 leftover.display()
@@ -149,15 +127,16 @@ impl Ctx {
         Ok(Ctx {
             config,
             ws,
-            data: flags.pgo_data.clone(),
-            target_root: flags.target_dir.clone(),
-            flags: flags.clone(),
+            data,
+            target_root,
             _lock: lock,
         })
     }
 
-    fn stage_file(&self, stage: &str) -> PathBuf {
-        self.data.join("stages").join(format!("{stage}.json"))
+    fn stage_file(&self, stage: Stage) -> PathBuf {
+        self.data
+            .join("stages")
+            .join(format!("{}.json", stage.name()))
     }
     fn raw_dir(&self) -> PathBuf {
         self.data.join("raw")
@@ -165,24 +144,39 @@ impl Ctx {
     fn logs(&self) -> PathBuf {
         self.data.join("logs")
     }
-    fn load<T: serde::de::DeserializeOwned>(&self, stage: &str) -> Result<T> {
+    /// A stage's recorded output, for running a later stage alone.
+    fn load<T: serde::de::DeserializeOwned>(&self, stage: Stage) -> Result<T> {
         fsx::read_json(
             &self.stage_file(stage),
-            &format!("output of the `{stage}` stage"),
+            &format!("output of the `{}` stage", stage.name()),
         )
+    }
+    /// Records a stage's output in `pgo-data/stages/<stage>.json`.
+    fn record<T: Serialize>(&self, stage: Stage, out: &T) -> Result<()> {
+        fsx::write_json(&self.stage_file(stage), out)
+    }
+
+    /// Builds `build` with `rustflags` in its own target folder.
+    pub fn build(
+        &self,
+        tc: &Toolchain,
+        build: Build,
+        rustflags: String,
+    ) -> Result<(Built, Vec<String>)> {
+        let out = cargo::build(
+            &self.ws,
+            &tc.rustc.host,
+            build,
+            &rustflags,
+            &self.target_root,
+            &self.logs(),
+        )?;
+        Ok((Built::new(build, out.exe, rustflags), out.diagnostics))
     }
 }
 
-/// A build of the binary: where it is and how it was made.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BuildRecord {
-    pub exe: PathBuf,
-    pub cargo_profile: String,
-    pub rustflags: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct InstrumentedBuild(pub BuildRecord);
+pub struct InstrumentedBuild(pub Built);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrainingRun {
@@ -197,33 +191,60 @@ pub struct MergedProfile(pub ProfileInfo);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OptimizedBuild {
-    pub build: BuildRecord,
+    pub build: Built,
     pub apply: ApplyReport,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Baselines {
-    pub release: BuildRecord,
-    pub lto: BuildRecord,
+    pub release: Built,
+    pub lto: Built,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurements {
-    pub variants: Vec<Variant>,
+    /// The measured builds, in [`Build::MEASURED`] order.
+    pub builds: Vec<Built>,
     pub runs: Vec<Run>,
     pub instructions: Vec<InstructionCount>,
     pub comparators: Vec<crate::compare::Row>,
 }
 
-pub fn run(flags: Flags) -> Result<()> {
+impl Measurements {
+    pub fn builds_of(optimized: &OptimizedBuild, base: &Baselines) -> Vec<Built> {
+        Build::MEASURED
+            .iter()
+            .map(|b| match b {
+                Build::Release => base.release.clone(),
+                Build::Lto => base.lto.clone(),
+                Build::LtoPgo => optimized.build.clone(),
+                Build::Instrumented => unreachable!("the instrumented build is not measured"),
+            })
+            .collect()
+    }
+}
+
+pub fn run(flags: PgoFlags) -> Result<()> {
     let mut timer = Timer::default();
     let result = pipeline(&flags, &mut timer);
     timer.print();
     result
 }
 
-fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
-    let ctx = Ctx::open(flags)?;
+/// Runs `f` as `stage` in a timed section, then records its output.
+fn stage<T: Serialize>(
+    ctx: &Ctx,
+    timer: &mut Timer,
+    stage: Stage,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let out = timer.section(stage, f)?;
+    ctx.record(stage, &out)?;
+    Ok(out)
+}
+
+fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
+    let ctx = Ctx::open(&flags.common)?;
     eprintln!(
         "pgo: config {}, artifacts in {}, builds in {}",
         ctx.config.path.display(),
@@ -232,28 +253,65 @@ fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
     );
     // Stage 1: a version-matched llvm-profdata, or nothing works. Cheap, so every
     // invocation runs it.
-    let tc = timer.section("doctor", || doctor(&ctx))?;
-    match flags.stage {
-        None => {}
-        Some(Stage::Doctor) => return Ok(()),
-        Some(Stage::Instrument) => {
-            return timer
-                .section("instrument", || instrument(&ctx, &tc))
-                .map(drop);
+    let tc = stage(&ctx, timer, Stage::Doctor, doctor)?;
+    if let Some(only) = flags.stage {
+        return one_stage(&ctx, &tc, flags, timer, only);
+    }
+    // Stage 2: the instrumented build, under the SAME cargo profile as the optimised one.
+    let instrumented = stage(&ctx, timer, Stage::Instrument, || instrument(&ctx, &tc))?;
+    // Stage 3: run the training mix through that very executable.
+    let training = stage(&ctx, timer, Stage::Train, || {
+        train(&ctx, &tc, &instrumented)
+    })?;
+    // Stage 4: raw profiles -> one indexed, content-addressed profile.
+    let merged = stage(&ctx, timer, Stage::Merge, || {
+        merge(&ctx, &tc, &training, flags.skip_bad_profiles)
+    })?;
+    // Stage 5: the PGO build, and the proof from rustc's own warnings that it applied
+    // (recorded before the verdict, so the counts are on file either way).
+    let optimized = stage(&ctx, timer, Stage::Optimize, || {
+        optimize(&ctx, &tc, &merged)
+    })?;
+    check_applied(&optimized, flags.allow_stale)?;
+    // Stage 6: what we compare against: no LTO and no PGO; fat LTO without PGO.
+    let base = stage(&ctx, timer, Stage::Baselines, || baselines(&ctx, &tc))?;
+    // Stage 7: the held-out workloads on all three builds in randomised paired blocks, and
+    // instructions per message.
+    let builds = Measurements::builds_of(&optimized, &base);
+    let measured = stage(&ctx, timer, Stage::Measure, || measure(&ctx, builds))?;
+    // Stage 8: the statistics, the table, report.json, report.md, latency.svg, history.
+    let report = timer.section(Stage::Report, || {
+        report(&ctx, &tc, &merged, &optimized, &measured)
+    })?;
+    gate(flags, &report)
+}
+
+/// `cargo xtask pgo <stage>`: that stage alone, on the recorded outputs of the earlier ones.
+fn one_stage(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    flags: &PgoFlags,
+    timer: &mut Timer,
+    only: Stage,
+) -> Result<()> {
+    match only {
+        Stage::Doctor => {}
+        Stage::Instrument => {
+            stage(ctx, timer, only, || instrument(ctx, tc))?;
         }
-        Some(Stage::Train) => {
-            return timer
-                .section("train", || train(&ctx, &tc, &ctx.load("instrument")?))
-                .map(drop);
+        Stage::Train => {
+            stage(ctx, timer, only, || {
+                train(ctx, tc, &ctx.load(Stage::Instrument)?)
+            })?;
         }
-        Some(Stage::Merge) => {
-            return timer
-                .section("merge", || merge(&ctx, &tc, &ctx.load("train")?))
-                .map(drop);
+        Stage::Merge => {
+            stage(ctx, timer, only, || {
+                merge(ctx, tc, &ctx.load(Stage::Train)?, flags.skip_bad_profiles)
+            })?;
         }
-        Some(Stage::Optimize) => {
-            let merged = load_merged(&ctx)?;
-            let merged = match stale(&ctx, &tc, &merged)? {
+        Stage::Optimize => {
+            let merged = load_merged(ctx)?;
+            let merged = match stale(ctx, tc, &merged)? {
                 None => merged,
                 Some(why) if flags.allow_stale => {
                     eprintln!("warning: {why}; optimizing with it anyway (--allow-stale)");
@@ -262,63 +320,48 @@ fn pipeline(flags: &Flags, timer: &mut Timer) -> Result<()> {
                 Some(why) => {
                     // The default retrains: a stale profile only half applies.
                     eprintln!("{why}: retraining (pass --allow-stale to use it anyway)");
-                    let instrumented = timer.section("instrument", || instrument(&ctx, &tc))?;
-                    let training = timer.section("train", || train(&ctx, &tc, &instrumented))?;
-                    timer.section("merge", || merge(&ctx, &tc, &training))?
+                    let instrumented =
+                        stage(ctx, timer, Stage::Instrument, || instrument(ctx, tc))?;
+                    let training =
+                        stage(ctx, timer, Stage::Train, || train(ctx, tc, &instrumented))?;
+                    stage(ctx, timer, Stage::Merge, || {
+                        merge(ctx, tc, &training, flags.skip_bad_profiles)
+                    })?
                 }
             };
-            return timer
-                .section("optimize", || optimize(&ctx, &tc, &merged))
-                .map(drop);
+            let optimized = stage(ctx, timer, only, || optimize(ctx, tc, &merged))?;
+            check_applied(&optimized, flags.allow_stale)?;
         }
-        Some(Stage::Baselines) => {
-            return timer
-                .section("baselines", || baselines(&ctx, &tc))
-                .map(drop);
+        Stage::Baselines => {
+            stage(ctx, timer, only, || baselines(ctx, tc))?;
         }
-        Some(Stage::Measure) => {
-            return timer
-                .section("measure", || {
-                    measure(&ctx, &ctx.load("optimize")?, &ctx.load("baselines")?)
-                })
-                .map(drop);
+        Stage::Measure => {
+            stage(ctx, timer, only, || {
+                let builds = Measurements::builds_of(
+                    &ctx.load(Stage::Optimize)?,
+                    &ctx.load(Stage::Baselines)?,
+                );
+                measure(ctx, builds)
+            })?;
         }
-        Some(Stage::Report) => {
-            let report = timer.section("report", || {
+        Stage::Report => {
+            let report = timer.section(only, || {
                 report(
-                    &ctx,
-                    &tc,
-                    &load_merged(&ctx)?,
-                    &ctx.load("optimize")?,
-                    &ctx.load("baselines")?,
-                    &ctx.load("measure")?,
+                    ctx,
+                    tc,
+                    &load_merged(ctx)?,
+                    &ctx.load(Stage::Optimize)?,
+                    &ctx.load(Stage::Measure)?,
                 )
             })?;
-            return gate(flags, &report);
+            gate(flags, &report)?;
         }
     }
-    // Stage 2: the instrumented build, under the SAME cargo profile as the optimised one.
-    let instrumented = timer.section("instrument", || instrument(&ctx, &tc))?;
-    // Stage 3: run the training mix through that very executable.
-    let training = timer.section("train", || train(&ctx, &tc, &instrumented))?;
-    // Stage 4: raw profiles -> one indexed, content-addressed profile.
-    let merged = timer.section("merge", || merge(&ctx, &tc, &training))?;
-    // Stage 5: the PGO build, and the proof from rustc's own warnings that it applied.
-    let optimized = timer.section("optimize", || optimize(&ctx, &tc, &merged))?;
-    // Stage 6: what we compare against: no LTO and no PGO; fat LTO without PGO.
-    let base = timer.section("baselines", || baselines(&ctx, &tc))?;
-    // Stage 7: the held-out workloads on all three builds in randomised paired blocks, and
-    // instructions per message.
-    let measured = timer.section("measure", || measure(&ctx, &optimized, &base))?;
-    // Stage 8: the statistics, the table, report.json, report.md, latency.svg, history.
-    let report = timer.section("report", || {
-        report(&ctx, &tc, &merged, &optimized, &base, &measured)
-    })?;
-    gate(flags, &report)
+    Ok(())
 }
 
 /// `--check` / `--baseline`: the gate, after the report is safely written.
-fn gate(flags: &Flags, report: &Report) -> Result<()> {
+fn gate(flags: &PgoFlags, report: &Report) -> Result<()> {
     if !flags.check {
         return Ok(());
     }
@@ -332,7 +375,7 @@ fn gate(flags: &Flags, report: &Report) -> Result<()> {
     crate::gate::enforce(report, baseline.as_ref())
 }
 
-fn doctor(ctx: &Ctx) -> Result<Toolchain> {
+fn doctor() -> Result<Toolchain> {
     let tc = toolchain::doctor()?;
     eprintln!(
         "doctor: rustc {} (LLVM {}, host {}); llvm-profdata {} ({})",
@@ -342,70 +385,26 @@ fn doctor(ctx: &Ctx) -> Result<Toolchain> {
         tc.llvm_profdata.display(),
         tc.llvm_profdata_version
     );
-    fsx::write_json(&ctx.stage_file("doctor"), &tc)?;
     Ok(tc)
 }
 
-fn build(
-    ctx: &Ctx,
-    tc: &Toolchain,
-    label: &str,
-    profile: &str,
-    rustflags: String,
-) -> Result<(BuildRecord, Vec<String>)> {
-    let spec = BuildSpec {
-        label,
-        profile,
-        rustflags: rustflags.clone(),
-        target_dir: ctx.target_root.join(label),
-    };
-    let built = cargo::build(&ctx.ws, &tc.rustc.host, &spec, &ctx.logs())?;
-    Ok((
-        BuildRecord {
-            exe: built.exe,
-            cargo_profile: profile.to_string(),
-            rustflags,
-        },
-        built.diagnostics,
-    ))
-}
-
 fn baselines(ctx: &Ctx, tc: &Toolchain) -> Result<Baselines> {
-    let (release, _) = build(ctx, tc, "release", "release", String::new())?;
-    let (lto, _) = build(ctx, tc, "lto", "release-pgo", String::new())?;
-    let out = Baselines { release, lto };
-    fsx::write_json(&ctx.stage_file("baselines"), &out)?;
-    Ok(out)
-}
-
-fn variants(optimized: &OptimizedBuild, base: &Baselines) -> Vec<Variant> {
-    vec![
-        Variant {
-            name: "release".into(),
-            exe: base.release.exe.clone(),
-        },
-        Variant {
-            name: "release-lto".into(),
-            exe: base.lto.exe.clone(),
-        },
-        Variant {
-            name: "release-pgo".into(),
-            exe: optimized.build.exe.clone(),
-        },
-    ]
+    let (release, _) = ctx.build(tc, Build::Release, Build::Release.rustflags(None))?;
+    let (lto, _) = ctx.build(tc, Build::Lto, Build::Lto.rustflags(None))?;
+    Ok(Baselines { release, lto })
 }
 
 /// Times each stage; prints a table of them at the end, even when the pipeline failed.
 #[derive(Default)]
 struct Timer {
-    sections: Vec<(&'static str, Duration, bool)>,
+    sections: Vec<(Stage, Duration, bool)>,
 }
 
 impl Timer {
-    fn section<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    fn section<T>(&mut self, stage: Stage, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let start = Instant::now();
-        let result = f().with_context(|| format!("stage `{name}` failed"));
-        self.sections.push((name, start.elapsed(), result.is_ok()));
+        let result = f().with_context(|| format!("stage `{}` failed", stage.name()));
+        self.sections.push((stage, start.elapsed(), result.is_ok()));
         result
     }
 
@@ -415,7 +414,8 @@ impl Timer {
         }
         let total: f64 = self.sections.iter().map(|s| s.1.as_secs_f64()).sum();
         eprintln!("\n{:<12} {:>9} {:>7}", "stage", "seconds", "share");
-        for (name, took, ok) in &self.sections {
+        for (stage, took, ok) in &self.sections {
+            let name = stage.name();
             let s = took.as_secs_f64();
             let share = if total > 0.0 { 100.0 * s / total } else { 0.0 };
             eprintln!(
@@ -453,47 +453,6 @@ Total count: 9704034
                 .unwrap_err()
                 .to_string()
                 .contains("Total functions:")
-        );
-    }
-
-    #[test]
-    fn stages_parse_and_bad_flags_are_refused() {
-        let parse = |s: &str| Flags::parse(s.split_whitespace().map(String::from));
-        assert_eq!(
-            parse("merge --config x.toml").unwrap().stage,
-            Some(Stage::Merge)
-        );
-        assert_eq!(parse("").unwrap().stage, None);
-        assert!(
-            parse("bake")
-                .unwrap_err()
-                .to_string()
-                .starts_with("unknown stage `bake`")
-        );
-        assert!(
-            parse("--fast")
-                .unwrap_err()
-                .to_string()
-                .starts_with("unknown flag `--fast`")
-        );
-        assert!(
-            parse("merge train")
-                .unwrap_err()
-                .to_string()
-                .contains("at most one stage")
-        );
-        assert!(
-            parse("--pgo-data")
-                .unwrap_err()
-                .to_string()
-                .contains("`--pgo-data` needs a value")
-        );
-        let spaced = Flags::parse(["--pgo-data".to_string(), "/tmp/a b".to_string()].into_iter());
-        assert!(
-            spaced
-                .unwrap_err()
-                .to_string()
-                .contains("contains whitespace, which RUSTFLAGS cannot carry")
         );
     }
 }

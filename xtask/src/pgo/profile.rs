@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{Ctx, InstrumentedBuild, MergedProfile, OptimizedBuild, TrainingRun, build};
+use super::{Ctx, InstrumentedBuild, MergedProfile, OptimizedBuild, Stage, TrainingRun};
+use crate::build::Build;
 use crate::exec::Cmd;
 use crate::fsx;
 use crate::report::ProfileInfo;
@@ -24,12 +25,10 @@ pub fn contains_bytes(path: &Path, needle: &[u8]) -> Result<bool> {
 
 pub(super) fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<InstrumentedBuild> {
     let raw = ctx.raw_dir();
-    let (record, _) = build(
-        ctx,
+    let (record, _) = ctx.build(
         tc,
-        "instrumented",
-        "release-pgo",
-        format!("-Cprofile-generate={}", raw.display()),
+        Build::Instrumented,
+        Build::Instrumented.rustflags(Some(&raw)),
     )?;
     if !contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
         bail!(
@@ -37,9 +36,7 @@ pub(super) fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<InstrumentedBuild>
             record.exe.display()
         );
     }
-    let out = InstrumentedBuild(record);
-    fsx::write_json(&ctx.stage_file("instrument"), &out)?;
-    Ok(out)
+    Ok(InstrumentedBuild(record))
 }
 
 pub(super) fn train(
@@ -90,12 +87,10 @@ pub(super) fn train(
         raw.display()
     );
     let fingerprint = super::guard::fingerprint(&ctx.ws.root, &tc.rustc_vv, &ctx.config.config)?;
-    let out = TrainingRun {
+    Ok(TrainingRun {
         profraw,
         fingerprint,
-    };
-    fsx::write_json(&ctx.stage_file("train"), &out)?;
-    Ok(out)
+    })
 }
 
 fn profraw_files(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -111,7 +106,13 @@ fn profraw_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-pub(super) fn merge(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun) -> Result<MergedProfile> {
+/// `skip_bad`: merge the readable raw profiles when some are not (`--skip-bad-profiles`).
+pub(super) fn merge(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    training: &TrainingRun,
+    skip_bad: bool,
+) -> Result<MergedProfile> {
     // Read each raw profile alone first: llvm-profdata's own error for a bad input among good
     // ones is "no profile can be merged", which names no file.
     let mut good = Vec::new();
@@ -123,7 +124,7 @@ pub(super) fn merge(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun) -> Result
         }
     }
     if !bad.is_empty() {
-        if !ctx.flags.skip_bad_profiles || good.is_empty() {
+        if !skip_bad || good.is_empty() {
             bail!(
                 "{} of {} raw profiles cannot be read:\n  {}\n{}",
                 bad.len(),
@@ -177,9 +178,7 @@ pub(super) fn merge(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun) -> Result
         info.max_function_count,
         info.total_count
     );
-    let out = MergedProfile(info);
-    fsx::write_json(&ctx.stage_file("merge"), &out)?;
-    Ok(out)
+    Ok(MergedProfile(info))
 }
 
 /// The summary `llvm-profdata show` prints.
@@ -205,7 +204,7 @@ fn raw_profile_problem(tc: &Toolchain, file: &Path) -> Option<String> {
     let out = Cmd::new(tc.llvm_profdata.display().to_string())
         .arg("show")
         .arg(file.display().to_string())
-        .output_quiet();
+        .output();
     match out {
         Ok(out) if out.status.success() => None,
         Ok(out) => {
@@ -265,22 +264,24 @@ pub fn check_indexed_profile(path: &Path) -> Result<()> {
 }
 
 pub(super) fn load_merged(ctx: &Ctx) -> Result<MergedProfile> {
-    let merged: MergedProfile = ctx.load("merge")?;
+    let merged: MergedProfile = ctx.load(Stage::Merge)?;
     check_indexed_profile(&merged.0.path)?;
     Ok(merged)
 }
 
+/// The PGO build and rustc's PGO warnings about it. Whether the profile applied is judged
+/// by [`check_applied`], after the pipeline has recorded the counts.
 pub(super) fn optimize(
     ctx: &Ctx,
     tc: &Toolchain,
     merged: &MergedProfile,
 ) -> Result<OptimizedBuild> {
     check_indexed_profile(&merged.0.path)?;
-    let flags = format!(
-        "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function",
-        merged.0.path.display()
-    );
-    let (record, diagnostics) = build(ctx, tc, "optimized", "release-pgo", flags)?;
+    let (record, diagnostics) = ctx.build(
+        tc,
+        Build::LtoPgo,
+        Build::LtoPgo.rustflags(Some(&merged.0.path)),
+    )?;
     if contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
         bail!(
             "{} contains `__llvm_profile` symbols: the optimised build is instrumented",
@@ -289,46 +290,51 @@ pub(super) fn optimize(
     }
     let required = &ctx.config.config.apply_check.required;
     let apply = ApplyReport::from_messages(diagnostics.iter().map(String::as_str), required);
-    let out = OptimizedBuild {
-        build: record,
-        apply,
-    };
-    // Written before the verdict, so the counts are on record either way.
-    fsx::write_json(&ctx.stage_file("optimize"), &out)?;
-    let a = &out.apply;
     eprintln!(
         "optimize: {} functions without profile data, {} hash mismatches; {} of them in {}",
-        a.missing_total,
-        a.mismatch_total,
-        a.required_violations.len(),
+        apply.missing_total,
+        apply.mismatch_total,
+        apply.required_violations.len(),
         required.join(", ")
     );
-    if !a.applied() && ctx.flags.allow_stale && a.applied_but_stale() {
+    Ok(OptimizedBuild {
+        build: record,
+        apply,
+    })
+}
+
+/// Fails unless the profile applied to every `apply_check.required` function; with
+/// `allow_stale`, hash mismatches alone (a stale profile) only warn.
+pub fn check_applied(optimized: &OptimizedBuild, allow_stale: bool) -> Result<()> {
+    let a = &optimized.apply;
+    if a.applied() {
+        return Ok(());
+    }
+    if allow_stale && a.applied_but_stale() {
         eprintln!(
             "warning: {} required function(s) have a stale profile (hash mismatch); proceeding (--allow-stale)",
             a.required_mismatched
         );
-    } else if !a.applied() {
-        let shown: Vec<&str> = a
-            .required_violations
-            .iter()
-            .take(10)
-            .map(String::as_str)
-            .collect();
-        bail!(
-            "the profile did NOT apply to the measured code: {} required function(s) lack profile data or mismatch \
-             (first: {}){}. Was the profile trained on this same executable, source and cargo profile? \
-             Rerun the whole `cargo xtask pgo`.",
-            a.required_violations.len(),
-            shown.join(", "),
-            if a.unusable.is_empty() {
-                String::new()
-            } else {
-                format!("; rustc said: {}", a.unusable.join("; "))
-            }
-        );
+        return Ok(());
     }
-    Ok(out)
+    let shown: Vec<&str> = a
+        .required_violations
+        .iter()
+        .take(10)
+        .map(String::as_str)
+        .collect();
+    bail!(
+        "the profile did NOT apply to the measured code: {} required function(s) lack profile data or mismatch \
+         (first: {}){}. Was the profile trained on this same executable, source and cargo profile? \
+         Rerun the whole `cargo xtask pgo`.",
+        a.required_violations.len(),
+        shown.join(", "),
+        if a.unusable.is_empty() {
+            String::new()
+        } else {
+            format!("; rustc said: {}", a.unusable.join("; "))
+        }
+    );
 }
 
 #[cfg(test)]

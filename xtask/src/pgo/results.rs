@@ -1,30 +1,23 @@
 //! The stages that produce the figures: measurement (latency blocks, instructions,
-//! comparators), the report and its documents; and `cargo xtask compare` on its own.
+//! comparators), the report and its documents.
 
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use super::{
-    Baselines, BuildRecord, Ctx, Flags, Measurements, MergedProfile, OptimizedBuild, build,
-    variants,
-};
+use super::{Ctx, Measurements, MergedProfile, OptimizedBuild};
+use crate::build::Built;
 use crate::fsx;
 use crate::instructions;
-use crate::measure::{self, Variant};
-use crate::report::{self, BuildInfo, Report};
-use crate::toolchain::{self, Toolchain};
+use crate::measure;
+use crate::report::{self, Report};
+use crate::toolchain::Toolchain;
 
-pub(super) fn measure(
-    ctx: &Ctx,
-    optimized: &OptimizedBuild,
-    base: &Baselines,
-) -> Result<Measurements> {
-    let variants = variants(optimized, base);
+pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
     let cfg = &ctx.config.config;
-    let runs = measure::run(&variants, &cfg.measure)?;
+    let runs = measure::run(&builds, &cfg.measure)?;
     // The deterministic metric beside the noisy one.
-    let instructions = instructions::measure(&variants, &cfg.measure.workloads, &cfg.instructions);
+    let instructions = instructions::measure(&builds, &cfg.measure.workloads, &cfg.instructions);
     for i in &instructions {
         match (i.per_message, &i.note) {
             (Some(n), _) => eprintln!(
@@ -39,15 +32,13 @@ pub(super) fn measure(
         }
     }
     // The same workload on other implementations of the primitive.
-    let comparators = run_comparators(ctx, &variants)?;
-    let out = Measurements {
-        variants,
+    let comparators = run_comparators(ctx, &builds)?;
+    Ok(Measurements {
+        builds,
         runs,
         instructions,
         comparators,
-    };
-    fsx::write_json(&ctx.stage_file("measure"), &out)?;
-    Ok(out)
+    })
 }
 
 pub(super) fn report(
@@ -55,21 +46,9 @@ pub(super) fn report(
     tc: &Toolchain,
     merged: &MergedProfile,
     optimized: &OptimizedBuild,
-    base: &Baselines,
     measured: &Measurements,
 ) -> Result<Report> {
-    let info = |name: &str, b: &BuildRecord, description: &str| BuildInfo {
-        name: name.into(),
-        cargo_profile: b.cargo_profile.clone(),
-        rustflags: b.rustflags.clone(),
-        exe: b.exe.clone(),
-        description: description.into(),
-    };
-    let builds = vec![
-        info("release", &base.release, "baseline: no LTO, no PGO"),
-        info("release-lto", &base.lto, "fat LTO, no PGO"),
-        info("release-pgo", &optimized.build, "fat LTO + PGO"),
-    ];
+    let builds = measured.builds.clone();
     let cfg = &ctx.config.config;
     let workload_names: Vec<String> = cfg
         .measure
@@ -77,7 +56,7 @@ pub(super) fn report(
         .iter()
         .map(|w| w.name.clone())
         .collect();
-    let build_names: Vec<String> = builds.iter().map(|b| b.name.clone()).collect();
+    let build_names: Vec<String> = builds.iter().map(|b| b.name().to_string()).collect();
     let workloads = crate::analysis::analyze(
         &workload_names,
         &build_names,
@@ -86,7 +65,7 @@ pub(super) fn report(
         &cfg.measure,
     )?;
     let report = Report {
-        schema: 2,
+        schema: 3,
         generated_unix_secs: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -129,35 +108,13 @@ pub(super) fn report(
     Ok(report)
 }
 
-fn run_comparators(ctx: &Ctx, variants: &[Variant]) -> Result<Vec<crate::compare::Row>> {
+/// The comparator rows: Mighty and tokio on `builds`, then C++ and Go (`cargo xtask
+/// compare` shares it).
+pub fn run_comparators(ctx: &Ctx, builds: &[Built]) -> Result<Vec<crate::compare::Row>> {
     let cfg = &ctx.config.config.compare;
     let (foreign, skipped) =
         crate::compare::foreign_rows(&ctx.ws.root, &ctx.target_root.join("comparators"), cfg)?;
-    let mut rows = crate::compare::rust_rows(variants, cfg);
+    let mut rows = crate::compare::rust_rows(builds, cfg);
     rows.extend(foreign);
-    crate::compare::run(&rows, skipped, cfg)
-}
-
-/// `cargo xtask compare`: the comparison table alone, on a release build of the binary
-/// (cargo rebuilds it only when stale). The LTO and PGO rows come with `cargo xtask pgo`,
-/// whose report holds the same table for all three builds.
-pub fn compare_command(flags: Flags) -> Result<()> {
-    if flags.stage.is_some() || flags.check {
-        bail!("`cargo xtask compare` takes only --config, --pgo-data and --target-dir");
-    }
-    let ctx = Ctx::open(&flags)?;
-    let tc = toolchain::doctor()?;
-    let (release, _) = build(&ctx, &tc, "release", "release", String::new())?;
-    let variants = vec![Variant {
-        name: "release".into(),
-        exe: release.exe,
-    }];
-    let rows = run_comparators(&ctx, &variants)?;
-    fsx::write_json(&ctx.data.join("compare.json"), &rows)?;
-    println!(
-        "\n{}",
-        crate::compare::render(&rows, &ctx.config.config.compare)
-    );
-    println!("wrote {}", ctx.data.join("compare.json").display());
-    Ok(())
+    crate::compare::run_rows(&rows, skipped, cfg)
 }

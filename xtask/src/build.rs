@@ -1,0 +1,154 @@
+//! The builds the pipeline makes, in one enum: each build's name (as the table, report.json,
+//! report.md, the plot and the docs show it), cargo profile, target folder, description and
+//! rustflags. A new build variant is one new arm here plus the stage that makes it.
+//!
+//! Build names are not cargo profile names: the cargo profile `release-pgo` (fat LTO, one
+//! codegen unit) is shared by the `instrumented`, `lto` and `lto+pgo` builds, which differ
+//! only in RUSTFLAGS (cargo's `-C metadata` hash depends on the profile, so instrumenting and
+//! optimising under one profile is what lets a profile apply).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Build {
+    /// `-Cprofile-generate`: the executable the training runs.
+    #[serde(rename = "instrumented")]
+    Instrumented,
+    /// The baseline: cargo's `release`, no LTO, no PGO.
+    #[serde(rename = "release")]
+    Release,
+    /// Fat LTO and one codegen unit, no profile: LTO's share, told apart from PGO's.
+    #[serde(rename = "lto")]
+    Lto,
+    /// Fat LTO plus the merged profile: what the benchmark page calls `release-pgo`.
+    #[serde(rename = "lto+pgo")]
+    LtoPgo,
+}
+
+impl Build {
+    /// The builds measured, in the order every table and plot shows them.
+    pub const MEASURED: [Build; 3] = [Build::Release, Build::Lto, Build::LtoPgo];
+    /// What every other measured build is compared against.
+    pub const BASELINE: Build = Build::Release;
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Build::Instrumented => "instrumented",
+            Build::Release => "release",
+            Build::Lto => "lto",
+            Build::LtoPgo => "lto+pgo",
+        }
+    }
+
+    pub fn cargo_profile(self) -> &'static str {
+        match self {
+            Build::Release => "release",
+            Build::Instrumented | Build::Lto | Build::LtoPgo => "release-pgo",
+        }
+    }
+
+    /// Its own folder under the target root, so builds never rebuild one another.
+    pub fn target_folder(self) -> &'static str {
+        match self {
+            Build::Instrumented => "instrumented",
+            Build::Release => "release",
+            Build::Lto => "lto",
+            Build::LtoPgo => "lto-pgo",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Build::Instrumented => "fat LTO, -Cprofile-generate (training only)",
+            Build::Release => "baseline: no LTO, no PGO",
+            Build::Lto => "fat LTO, no PGO",
+            Build::LtoPgo => "fat LTO + PGO",
+        }
+    }
+
+    /// The pipeline's own rustflags for this build. `pgo` is the raw-profile directory of the
+    /// instrumented build and the merged profile of the PGO build; the others take none.
+    pub fn rustflags(self, pgo: Option<&Path>) -> String {
+        let path = || {
+            pgo.unwrap_or_else(|| panic!("the {} build needs a profile path", self.name()))
+                .display()
+        };
+        match self {
+            Build::Instrumented => format!("-Cprofile-generate={}", path()),
+            // The missing-function warnings are the proof that the profile applied.
+            Build::LtoPgo => format!(
+                "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function",
+                path()
+            ),
+            Build::Release | Build::Lto => String::new(),
+        }
+    }
+}
+
+/// A finished build: which one, where its executable is, and exactly how it was made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Built {
+    pub build: Build,
+    pub exe: PathBuf,
+    pub cargo_profile: String,
+    pub rustflags: String,
+    /// [`Build::description`], kept in report.json for its readers.
+    pub description: String,
+}
+
+impl Built {
+    pub fn new(build: Build, exe: PathBuf, rustflags: String) -> Built {
+        Built {
+            build,
+            exe,
+            cargo_profile: build.cargo_profile().to_string(),
+            rustflags,
+            description: build.description().to_string(),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.build.name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_profiles_folders_and_flags() {
+        let names: Vec<&str> = Build::MEASURED.iter().map(|b| b.name()).collect();
+        assert_eq!(names, ["release", "lto", "lto+pgo"]);
+        assert_eq!(Build::Lto.cargo_profile(), "release-pgo");
+        assert_eq!(Build::Release.cargo_profile(), "release");
+        // The JSON name is the display name.
+        assert_eq!(
+            serde_json::to_string(&Build::LtoPgo).unwrap(),
+            r#""lto+pgo""#
+        );
+        let mut folders: Vec<&str> = [
+            Build::Instrumented,
+            Build::Release,
+            Build::Lto,
+            Build::LtoPgo,
+        ]
+        .iter()
+        .map(|b| b.target_folder())
+        .collect();
+        folders.sort();
+        folders.dedup();
+        assert_eq!(folders.len(), 4, "one target folder each");
+        assert_eq!(
+            Build::LtoPgo.rustflags(Some(Path::new("/p/m.profdata"))),
+            "-Cprofile-use=/p/m.profdata -Cllvm-args=-pgo-warn-missing-function"
+        );
+        assert_eq!(
+            Build::Instrumented.rustflags(Some(Path::new("/raw"))),
+            "-Cprofile-generate=/raw"
+        );
+        assert_eq!(Build::Release.rustflags(None), "");
+    }
+}

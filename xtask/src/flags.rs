@@ -1,0 +1,451 @@
+//! The command line of both commands, `cargo xtask pgo` and `cargo xtask compare`: one table
+//! of flags per command, from which the parser and the help are both made, so a flag cannot
+//! be accepted without being shown. A usage error (unknown command, flag or stage; a missing
+//! value) is told apart from a failure of the work: the first exits 2, the second 1.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use crate::pgo::Stage;
+
+/// One flag of a command: its name, the placeholder of its value (if it takes one), its help.
+#[derive(Debug)]
+pub struct FlagSpec {
+    pub name: &'static str,
+    pub value: Option<&'static str>,
+    pub help: &'static str,
+}
+
+const fn flag(name: &'static str, value: Option<&'static str>, help: &'static str) -> FlagSpec {
+    FlagSpec { name, value, help }
+}
+
+/// Flags both commands take.
+const COMMON: [FlagSpec; 4] = [
+    flag(
+        "--config",
+        Some("FILE"),
+        "pipeline config (default: profiles/default.toml; profiles/quick.toml takes seconds)",
+    ),
+    flag(
+        "--pgo-data",
+        Some("DIR"),
+        "where artifacts go (default: <workspace>/pgo-data)",
+    ),
+    flag(
+        "--target-dir",
+        Some("DIR"),
+        "root of the per-build cargo target directories (default: <workspace>/target/pgo)",
+    ),
+    flag(
+        "--wait",
+        None,
+        "queue behind another run holding the artifact directory instead of stopping",
+    ),
+];
+
+/// Flags only `cargo xtask pgo` takes.
+const PGO_ONLY: [FlagSpec; 4] = [
+    flag(
+        "--check",
+        None,
+        "gate: fail unless PGO is significantly faster than release by the config's \
+         `check.min_pgo_gain_pct` on `check.workloads`",
+    ),
+    flag(
+        "--baseline",
+        Some("FILE"),
+        "gate too, against this earlier report.json: fail when a build's paired change against \
+         release grew beyond the noise threshold, or its instructions/message by more than 1 %",
+    ),
+    flag(
+        "--skip-bad-profiles",
+        None,
+        "merge the readable raw profiles when some are corrupt (the report lists the skipped)",
+    ),
+    flag(
+        "--allow-stale",
+        None,
+        "optimise with a profile whose sources, toolchain or training config changed, instead \
+         of retraining (the report shows the hash mismatches)",
+    ),
+];
+
+/// Every flag of `cargo xtask pgo`, in the order the help shows them.
+pub fn pgo_flags() -> impl Iterator<Item = &'static FlagSpec> {
+    COMMON.iter().chain(PGO_ONLY.iter())
+}
+
+/// Every flag of `cargo xtask compare`.
+pub fn compare_flags() -> impl Iterator<Item = &'static FlagSpec> {
+    COMMON.iter()
+}
+
+/// What both commands share.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommonFlags {
+    pub config: PathBuf,
+    pub pgo_data: PathBuf,
+    pub target_dir: PathBuf,
+    /// Queue behind another run holding pgo-data/ instead of stopping.
+    pub wait: bool,
+}
+
+impl Default for CommonFlags {
+    fn default() -> Self {
+        let root = crate::cargo::project_root();
+        CommonFlags {
+            config: root.join("profiles/default.toml"),
+            pgo_data: root.join("pgo-data"),
+            target_dir: root.join("target/pgo"),
+            wait: false,
+        }
+    }
+}
+
+impl CommonFlags {
+    fn set(&mut self, name: &str, value: Option<String>) -> bool {
+        match name {
+            "--config" => self.config = value.expect("takes a value").into(),
+            "--pgo-data" => self.pgo_data = value.expect("takes a value").into(),
+            "--target-dir" => self.target_dir = value.expect("takes a value").into(),
+            "--wait" => self.wait = true,
+            _ => return false,
+        }
+        true
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PgoFlags {
+    pub common: CommonFlags,
+    /// One stage alone, or `None` for all of them.
+    pub stage: Option<Stage>,
+    /// Run the gate after the report.
+    pub check: bool,
+    /// A stored report.json to check for regressions against (implies `check`).
+    pub baseline: Option<PathBuf>,
+    /// Merge the good raw profiles when some are corrupt, and say which were skipped.
+    pub skip_bad_profiles: bool,
+    /// Optimise with a stale profile instead of retraining; the report shows the mismatches.
+    pub allow_stale: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompareFlags {
+    pub common: CommonFlags,
+}
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq)]
+pub enum Command {
+    Pgo(PgoFlags),
+    Compare(CompareFlags),
+    /// `--help` (of a command, or of xtask): print this and exit 0.
+    Help(String),
+}
+
+/// A command line that does not parse: exit 2 with this line and the usage.
+#[derive(Debug, PartialEq)]
+pub struct UsageError {
+    pub message: String,
+    pub usage: String,
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "error: {}\n\n{}", self.message, self.usage)
+    }
+}
+
+pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageError> {
+    let mut argv = argv.into_iter();
+    let usage_error = |message: String, usage: String| Err(UsageError { message, usage });
+    match argv.next().as_deref() {
+        Some("pgo") => {
+            let mut flags = PgoFlags::default();
+            let mut stage = None;
+            let help = parse_command(argv, "pgo", &mut |arg| match arg {
+                Arg::Flag(name, value) => {
+                    if !flags.common.set(name, value.clone()) {
+                        match name {
+                            "--check" => flags.check = true,
+                            "--baseline" => {
+                                flags.baseline = value.map(PathBuf::from);
+                                flags.check = true;
+                            }
+                            "--skip-bad-profiles" => flags.skip_bad_profiles = true,
+                            "--allow-stale" => flags.allow_stale = true,
+                            other => unreachable!("{other} is in the table but not handled"),
+                        }
+                    }
+                    Ok(())
+                }
+                Arg::Positional(word) => match (Stage::parse(&word), stage) {
+                    (Some(s), None) => {
+                        stage = Some(s);
+                        Ok(())
+                    }
+                    (Some(_), Some(_)) => Err("give at most one stage".to_string()),
+                    (None, _) => Err(format!("unknown stage `{word}`")),
+                },
+            })?;
+            flags.stage = stage;
+            Ok(help.map_or(Command::Pgo(flags), Command::Help))
+        }
+        Some("compare") => {
+            let mut flags = CompareFlags::default();
+            let help = parse_command(argv, "compare", &mut |arg| match arg {
+                Arg::Flag(name, value) => {
+                    let known = flags.common.set(name, value);
+                    assert!(known, "{name} is in the table but not handled");
+                    Ok(())
+                }
+                Arg::Positional(word) => Err(format!(
+                    "`cargo xtask compare` takes no positional argument (got `{word}`)"
+                )),
+            })?;
+            Ok(help.map_or(Command::Compare(flags), Command::Help))
+        }
+        Some("help" | "--help" | "-h") => Ok(Command::Help(xtask_help())),
+        None => usage_error("no command given".into(), xtask_help()),
+        Some(other) => usage_error(format!("unknown command `{other}`"), xtask_help()),
+    }
+}
+
+enum Arg<'a> {
+    Flag(&'a str, Option<String>),
+    Positional(String),
+}
+
+/// Walks one command's arguments against its flag table. `Ok(Some(help))` when `--help` was
+/// asked for.
+fn parse_command(
+    mut argv: impl Iterator<Item = String>,
+    command: &str,
+    handle: &mut dyn FnMut(Arg) -> Result<(), String>,
+) -> Result<Option<String>, UsageError> {
+    let table: Vec<&FlagSpec> = match command {
+        "pgo" => pgo_flags().collect(),
+        _ => compare_flags().collect(),
+    };
+    let usage = || command_help(command);
+    let err = |message: String| UsageError {
+        message,
+        usage: usage(),
+    };
+    while let Some(arg) = argv.next() {
+        if arg == "--help" || arg == "-h" {
+            return Ok(Some(usage()));
+        }
+        if arg.starts_with('-') {
+            let Some(spec) = table.iter().find(|f| f.name == arg) else {
+                return Err(err(format!(
+                    "unknown flag `{arg}` for `cargo xtask {command}`"
+                )));
+            };
+            let value =
+                match spec.value {
+                    Some(placeholder) => Some(argv.next().ok_or_else(|| {
+                        err(format!("`{arg}` needs a value ({arg} {placeholder})"))
+                    })?),
+                    None => None,
+                };
+            handle(Arg::Flag(spec.name, value)).map_err(err)?;
+        } else {
+            handle(Arg::Positional(arg)).map_err(err)?;
+        }
+    }
+    Ok(None)
+}
+
+/// `cargo xtask --help`.
+pub fn xtask_help() -> String {
+    "\
+usage: cargo xtask <COMMAND> [OPTIONS]
+
+commands:
+  pgo       the PGO pipeline: instrument, train, merge, optimise, measure, report
+  compare   the mailbox workload beside bare tokio, C++ (asio, condition variables) and Go
+  help      this text
+
+`cargo xtask <COMMAND> --help` shows a command's options."
+        .to_string()
+}
+
+/// `cargo xtask pgo --help` / `cargo xtask compare --help`, made from the flag tables.
+pub fn command_help(command: &str) -> String {
+    let mut out = String::new();
+    let flags: Vec<&FlagSpec> = if command == "pgo" {
+        out.push_str(
+            "usage: cargo xtask pgo [STAGE] [OPTIONS]\n\n\
+             Builds mty-bench instrumented, trains it, merges the profiles with a version-matched\n\
+             llvm-profdata, rebuilds it with the profile (fat LTO), builds the non-PGO baselines,\n\
+             measures them interleaved and writes pgo-data/report.json and its renderings.\n\n\
+             STAGE runs one stage alone, reading the earlier stages' outputs from pgo-data/stages/:\n",
+        );
+        for stage in Stage::ALL {
+            let _ = writeln!(out, "  {:<11} {}", stage.name(), stage.help());
+        }
+        out.push_str("Without STAGE: all of them, in this order.\n");
+        pgo_flags().collect()
+    } else {
+        out.push_str(
+            "usage: cargo xtask compare [OPTIONS]\n\n\
+             The mailbox workload on Mighty's mailbox (Block and Fail), bare tokio mpsc, a C++ asio\n\
+             coroutine channel, a C++ condition-variable channel (cross-thread) and a Go buffered\n\
+             channel, in one table (config section [compare]), on a release build; `cargo xtask pgo`\n\
+             adds the LTO and PGO rows to its report. A missing g++ (or $CXX), asio header or Go\n\
+             toolchain (or $GO) skips its row with the package to install.\n",
+        );
+        compare_flags().collect()
+    };
+    out.push_str("\noptions:\n");
+    for f in flags {
+        let left = match f.value {
+            Some(v) => format!("{} {v}", f.name),
+            None => f.name.to_string(),
+        };
+        let _ = writeln!(out, "  {left:<20} {}", wrap(f.help, 23, 92));
+    }
+    let _ = write!(out, "  {:<20} this text", "-h, --help");
+    out
+}
+
+/// `text` in lines of at most `width` columns, the continuation lines indented by `indent`.
+fn wrap(text: &str, indent: usize, width: usize) -> String {
+    let mut out = String::new();
+    let mut column = indent;
+    for word in text.split_whitespace() {
+        if column > indent && column + 1 + word.len() > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            column = indent;
+        } else if column > indent {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += word.len();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_words(s: &str) -> Result<Command, UsageError> {
+        parse(s.split_whitespace().map(String::from))
+    }
+
+    fn pgo(s: &str) -> PgoFlags {
+        match parse_words(&format!("pgo {s}")).unwrap() {
+            Command::Pgo(f) => f,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn usage_error(s: &str) -> String {
+        parse_words(s).unwrap_err().message
+    }
+
+    #[test]
+    fn stages_flags_and_their_errors() {
+        assert_eq!(pgo("merge --config x.toml").stage, Some(Stage::Merge));
+        assert_eq!(
+            pgo("merge --config x.toml").common.config,
+            PathBuf::from("x.toml")
+        );
+        assert_eq!(pgo("").stage, None);
+        assert!(pgo("--baseline r.json").check, "--baseline implies --check");
+        assert_eq!(usage_error("pgo bake"), "unknown stage `bake`");
+        assert_eq!(
+            usage_error("pgo --fast"),
+            "unknown flag `--fast` for `cargo xtask pgo`"
+        );
+        assert_eq!(usage_error("pgo merge train"), "give at most one stage");
+        assert_eq!(
+            usage_error("pgo --pgo-data"),
+            "`--pgo-data` needs a value (--pgo-data DIR)"
+        );
+        assert_eq!(
+            usage_error("compare --check"),
+            "unknown flag `--check` for `cargo xtask compare`"
+        );
+        assert_eq!(
+            usage_error("compare merge"),
+            "`cargo xtask compare` takes no positional argument (got `merge`)"
+        );
+        assert_eq!(usage_error("bake"), "unknown command `bake`");
+        assert_eq!(usage_error(""), "no command given");
+        let err = parse_words("pgo --fast").unwrap_err();
+        assert!(err.usage.starts_with("usage: cargo xtask pgo"), "{err}");
+    }
+
+    #[test]
+    fn help_is_asked_for_anywhere() {
+        for line in ["--help", "help", "-h"] {
+            assert_eq!(parse_words(line).unwrap(), Command::Help(xtask_help()));
+        }
+        assert_eq!(
+            parse_words("pgo merge --help").unwrap(),
+            Command::Help(command_help("pgo"))
+        );
+        assert_eq!(
+            parse_words("compare -h").unwrap(),
+            Command::Help(command_help("compare"))
+        );
+    }
+
+    /// Tidy: every flag in a command's table parses and changes what was parsed (so none is
+    /// accepted and ignored), every flag is in the help, and every stage is in the help.
+    #[test]
+    fn every_flag_in_the_tables_is_parsed_and_shown() {
+        for (command, flags) in [
+            ("pgo", pgo_flags().collect::<Vec<_>>()),
+            ("compare", compare_flags().collect()),
+        ] {
+            let help = command_help(command);
+            let default = parse_words(command).unwrap();
+            for f in flags {
+                let line = format!("{command} {} {}", f.name, f.value.map_or("", |_| "v"));
+                let parsed = parse_words(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+                assert_ne!(parsed, default, "`{line}` changed nothing");
+                let shown = match f.value {
+                    Some(v) => format!("  {} {v} ", f.name),
+                    None => format!("  {} ", f.name),
+                };
+                assert!(help.contains(&shown), "{command} help lacks {shown:?}");
+            }
+        }
+        let help = command_help("pgo");
+        for stage in Stage::ALL {
+            assert!(help.contains(&format!("\n  {} ", stage.name())), "{help}");
+        }
+    }
+
+    /// Tidy: the README's option table lists exactly the flags the commands take.
+    #[test]
+    fn the_readme_option_table_matches_the_flags() {
+        let readme = std::fs::read_to_string(crate::cargo::project_root().join("README.md"))
+            .expect("README.md");
+        let mut listed: Vec<String> = readme
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `--"))
+            .map(|l| format!("--{}", l.split('`').next().unwrap()))
+            .collect();
+        listed.sort();
+        let mut ours: Vec<String> = pgo_flags()
+            .map(|f| match f.value {
+                Some(v) => format!("{} {v}", f.name),
+                None => f.name.to_string(),
+            })
+            .collect();
+        ours.sort();
+        assert_eq!(
+            listed, ours,
+            "README.md's option table (`| `--flag VALUE` | …`) and the flags of `cargo xtask pgo` differ"
+        );
+    }
+}
