@@ -1,18 +1,18 @@
-//! The faults a release pipeline meets, provoked for real on the artifacts of a good run.
+//! The faults a release pipeline meets, each its own test, provoked for real on the
+//! artifacts of the good run (which `support::Turn` puts back after each).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::support::*;
+use super::testutil;
 
-pub fn faults(tmp: &Path, data: &Path, target: &Path) {
-    let out = xtask(&["pgo", "merge"], data, target);
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let report_before = std::fs::read(data.join("report.json")).unwrap();
-    let measure_before = std::fs::read(data.join("stages/measure.json")).unwrap();
+/// A corrupt raw profile among good ones: named, and nothing merged; then skipped on request.
+#[test]
+fn a_corrupt_raw_profile_is_named_and_can_be_skipped() {
+    let run = good_run();
+    let (data, target) = (&*run.data, &*run.target);
     let merge_before = std::fs::read(data.join("stages/merge.json")).unwrap();
-
-    // A corrupt raw profile among good ones: named, and nothing merged; then skipped on request.
     let good = instrumented_profraw(data);
     let truncated = data.join("raw/truncated.profraw");
     std::fs::write(&truncated, &std::fs::read(&good).unwrap()[..5000]).unwrap();
@@ -49,8 +49,15 @@ pub fn faults(tmp: &Path, data: &Path, target: &Path) {
     );
     std::fs::write(&train_json, &train_before).unwrap();
     std::fs::remove_file(&truncated).unwrap();
+}
 
-    // A measured workload that exits non-zero: the command line and its stderr, artifacts kept.
+/// A measured workload that exits non-zero: the command line and its stderr, artifacts kept.
+#[test]
+fn a_failing_workload_shows_its_command_and_stderr() {
+    let run = good_run();
+    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
+    let report_before = std::fs::read(data.join("report.json")).unwrap();
+    let measure_before = std::fs::read(data.join("stages/measure.json")).unwrap();
     let bad = config_variant(
         &tmp.join("bad-workload.toml"),
         r#""--warmup", "2000"] }"#,
@@ -76,8 +83,13 @@ pub fn faults(tmp: &Path, data: &Path, target: &Path) {
             ("report.json", &report_before),
         ],
     );
+}
 
-    // A workload that does not exist: mty-bench's own words reach the user.
+/// A workload that does not exist: mty-bench's own words reach the user.
+#[test]
+fn an_unknown_workload_is_named() {
+    let run = good_run();
+    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
     let nonexistent = config_variant(
         &tmp.join("no-workload.toml"),
         r#"args = ["agent_send_latency""#,
@@ -88,8 +100,13 @@ pub fn faults(tmp: &Path, data: &Path, target: &Path) {
         err.contains("mty-bench: unknown workload `agent_send_latenzy`"),
         "{err}"
     );
+}
 
-    // A stale profile (the training config changed): --allow-stale proceeds, the default retrains.
+/// A stale profile (the training config changed): --allow-stale proceeds, the default retrains.
+#[test]
+fn a_stale_profile_retrains_or_proceeds_on_request() {
+    let run = good_run();
+    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
     let retrained = config_variant(
         &tmp.join("retrained.toml"),
         r#"["train", "--messages", "20000"]"#,
@@ -127,8 +144,13 @@ pub fn faults(tmp: &Path, data: &Path, target: &Path) {
         "fresh after retraining: {}",
         stderr_of(&out)
     );
+}
 
-    // Training that writes no profile (the binary is not instrumented).
+/// Training that writes no profile (the binary is not instrumented).
+#[test]
+fn training_an_uninstrumented_binary_writes_no_profile() {
+    let run = good_run();
+    let (data, target) = (&*run.data, &*run.target);
     let instrument_json = data.join("stages/instrument.json");
     let instrument_before = std::fs::read(&instrument_json).unwrap();
     let mut instrumented = json(&instrument_json);
@@ -137,8 +159,13 @@ pub fn faults(tmp: &Path, data: &Path, target: &Path) {
     let err = stderr_of(&xtask(&["pgo", "train"], data, target));
     assert!(err.contains(&format!("no profiles were written: was the binary built instrumented? (looked for *.profraw in {})", data.join("raw").display())), "{err}");
     std::fs::write(&instrument_json, &instrument_before).unwrap();
+}
 
-    // A hanging training workload: killed at its timeout, the merged profile kept.
+/// A hanging training workload: killed at its timeout, the merged profile kept.
+#[test]
+fn a_hanging_training_is_killed_at_its_timeout() {
+    let run = good_run();
+    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
     let hang = config_edits(
         &tmp.join("hang.toml"),
         &[
@@ -161,8 +188,13 @@ pub fn faults(tmp: &Path, data: &Path, target: &Path) {
         "{err}"
     );
     assert!(merged_profile.is_file(), "the last merged profile is kept");
+}
 
-    // A held lock: the second run names the holder; with --wait it queues behind it.
+/// A held lock: the second run names the holder; with --wait it queues behind it.
+#[test]
+fn a_held_lock_names_its_holder_and_wait_queues() {
+    let run = good_run();
+    let (data, target) = (&*run.data, &*run.target);
     {
         use std::io::Write;
         let lock = std::fs::OpenOptions::new()
@@ -188,8 +220,13 @@ pub fn faults(tmp: &Path, data: &Path, target: &Path) {
         let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
         assert!(waiting.wait().unwrap().success(), "{rest:?}");
     }
+}
 
-    // An interrupt (a real SIGINT) during measurement: no stage output or report changes.
+/// An interrupt (a real SIGINT) during measurement: no stage output or report changes.
+#[test]
+fn an_interrupt_during_measurement_keeps_the_artifacts() {
+    let run = good_run();
+    let (data, target) = (&*run.data, &*run.target);
     let measure_before = std::fs::read(data.join("stages/measure.json")).unwrap();
     let report_before = std::fs::read(data.join("report.json")).unwrap();
     {
@@ -217,7 +254,13 @@ pub fn faults(tmp: &Path, data: &Path, target: &Path) {
             ("report.json", &report_before),
         ],
     );
-    // What an interrupted write leaves is removed by the next run, which then succeeds.
+}
+
+/// What an interrupted write leaves is removed by the next run, which then succeeds.
+#[test]
+fn leftovers_are_removed_and_the_step_summary_gets_the_page() {
+    let run = good_run();
+    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
     let leftover = data.join(".report.json.tmp-4242");
     std::fs::write(&leftover, b"half a report").unwrap();
     // ... and, with $GITHUB_STEP_SUMMARY set, appends the page to it.
@@ -242,9 +285,6 @@ pub fn faults(tmp: &Path, data: &Path, target: &Path) {
         leftover.display()
     )));
     assert!(!leftover.exists());
-
-    // A full disk: a 1 MiB tmpfs holding pgo-data/, filled to the last 8 KiB.
-    full_disk(tmp, data, target);
 }
 
 struct Mount(PathBuf);
@@ -253,6 +293,21 @@ impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
     }
+}
+
+/// A full disk: a 1 MiB tmpfs holding pgo-data/, filled to the last 8 KiB.
+#[test]
+fn a_full_disk_leaves_nothing_partial() {
+    if !testutil::have(
+        "the full-disk case (mounting a tmpfs needs root)",
+        testutil::is_root(),
+        "run the tests as root, as CI does",
+    ) {
+        return;
+    }
+    let run = good_run();
+    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
+    full_disk(tmp, data, target);
 }
 
 fn full_disk(tmp: &Path, data: &Path, target: &Path) {

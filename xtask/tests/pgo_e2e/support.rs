@@ -1,10 +1,123 @@
-//! Helpers shared by the end-to-end test and its fault cases: running xtask on a config,
-//! config variants, reading what it wrote.
+//! Helpers shared by the end-to-end tests: the one good run they all work on, running xtask
+//! on a config, config variants, reading what it wrote.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
+
+/// The artifacts of one good `cargo xtask pgo` on quick.toml.
+pub struct GoodRun {
+    pub tmp: PathBuf,
+    pub data: PathBuf,
+    pub target: PathBuf,
+    /// What that run printed.
+    pub stdout: String,
+}
+
+static GOOD_RUN: Mutex<Option<Result<GoodRun, String>>> = Mutex::new(None);
+
+/// The good run, made by the first test that asks and shared by all of them: tests of one
+/// binary run on threads of one process, so they take turns, each holding this for its whole
+/// length, and each finds the artifacts as the good run left them (they are put back when
+/// the guard drops, also when a test fails). Its target directory lives under cargo's
+/// `CARGO_TARGET_TMPDIR` and is kept between `cargo test` runs, so only the first is cold.
+pub fn good_run() -> Turn {
+    let mut slot = GOOD_RUN.lock().unwrap_or_else(PoisonError::into_inner);
+    if slot.is_none() {
+        *slot = Some(make_good_run());
+    }
+    let data = match slot.as_ref().unwrap() {
+        Ok(run) => run.data.clone(),
+        Err(why) => panic!("the good run that this test works on failed:\n{why}"),
+    };
+    Turn {
+        snapshot: snapshot(&data),
+        data,
+        slot,
+    }
+}
+
+fn make_good_run() -> Result<GoodRun, String> {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pgo-e2e");
+    let (data, target) = (tmp.join("pgo-data"), tmp.join("target"));
+    for dir in [&data, &tmp.join("scratch")] {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+    }
+    std::fs::create_dir_all(tmp.join("scratch")).unwrap();
+    let out = xtask(&["pgo"], &data, &target);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        return Err(format!(
+            "cargo xtask pgo failed:\n{}\n{stdout}",
+            stderr_of(&out)
+        ));
+    }
+    Ok(GoodRun {
+        tmp: tmp.join("scratch"),
+        data,
+        target,
+        stdout,
+    })
+}
+
+/// One test's turn on the good run; puts the artifacts back as they were when dropped.
+pub struct Turn {
+    slot: MutexGuard<'static, Option<Result<GoodRun, String>>>,
+    data: PathBuf,
+    snapshot: BTreeMap<PathBuf, Vec<u8>>,
+}
+
+impl std::ops::Deref for Turn {
+    type Target = GoodRun;
+    fn deref(&self) -> &GoodRun {
+        self.slot.as_ref().unwrap().as_ref().unwrap()
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let now = snapshot(&self.data);
+        for path in now.keys().filter(|p| !self.snapshot.contains_key(*p)) {
+            let _ = std::fs::remove_file(path);
+        }
+        for (path, bytes) in &self.snapshot {
+            if now.get(path) != Some(bytes) {
+                let _ = std::fs::create_dir_all(path.parent().unwrap());
+                let _ = std::fs::write(path, bytes);
+            }
+        }
+    }
+}
+
+/// Every file under `dir` (but the build logs and the lock), with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() {
+                if name != "logs" {
+                    stack.push(path);
+                }
+            } else if name != ".lock"
+                && let Ok(bytes) = std::fs::read(&path)
+            {
+                out.insert(path, bytes);
+            }
+        }
+    }
+    out
+}
 
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
