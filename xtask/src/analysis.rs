@@ -1,11 +1,18 @@
-//! From raw runs to defensible figures: per workload, undisturbed blocks only; rows of
-//! medians over runs; paired comparisons with the release run of the same block; the A/A
-//! noise floor; a verdict per percentile.
+//! From raw measurements to defensible figures, for either mode.
+//! - Lockstep: per session, the per-round log ratio of each arm's batch to release's batch of
+//!   the same round; the session's estimate is the median over its rounds (robust to a speed
+//!   flip), the estimate the mean over sessions, the interval a nested bootstrap.
+//! - Processes: undisturbed blocks only; per block the log ratio of each run to the block's
+//!   release run; mean and bootstrap over blocks.
+//!
+//! Either way: rows of medians, paired comparisons with release, the A/A noise floor, a
+//! verdict per percentile.
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::config::Measure;
+use crate::config::{Measure, Mode};
+use crate::lockstep::{Batch, Session};
 use crate::instructions::InstructionCount;
 use crate::measure::{BASELINE, BASELINE_AGAIN, Run, median};
 use crate::stats::{self, Estimate, Verdict};
@@ -48,12 +55,40 @@ pub struct Row {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadAnalysis {
     pub workload: String,
+    /// How it was measured.
+    #[serde(default = "processes")]
+    pub mode: Mode,
+    /// Lockstep: rounds per session (0 in processes mode).
+    #[serde(default)]
+    pub rounds_per_session: usize,
+    /// Blocks (processes mode) or sessions (lockstep mode).
     pub pairs_total: usize,
     /// Blocks dropped whole because one of their runs was disturbed.
     pub pairs_dropped: usize,
     /// Release against itself (second run of each block): the noise floor.
     pub aa: Comparison,
     pub rows: Vec<Row>,
+}
+
+fn processes() -> Mode {
+    Mode::Processes
+}
+
+impl WorkloadAnalysis {
+    /// What the figures rest on, in words: "12 sessions × 200 rounds (lockstep)" or
+    /// "20 pairs, 1 dropped as disturbed (processes)".
+    pub fn basis(&self) -> String {
+        match self.mode {
+            Mode::Lockstep => format!(
+                "{} sessions × {} rounds (lockstep)",
+                self.pairs_total, self.rounds_per_session
+            ),
+            Mode::Processes => format!(
+                "{} pairs, {} dropped as disturbed (processes)",
+                self.pairs_total, self.pairs_dropped
+            ),
+        }
+    }
 }
 
 type Metric = fn(&Run) -> u64;
@@ -110,23 +145,7 @@ fn analyze_one(
         Ok(out.try_into().expect("three metrics"))
     };
     let aa_est = compare(BASELINE_AGAIN)?;
-    let thresholds: Vec<f64> = aa_est
-        .iter()
-        .map(|e| stats::noise_floor_pct(e).max(cfg.min_effect_pct))
-        .collect();
-    let judge = |est: [Estimate; 3]| {
-        let [m, p95, p99] = est;
-        let j = |e: Estimate, t: f64| Judged {
-            verdict: stats::verdict(&e, t),
-            threshold_pct: t,
-            estimate: e,
-        };
-        Comparison {
-            median: j(m, thresholds[0]),
-            p95: j(p95, thresholds[1]),
-            p99: j(p99, thresholds[2]),
-        }
-    };
+    let judge = judge_against(&aa_est, cfg.min_effect_pct);
     let mut rows = Vec::new();
     for build in builds {
         let vs_release = if build == BASELINE {
@@ -145,11 +164,179 @@ fn analyze_one(
     }
     Ok(WorkloadAnalysis {
         workload: workload.to_string(),
+        mode: Mode::Processes,
+        rounds_per_session: 0,
         pairs_total: blocks.len(),
         pairs_dropped: blocks.len() - clean.len(),
         aa: judge(aa_est),
         rows,
     })
+}
+
+type BatchMetric = fn(&Batch) -> f64;
+const BATCH_METRICS: [BatchMetric; 3] = [|b| b.median_ns, |b| b.p95_ns, |b| b.p99_ns];
+
+/// Lockstep sessions → the same analysis: per-round ratios within each session, nested
+/// bootstrap over sessions and rounds.
+pub fn analyze_lockstep(
+    workloads: &[String],
+    builds: &[String],
+    sessions: &[Session],
+    instructions: &[InstructionCount],
+    cfg: &Measure,
+) -> Result<Vec<WorkloadAnalysis>> {
+    workloads
+        .iter()
+        .map(|w| {
+            let mine: Vec<&Session> = sessions.iter().filter(|s| &s.workload == w).collect();
+            analyze_sessions(w, builds, &mine, instructions, cfg)
+        })
+        .collect()
+}
+
+/// The per-round log ratios of `cand` to the baseline, session by session, on `metric`.
+pub fn round_ratios(
+    sessions: &[&Session],
+    cand: &str,
+    metric: BatchMetric,
+) -> Result<Vec<Vec<f64>>> {
+    sessions
+        .iter()
+        .map(|s| {
+            let (Some(base), Some(c)) = (s.arm(BASELINE), s.arm(cand)) else {
+                bail!("session {} of `{}` has no arm `{cand}` or `{BASELINE}`", s.session, s.workload);
+            };
+            Ok(base
+                .iter()
+                .zip(c)
+                .map(|(b, c)| (metric(c) / metric(b)).ln())
+                .collect())
+        })
+        .collect()
+}
+
+fn analyze_sessions(
+    workload: &str,
+    builds: &[String],
+    sessions: &[&Session],
+    instructions: &[InstructionCount],
+    cfg: &Measure,
+) -> Result<WorkloadAnalysis> {
+    if sessions.len() < 2 {
+        bail!(
+            "`{workload}`: {} lockstep session(s) recorded; an interval needs at least 2",
+            sessions.len()
+        );
+    }
+    let compare = |cand: &str| -> Result<[Estimate; 3]> {
+        let mut out = Vec::new();
+        for metric in BATCH_METRICS {
+            out.push(stats::compare_nested(
+                &round_ratios(sessions, cand, metric)?,
+                cfg.bootstrap_resamples,
+                cfg.seed,
+            )?);
+        }
+        Ok(out.try_into().expect("three metrics"))
+    };
+    let aa_est = compare(BASELINE_AGAIN)?;
+    let judge = judge_against(&aa_est, cfg.min_effect_pct);
+    let mut rows = Vec::new();
+    for build in builds {
+        let vs_release = if build == BASELINE {
+            None
+        } else {
+            Some(judge(compare(build)?))
+        };
+        rows.push(session_row(workload, build, sessions, instructions, vs_release));
+    }
+    Ok(WorkloadAnalysis {
+        workload: workload.to_string(),
+        mode: Mode::Lockstep,
+        rounds_per_session: sessions[0].order.len(),
+        pairs_total: sessions.len(),
+        pairs_dropped: 0,
+        aa: judge(aa_est),
+        rows,
+    })
+}
+
+/// Judges estimates against max(min effect, the A/A noise floor of each percentile).
+fn judge_against(aa: &[Estimate; 3], min_effect_pct: f64) -> impl Fn([Estimate; 3]) -> Comparison + use<> {
+    let thresholds: Vec<f64> = aa
+        .iter()
+        .map(|e| stats::noise_floor_pct(e).max(min_effect_pct))
+        .collect();
+    move |est: [Estimate; 3]| {
+        let [m, p95, p99] = est;
+        let j = |e: Estimate, t: f64| Judged {
+            verdict: stats::verdict(&e, t),
+            threshold_pct: t,
+            estimate: e,
+        };
+        Comparison {
+            median: j(m, thresholds[0]),
+            p95: j(p95, thresholds[1]),
+            p99: j(p99, thresholds[2]),
+        }
+    }
+}
+
+/// One build's row from sessions: each figure the median over sessions of the median over
+/// that session's rounds; the distribution from each session's closing histogram.
+fn session_row(
+    workload: &str,
+    build: &str,
+    sessions: &[&Session],
+    instructions: &[InstructionCount],
+    vs_release: Option<Comparison>,
+) -> Row {
+    let fig = |metric: BatchMetric| {
+        let per_session: Vec<f64> = sessions
+            .iter()
+            .filter_map(|s| s.arm(build))
+            .filter_map(|b| median(&b.iter().map(metric).collect::<Vec<_>>()))
+            .collect();
+        median(&per_session).unwrap_or(f64::NAN)
+    };
+    let totals: Vec<&crate::measure::WorkloadLine> = sessions
+        .iter()
+        .filter_map(|s| {
+            let i = s.arms.iter().position(|a| a == build)?;
+            s.totals.get(i)
+        })
+        .collect();
+    let distribution = totals
+        .first()
+        .map(|t| {
+            t.percentiles
+                .iter()
+                .enumerate()
+                .map(|(i, (q, _))| {
+                    let values: Vec<f64> = totals
+                        .iter()
+                        .filter_map(|t| t.percentiles.get(i))
+                        .map(|p| p.1 as f64)
+                        .collect();
+                    (*q, median(&values).unwrap_or(f64::NAN))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let instr = instructions
+        .iter()
+        .find(|i| i.workload == workload && i.build == build);
+    Row {
+        build: build.to_string(),
+        runs: sessions.len(),
+        median_ns: fig(BATCH_METRICS[0]),
+        p95_ns: fig(BATCH_METRICS[1]),
+        p99_ns: fig(BATCH_METRICS[2]),
+        instructions_per_message: instr.and_then(|i| i.per_message),
+        instructions_note: instr.and_then(|i| i.note.clone()),
+        vs_release,
+        distribution,
+    }
 }
 
 /// The blocks of a workload, and those none of whose runs was disturbed (at least two).

@@ -19,6 +19,70 @@ pub struct Config {
     pub apply_check: ApplyCheck,
     pub check: Check,
     pub compare: Compare,
+    #[serde(default)]
+    pub calibrate: Calibrate,
+}
+
+/// How the `measure` stage runs the builds against each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Live processes on one core taking turns batch by batch (`[measure.lockstep]`).
+    #[default]
+    Lockstep,
+    /// Blocks of separate whole-process runs (`measure.pairs`).
+    Processes,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Lockstep => "lockstep",
+            Mode::Processes => "processes",
+        }
+    }
+}
+
+/// `measure.mode = "lockstep"`: every arm a live process for a whole session, all pinned to
+/// one core, taking turns one batch at a time in a seeded random order each round.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lockstep {
+    /// Sessions per workload, each with new processes: the unit of inference.
+    pub sessions: u32,
+    /// Rounds per session; each round runs every arm's batch once.
+    pub rounds: u32,
+    /// Messages per batch (about 1 ms of work).
+    pub batch_messages: u64,
+}
+
+impl Default for Lockstep {
+    fn default() -> Self {
+        Lockstep {
+            sessions: 12,
+            rounds: 200,
+            batch_messages: 5000,
+        }
+    }
+}
+
+/// `cargo xtask pgo calibrate`: release against release with a known cost injected.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibrate {
+    /// The measured workload (a name from `measure.workloads`) to inject into.
+    pub workload: String,
+    /// Injected costs, in % of that workload's median.
+    pub sizes_pct: Vec<f64>,
+}
+
+impl Default for Calibrate {
+    fn default() -> Self {
+        Calibrate {
+            workload: "agent_send_latency".into(),
+            sizes_pct: vec![0.0, 1.0, 2.0, 5.0],
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -32,13 +96,19 @@ pub struct Train {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Measure {
-    /// K: blocks of runs per workload. Each block runs release twice (the A/A pair) and the
+    /// `lockstep` (the default) or `processes`.
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub lockstep: Lockstep,
+    /// `processes` mode: K blocks of runs per workload. Each block runs release twice (the A/A pair) and the
     /// LTO and PGO builds once, as separate processes in a random order; each candidate pairs
     /// with the block's release run.
     pub pairs: u32,
     /// Seeds the run order and the bootstrap: the same data gives the same intervals.
     pub seed: u64,
-    /// Seconds each measured run may take before it is killed.
+    /// Seconds each measured run may take before it is killed (in lockstep mode: each
+    /// answer of an arm, its setup or one batch).
     pub timeout_secs: u64,
     /// Pin every measured run to this CPU (`taskset -c`), or leave it to the scheduler.
     #[serde(default)]
@@ -141,6 +211,12 @@ pub fn parse(text: &str) -> Result<Config> {
     if config.measure.pairs < 2 {
         bail!("`measure.pairs` must be at least 2 (an interval needs pairs; 20 or more is sound)");
     }
+    let l = &config.measure.lockstep;
+    if l.sessions < 2 || l.rounds < 2 || l.batch_messages < 1 {
+        bail!(
+            "`measure.lockstep` needs at least 2 sessions, 2 rounds and 1 message a batch (an interval needs several sessions; 10 or more is sound)"
+        );
+    }
     if config.measure.bootstrap_resamples < 1000 {
         bail!("`measure.bootstrap_resamples` must be at least 1000");
     }
@@ -169,6 +245,13 @@ pub fn parse(text: &str) -> Result<Config> {
         .find_map(|(i, n)| names[..i].contains(n).then_some(n))
     {
         bail!("two measured workloads are named `{dup}`: names key the report");
+    }
+    if !names.contains(&config.calibrate.workload.as_str()) {
+        bail!(
+            "`calibrate.workload` names `{}`, which is not a measured workload ({})",
+            config.calibrate.workload,
+            names.join(", ")
+        );
     }
     for name in &config.check.workloads {
         if !names.contains(&name.as_str()) {

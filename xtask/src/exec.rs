@@ -133,6 +133,28 @@ impl Cmd {
     }
 }
 
+impl Cmd {
+    /// Starts it, logged, with stdin, stdout and stderr all piped to the caller: for a
+    /// process that is talked to while it runs (the lockstep arms).
+    pub fn spawn_piped(&self) -> Result<std::process::Child> {
+        use std::process::{Command, Stdio};
+        self.log();
+        let mut command = Command::new(&self.program);
+        command
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for key in &self.env_remove {
+            command.env_remove(key);
+        }
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        command.spawn().map_err(|err| spawn_error(self, err))
+    }
+}
+
 fn spawn_error(cmd: &Cmd, err: std::io::Error) -> anyhow::Error {
     anyhow::Error::new(err).context(format!("cannot run `{}`", cmd.display()))
 }

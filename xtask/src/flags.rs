@@ -129,6 +129,8 @@ pub struct PgoFlags {
     pub skip_bad_profiles: bool,
     /// Optimise with a stale profile instead of retraining; the report shows the mismatches.
     pub allow_stale: bool,
+    /// `cargo xtask pgo calibrate`: the sensitivity check instead of the pipeline.
+    pub calibrate: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -165,6 +167,7 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
         Some("pgo") => {
             let mut flags = PgoFlags::default();
             let mut stage = None;
+            let mut calibrate = false;
             let help = parse_command(argv, "pgo", &mut |arg| match arg {
                 Arg::Flag(name, value) => {
                     if !flags.common.set(name, value.clone()) {
@@ -182,15 +185,22 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                     Ok(())
                 }
                 Arg::Positional(word) => match (Stage::parse(&word), stage) {
-                    (Some(s), None) => {
+                    _ if stage.is_some() || calibrate => {
+                        Err("give at most one stage (or `calibrate`)".to_string())
+                    }
+                    _ if word == "calibrate" => {
+                        calibrate = true;
+                        Ok(())
+                    }
+                    (Some(s), _) => {
                         stage = Some(s);
                         Ok(())
                     }
-                    (Some(_), Some(_)) => Err("give at most one stage".to_string()),
                     (None, _) => Err(format!("unknown stage `{word}`")),
                 },
             })?;
             flags.stage = stage;
+            flags.calibrate = calibrate;
             Ok(help.map_or(Command::Pgo(flags), Command::Help))
         }
         Some("compare") => {
@@ -287,7 +297,12 @@ pub fn command_help(command: &str) -> String {
         for stage in Stage::ALL {
             let _ = writeln!(out, "  {:<11} {}", stage.name(), stage.help());
         }
-        out.push_str("Without STAGE: all of them, in this order.\n");
+        out.push_str(
+            "Without STAGE: all of them, in this order.\n\n\
+             cargo xtask pgo calibrate: release against release with a known cost injected into\n\
+             every timed round trip (config section [calibrate]), in both measurement modes: what\n\
+             each mode detects, and that nothing is detected when nothing is injected.\n",
+        );
         pgo_flags().collect()
     } else {
         out.push_str(
@@ -364,7 +379,15 @@ mod tests {
             usage_error("pgo --fast"),
             "unknown flag `--fast` for `cargo xtask pgo`"
         );
-        assert_eq!(usage_error("pgo merge train"), "give at most one stage");
+        assert_eq!(
+            usage_error("pgo merge train"),
+            "give at most one stage (or `calibrate`)"
+        );
+        assert!(pgo("calibrate").calibrate);
+        assert_eq!(
+            usage_error("pgo calibrate merge"),
+            "give at most one stage (or `calibrate`)"
+        );
         assert_eq!(
             usage_error("pgo --pgo-data"),
             "`--pgo-data` needs a value (--pgo-data DIR)"

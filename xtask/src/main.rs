@@ -4,6 +4,7 @@
 
 mod analysis;
 mod build;
+mod calibrate;
 mod cargo;
 mod compare;
 mod config;
@@ -12,6 +13,7 @@ mod flags;
 mod fsx;
 mod gate;
 mod instructions;
+mod lockstep;
 mod markdown;
 mod measure;
 mod pgo;

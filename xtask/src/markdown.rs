@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use crate::analysis::Comparison;
-use crate::measure::{BASELINE, BASELINE_AGAIN};
+use crate::config::Mode;
+use crate::measure::{BASELINE, BASELINE_AGAIN, median};
 use crate::report::{Report, floor_line, fmt_instr};
 use crate::stats;
 
@@ -71,10 +72,9 @@ fn numbers(md: &mut String, report: &Report) {
     for w in &report.workloads {
         let _ = writeln!(
             md,
-            "### {}\n\n{} pairs ({} dropped as disturbed). {}.\n",
+            "### {}\n\n{}. {}.\n",
             w.workload,
-            w.pairs_total,
-            w.pairs_dropped,
+            w.basis(),
             floor_line(w)
         );
         let _ = writeln!(
@@ -155,26 +155,7 @@ fn recorded(md: &mut String, report: &Report) {
     let cfg = &report.config.config;
     let _ = writeln!(md, "## Recorded values\n");
     let m = &cfg.measure;
-    let _ = writeln!(
-        md,
-        "- Protocol: {} blocks per workload (`measure.pairs`), each a random order (seed {}) of separate process runs of release (twice: the A/A pair), \
-         fat LTO and PGO; ratios paired within a block; 95 % percentile-bootstrap intervals of the mean log-ratio ({} resamples); \
-         Wilcoxon signed-rank as a cross-check; verdicts only beyond max({} %, A/A noise floor); {}.",
-        m.pairs,
-        m.seed,
-        m.bootstrap_resamples,
-        m.min_effect_pct,
-        match m.pin_core {
-            Some(c) => format!("runs pinned to CPU {c}"),
-            None => "runs not pinned".into(),
-        }
-    );
-    let _ = writeln!(
-        md,
-        "- Disturbed runs: more than {} involuntary context switches, or system time above {:.0} % of CPU time.",
-        m.max_involuntary_switches,
-        100.0 * m.max_sys_fraction
-    );
+    protocol(md, m);
     let _ = writeln!(
         md,
         "- Instructions per message: `valgrind --tool=callgrind`, runs of N and 2N messages (N = {}), differenced.",
@@ -212,8 +193,62 @@ fn recorded(md: &mut String, report: &Report) {
     );
 }
 
-/// Every run's median, block by block.
+/// The measurement protocol of the mode used, in a sentence or two.
+fn protocol(md: &mut String, m: &crate::config::Measure) {
+    match m.mode {
+        Mode::Lockstep => {
+            let l = &m.lockstep;
+            let _ = writeln!(
+                md,
+                "- Protocol: **lockstep**. Per workload {} sessions, each of new processes: release (twice: the A/A arm), lto and lto+pgo \
+                 live for the whole session, {}, set up and warmed once, then {} rounds in which each arm in a random order (seed {}) \
+                 runs one batch of {} messages while the others wait. Per session, the median over rounds of ln(arm batch / release \
+                 batch of the same round) (robust to the machine's speed flips); the estimate is the mean over sessions; 95 % intervals \
+                 from a nested bootstrap (sessions, then rounds; {} resamples); Wilcoxon signed-rank over sessions as a cross-check; \
+                 verdicts only beyond max({} %, A/A noise floor). A batch's median, p95 and p99 are the means of its values from \
+                 40–60 %, 94–96 % and 98.5–99.5 % (the clock ticks in steps).",
+                l.sessions,
+                match m.pin_core {
+                    Some(c) => format!("all pinned to CPU {c}"),
+                    None => "all pinned to the last CPU".into(),
+                },
+                l.rounds,
+                m.seed,
+                l.batch_messages,
+                m.bootstrap_resamples,
+                m.min_effect_pct,
+            );
+        }
+        Mode::Processes => {
+            let _ = writeln!(
+                md,
+                "- Protocol: **processes**. {} blocks per workload (`measure.pairs`), each a random order (seed {}) of separate process runs of release (twice: the A/A pair), \
+                 lto and lto+pgo; ratios paired within a block; 95 % percentile-bootstrap intervals of the mean log-ratio ({} resamples); \
+                 Wilcoxon signed-rank as a cross-check; verdicts only beyond max({} %, A/A noise floor); {}.",
+                m.pairs,
+                m.seed,
+                m.bootstrap_resamples,
+                m.min_effect_pct,
+                match m.pin_core {
+                    Some(c) => format!("runs pinned to CPU {c}"),
+                    None => "runs not pinned".into(),
+                }
+            );
+            let _ = writeln!(
+                md,
+                "- Disturbed runs: more than {} involuntary context switches, or system time above {:.0} % of CPU time.",
+                m.max_involuntary_switches,
+                100.0 * m.max_sys_fraction
+            );
+        }
+    }
+}
+
+/// Every session's or run's median, one line each.
 fn raw_nanos(md: &mut String, report: &Report) {
+    if report.config.config.measure.mode == Mode::Lockstep {
+        return raw_sessions(md, report);
+    }
     let _ = writeln!(
         md,
         "## Raw nanos\n\nPer-run medians (ns), block by block; `*` marks a run flagged as disturbed.\n"
@@ -246,6 +281,36 @@ fn raw_nanos(md: &mut String, report: &Report) {
                 })
                 .collect();
             let _ = writeln!(md, "| {p} | {} |", cells.join(" | "));
+        }
+        md.push('\n');
+    }
+}
+
+/// Lockstep: per session, each arm's median over its rounds of the batch medians.
+fn raw_sessions(md: &mut String, report: &Report) {
+    let _ = writeln!(
+        md,
+        "## Raw nanos\n\nPer session, each arm's median over its rounds of the batch medians (ns); `rounds.svg` shows one session round by round.\n"
+    );
+    let arms = [BASELINE, BASELINE_AGAIN, "lto", "lto+pgo"];
+    for w in &report.workloads {
+        let _ = writeln!(
+            md,
+            "### {}\n\n| session | {} |\n|---:|{}",
+            w.workload,
+            arms.join(" | "),
+            "---:|".repeat(arms.len())
+        );
+        for s in report.sessions.iter().filter(|s| s.workload == w.workload) {
+            let cells: Vec<String> = arms
+                .iter()
+                .map(|a| {
+                    s.arm(a)
+                        .and_then(|b| median(&b.iter().map(|b| b.median_ns).collect::<Vec<_>>()))
+                        .map_or_else(|| "-".into(), |m| format!("{m:.1}"))
+                })
+                .collect();
+            let _ = writeln!(md, "| {} | {} |", s.session, cells.join(" | "));
         }
         md.push('\n');
     }

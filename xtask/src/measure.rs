@@ -2,7 +2,7 @@
 //! of release (twice: the A/A pair), the LTO build and the PGO build. Runs the machine
 //! disturbed are flagged here; the analysis drops their blocks whole.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::build::{Build, Built};
 use crate::config::Measure;
 use crate::exec::Cmd;
+use crate::lockstep::{self, Arm, Session};
 use crate::stats::SplitMix64;
 
 /// The baseline build's name, and the name of its second run in each block (A/A).
@@ -89,20 +90,83 @@ pub fn disturbed(line: &WorkloadLine, cfg: &Measure) -> Option<String> {
     None
 }
 
-/// The arms of each block: the baseline twice, then the other builds.
-pub fn arms(builds: &[Built]) -> Vec<(String, PathBuf)> {
+/// Something measured against the others: a build (or, when calibrating, a build with extra
+/// arguments), under a name of its own.
+#[derive(Debug, Clone)]
+pub struct MeasuredArm {
+    pub name: String,
+    pub exe: PathBuf,
+    /// Appended to each workload's arguments.
+    pub extra: Vec<String>,
+}
+
+/// The arms: the baseline twice (the second is the A/A arm), then the other builds.
+pub fn arms(builds: &[Built]) -> Vec<MeasuredArm> {
     let mut arms = Vec::new();
     for v in builds {
-        arms.push((v.name().to_string(), v.exe.clone()));
+        let arm = |name: &str| MeasuredArm {
+            name: name.to_string(),
+            exe: v.exe.clone(),
+            extra: Vec::new(),
+        };
+        arms.push(arm(v.name()));
         if v.name() == BASELINE {
-            arms.push((BASELINE_AGAIN.to_string(), v.exe.clone()));
+            arms.push(arm(BASELINE_AGAIN));
         }
     }
     arms
 }
 
-pub fn run(builds: &[Built], cfg: &Measure) -> Result<Vec<Run>> {
-    let arms = arms(builds);
+/// `exe`, pinned to `core` with `taskset -c` when one is given.
+pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {
+    match core {
+        Some(core) => Cmd::new("taskset").args([
+            "-c".to_string(),
+            core.to_string(),
+            exe.display().to_string(),
+        ]),
+        None => Cmd::new(exe.display().to_string()),
+    }
+}
+
+/// `measure.mode = "lockstep"`: per workload, `lockstep.sessions` sessions of the arms taking
+/// turns (`lockstep.rs`). Sessions of the workloads alternate, so a slow stretch of the
+/// machine is shared among them rather than landing on one.
+pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<Vec<Session>> {
+    let l = &cfg.lockstep;
+    let total = l.sessions as u64 * cfg.workloads.len() as u64 * l.rounds as u64;
+    let bar = ProgressBar::new(total).with_prefix("measure").with_style(
+        ProgressStyle::with_template(
+            "{prefix:>12} [{bar:30}] {pos}/{len} rounds {elapsed} {wide_msg}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    let mut rng = SplitMix64::new(cfg.seed);
+    let mut sessions = Vec::new();
+    for s in 0..l.sessions {
+        for workload in &cfg.workloads {
+            bar.set_message(format!("session {} of {}", s + 1, workload.name));
+            let arms: Vec<Arm> = arms
+                .iter()
+                .map(|a| Arm {
+                    name: a.name.clone(),
+                    exe: a.exe.clone(),
+                    args: workload.args.iter().chain(&a.extra).cloned().collect(),
+                })
+                .collect();
+            let session = lockstep::session(&workload.name, s, &arms, cfg, &mut rng, &bar)
+                .with_context(|| format!("measuring `{}` (lockstep)", workload.name))?;
+            sessions.push(session);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(sessions)
+}
+
+/// `measure.mode = "processes"`: K blocks per workload, each a random order of one
+/// whole-process run per arm.
+pub fn run(arms: &[MeasuredArm], cfg: &Measure) -> Result<Vec<Run>> {
     let total = cfg.pairs as u64 * cfg.workloads.len() as u64 * arms.len() as u64;
     let bar = ProgressBar::new(total).with_prefix("measure").with_style(
         ProgressStyle::with_template(
@@ -118,17 +182,12 @@ pub fn run(builds: &[Built], cfg: &Measure) -> Result<Vec<Run>> {
             let mut order: Vec<usize> = (0..arms.len()).collect();
             rng.shuffle(&mut order);
             for (slot, index) in order.into_iter().enumerate() {
-                let (name, exe) = &arms[index];
+                let arm = &arms[index];
+                let name = &arm.name;
                 bar.set_message(format!("pair {} {} on {}", pair + 1, workload.name, name));
-                let cmd = match cfg.pin_core {
-                    Some(core) => Cmd::new("taskset").args([
-                        "-c".to_string(),
-                        core.to_string(),
-                        exe.display().to_string(),
-                    ]),
-                    None => Cmd::new(exe.display().to_string()),
-                }
-                .args(workload.args.iter().cloned());
+                let cmd = pinned(&arm.exe, cfg.pin_core)
+                    .args(workload.args.iter().cloned())
+                    .args(arm.extra.iter().cloned());
                 let output =
                     bar.suspend(|| cmd.run_with_timeout(Duration::from_secs(cfg.timeout_secs)))?;
                 let result =
@@ -237,7 +296,7 @@ pub mod tests {
             .iter()
             .map(|b| Built::new(*b, PathBuf::from(format!("/{}", b.name())), String::new()))
             .collect();
-        let names: Vec<String> = arms(&builds).into_iter().map(|a| a.0).collect();
+        let names: Vec<String> = arms(&builds).into_iter().map(|a| a.name).collect();
         assert_eq!(names, ["release", "release-aa", "lto", "lto+pgo"]);
     }
 

@@ -38,9 +38,13 @@ fn nines(q: f64) -> f64 {
 
 fn title(w: &crate::analysis::WorkloadAnalysis) -> String {
     format!(
-        "{} latency by percentile (medians over {} undisturbed pairs)",
+        "{} latency by percentile (medians over {})",
         w.workload,
-        w.pairs_total - w.pairs_dropped
+        match w.mode {
+            crate::config::Mode::Lockstep => format!("{} sessions", w.pairs_total),
+            crate::config::Mode::Processes =>
+                format!("{} undisturbed pairs", w.pairs_total - w.pairs_dropped),
+        }
     )
 }
 

@@ -31,8 +31,11 @@ pub struct Report {
     pub instructions: Vec<InstructionCount>,
     /// The same workload on other implementations (`cargo xtask compare`).
     pub comparators: Vec<crate::compare::Row>,
-    /// Every run, raw, disturbed ones included (flagged).
+    /// Processes mode: every run, raw, disturbed ones included (flagged).
     pub runs: Vec<Run>,
+    /// Lockstep mode: every session, every batch.
+    #[serde(default)]
+    pub sessions: Vec<crate::lockstep::Session>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -102,14 +105,7 @@ fn judged(j: &Judged) -> String {
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
     for w in &report.workloads {
-        let _ = writeln!(
-            out,
-            "{}: {} pairs, {} dropped as disturbed; {}",
-            w.workload,
-            w.pairs_total,
-            w.pairs_dropped,
-            floor_line(w)
-        );
+        let _ = writeln!(out, "{}: {}; {}", w.workload, w.basis(), floor_line(w));
         let _ = writeln!(
             out,
             "  {:<12} {:>8} {:>8} {:>8} {:>10}  median vs release (verdict beyond ±threshold)",
@@ -305,6 +301,7 @@ pub mod tests {
         let mut config = config;
         config.path = PathBuf::from("profiles/quick.toml");
         config.config.measure.pairs = 12;
+        config.config.measure.mode = crate::config::Mode::Processes;
         let runs = synthetic_runs(12);
         let instructions: Vec<InstructionCount> =
             [("release", 1106.0), ("lto", 1043.0), ("lto+pgo", 917.0)]
@@ -372,6 +369,7 @@ pub mod tests {
             instructions,
             comparators: Vec::new(),
             runs,
+            sessions: Vec::new(),
         }
     }
 

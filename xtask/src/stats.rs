@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize};
 /// The comparison of a candidate build with a baseline over paired runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
-    /// Pairs used.
+    /// Units of inference: pairs of runs (processes mode) or sessions (lockstep mode).
     pub pairs: usize,
+    /// Lockstep mode: the rounds behind the sessions, in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<usize>,
     /// Mean of ln(candidate / baseline).
     pub mean_log_ratio: f64,
     /// exp(mean): the typical candidate/baseline ratio.
@@ -66,6 +69,7 @@ pub fn compare(
     let pct = |x: f64| (x.exp() - 1.0) * 100.0;
     Ok(Estimate {
         pairs: r.len(),
+        rounds: None,
         mean_log_ratio: m,
         ratio: m.exp(),
         change_pct: pct(m),
@@ -73,6 +77,66 @@ pub fn compare(
         ci_high_pct: pct(hi),
         wilcoxon_p: wilcoxon_signed_rank_p(&r),
     })
+}
+
+/// Lockstep sessions: `sessions[s]` holds the per-round ln(candidate / baseline) of session
+/// s. The estimate is robust to a speed flip inside a session (the median of its rounds'
+/// ratios) and takes sessions as the unit (the mean of the session medians): whole sessions
+/// differ by per-process effects, rounds within one do not sample those. The interval is a
+/// nested percentile bootstrap: resample sessions, then rounds within each, seeded.
+pub fn compare_nested(sessions: &[Vec<f64>], resamples: usize, seed: u64) -> Result<Estimate> {
+    if sessions.len() < 2 {
+        bail!(
+            "{} session(s): an interval needs at least 2",
+            sessions.len()
+        );
+    }
+    if let Some(i) = sessions.iter().position(|s| s.is_empty()) {
+        bail!("session {i} has no rounds");
+    }
+    if sessions.iter().flatten().any(|x| !x.is_finite()) {
+        bail!("a round's ratio is not a finite number (a zero or negative latency?)");
+    }
+    let per_session: Vec<f64> = sessions.iter().map(|s| median_of(&mut s.clone())).collect();
+    let m = mean(&per_session);
+    let mut rng = SplitMix64::new(seed);
+    let mut scratch = Vec::new();
+    let mut means: Vec<f64> = (0..resamples.max(1))
+        .map(|_| {
+            let mut sum = 0.0;
+            for _ in 0..sessions.len() {
+                let s = &sessions[rng.below(sessions.len())];
+                scratch.clear();
+                scratch.extend((0..s.len()).map(|_| s[rng.below(s.len())]));
+                sum += median_of(&mut scratch);
+            }
+            sum / sessions.len() as f64
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let pct = |x: f64| (x.exp() - 1.0) * 100.0;
+    Ok(Estimate {
+        pairs: sessions.len(),
+        rounds: Some(sessions.iter().map(Vec::len).sum()),
+        mean_log_ratio: m,
+        ratio: m.exp(),
+        change_pct: pct(m),
+        ci_low_pct: pct(quantile_sorted(&means, 0.025)),
+        ci_high_pct: pct(quantile_sorted(&means, 0.975)),
+        wilcoxon_p: wilcoxon_signed_rank_p(&per_session),
+    })
+}
+
+/// The median (mean of the middle two for an even count), reordering `v`.
+fn median_of(v: &mut [f64]) -> f64 {
+    let n = v.len();
+    let (_, &mut hi, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
+    if n % 2 == 1 {
+        hi
+    } else {
+        let lo = v[..n / 2].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo + hi) / 2.0
+    }
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -269,6 +333,80 @@ mod tests {
             .map(|b| b * ratio * (1.0 + noise * u()))
             .collect();
         (base, cand)
+    }
+
+    /// Synthetic lockstep sessions: per round, baseline and candidate batches measured
+    /// moments apart, so both see the machine's state of that round: fast (170 ns) or slow
+    /// (235 ns), flipping every `flip_every` rounds. Each session has a per-process offset of
+    /// the candidate (±`session_spread`), and each batch a little noise of its own. The true
+    /// ratio is `ratio`.
+    fn sessions(
+        n: usize,
+        rounds: usize,
+        ratio: f64,
+        flip_every: usize,
+        session_spread: f64,
+        seed: u64,
+    ) -> Vec<Vec<f64>> {
+        let mut rng = SplitMix64::new(seed);
+        let mut u = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        (0..n)
+            .map(|_| {
+                let offset = 1.0 + 2.0 * session_spread * u();
+                (0..rounds)
+                    .map(|r| {
+                        let state = if (r / flip_every) % 2 == 0 { 170.0 } else { 235.0 };
+                        let base = state * (1.0 + 0.01 * u());
+                        let cand = state * ratio * offset * (1.0 + 0.01 * u());
+                        (cand / base).ln()
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn nested_bootstrap_covers_a_known_ratio_through_state_flips() {
+        // 3 % slower, the machine flipping state every 7 rounds, ±1 % per-process offsets.
+        let s = sessions(12, 200, 1.03, 7, 0.01, 5);
+        let e = compare_nested(&s, 2000, 1).unwrap();
+        assert!(e.ci_low_pct < 3.0 && 3.0 < e.ci_high_pct, "{e:?}");
+        assert!(e.ci_high_pct - e.ci_low_pct < 1.5, "{e:?}");
+        assert_eq!((e.pairs, e.rounds), (12, Some(2400)));
+        // A/A under the same flips: an interval around 0, and narrow.
+        let aa = compare_nested(&sessions(12, 200, 1.0, 7, 0.01, 9), 2000, 1).unwrap();
+        assert!(aa.ci_low_pct < 0.0 && 0.0 < aa.ci_high_pct, "{aa:?}");
+        assert!(noise_floor_pct(&aa) < 1.0, "{aa:?}");
+        // The same data and seed: the same interval.
+        assert_eq!(compare_nested(&s, 2000, 1).unwrap(), e);
+    }
+
+    #[test]
+    fn a_flip_inside_a_round_moves_the_session_median_little() {
+        // One round in ten caught a flip between the two batches (a ratio of 235/170 or its
+        // inverse): the mean of the ratios would move, the median of the rounds does not.
+        let mut s = sessions(6, 100, 1.02, 1000, 0.0, 3);
+        for session in &mut s {
+            for (r, x) in session.iter_mut().enumerate() {
+                if r % 10 == 0 {
+                    *x += (235.0f64 / 170.0).ln();
+                }
+            }
+        }
+        let e = compare_nested(&s, 2000, 1).unwrap();
+        assert!((e.change_pct - 2.0).abs() < 0.5, "{e:?}");
+        let contaminated_mean: f64 =
+            s.iter().flatten().sum::<f64>() / s.iter().flatten().count() as f64;
+        assert!(((contaminated_mean.exp() - 1.0) * 100.0 - 2.0).abs() > 2.0);
+    }
+
+    #[test]
+    fn nested_bootstrap_refuses_what_it_cannot_judge() {
+        assert!(compare_nested(&[vec![0.1]], 100, 1).is_err());
+        assert!(compare_nested(&[vec![0.1], vec![]], 100, 1).is_err());
+        assert!(compare_nested(&[vec![0.1], vec![f64::NAN]], 100, 1).is_err());
+        assert_eq!(median_of(&mut [3.0, 1.0, 2.0, 4.0]), 2.5);
+        assert_eq!(median_of(&mut [3.0, 1.0, 2.0]), 2.0);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::fmt;
 
 pub const USAGE: &str = "\
 usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
-                 [--untimed] [--emit-values]
+                 [--untimed] [--emit-values] [--lockstep BATCH] [--inject-iters K]
 
 workloads:
   agent_send_latency       per-message send->recv latency through a Mighty mailbox (capacity 8)
@@ -16,6 +16,16 @@ workloads:
            with callgrind: what is left repeats to the instruction); the figures are then 0.
 
 --emit-values: also print every measured per-message latency as `values_ns`.
+
+--lockstep BATCH: set up, warm up, print a `ready` line, then run one batch of BATCH
+           messages each time a line `g` arrives on stdin, answering with one JSON line of
+           that batch's median, p95, p99 and mean; at `q` or end of input, print the usual
+           report over every batch and exit. `--messages` is not used. (The protocol of
+           `cargo xtask pgo`'s lockstep measurement.)
+
+--inject-iters K: add K steps of a dependent multiply-add chain to every timed round trip: a
+           known, deterministic extra cost (for `cargo xtask pgo calibrate`). Lockstep
+           answers then carry `inject_ns`, the chain's own cost timed outside the batch.
 
 defaults: --messages 200000 --warmup 10000 --policy block --payload-bytes 0";
 
@@ -63,6 +73,10 @@ pub struct Args {
     /// Also print every measured per-message latency (`values_ns`), for comparisons whose
     /// percentiles are computed elsewhere.
     pub emit_values: bool,
+    /// Take turns with other processes: one batch of this many messages per `g` on stdin.
+    pub lockstep: Option<u64>,
+    /// Extra deterministic work in every timed round trip (calibration).
+    pub inject_iters: u64,
 }
 
 #[derive(Debug)]
@@ -91,6 +105,8 @@ impl Args {
             payload_bytes: 0,
             untimed: false,
             emit_values: false,
+            lockstep: None,
+            inject_iters: 0,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -103,6 +119,8 @@ impl Args {
                 "--payload-bytes" => args.payload_bytes = number(&flag, &value()?)?,
                 "--untimed" => args.untimed = true,
                 "--emit-values" => args.emit_values = true,
+                "--lockstep" => args.lockstep = Some(number(&flag, &value()?)?),
+                "--inject-iters" => args.inject_iters = number(&flag, &value()?)?,
                 "--policy" => {
                     args.policy = match value()?.as_str() {
                         "block" => PolicyArg::Block,
@@ -119,6 +137,9 @@ impl Args {
         }
         if args.messages == 0 {
             return Err(ArgError("`--messages` must be at least 1".into()));
+        }
+        if args.lockstep == Some(0) {
+            return Err(ArgError("`--lockstep` must be at least 1".into()));
         }
         Ok(args)
     }
@@ -148,6 +169,8 @@ mod tests {
         assert_eq!((a.messages, a.warmup, a.payload_bytes), (5, 1, 9));
         assert_eq!(a.policy, PolicyArg::Fail);
         assert!(parse("agent_send_latency --untimed").unwrap().untimed);
+        let l = parse("agent_send_latency --lockstep 5000 --inject-iters 7").unwrap();
+        assert_eq!((l.lockstep, l.inject_iters), (Some(5000), 7));
         assert!(
             parse("tokio_mpsc_send_latency --emit-values")
                 .unwrap()
@@ -176,6 +199,10 @@ mod tests {
                 "`--policy` takes `block` or `fail`, not `maybe`",
             ),
             ("train --fast", "unknown flag `--fast`"),
+            (
+                "agent_send_latency --lockstep 0",
+                "`--lockstep` must be at least 1",
+            ),
         ] {
             assert_eq!(parse(line).unwrap_err(), expected, "input: {line:?}");
         }

@@ -114,11 +114,18 @@ fn run(
         // depends on the numbers in it).
         return report(args, &hist, 0, crate::usage::Usage::default(), None);
     }
+    if let Some(batch) = args.lockstep {
+        return lockstep(args, batch, &rt, &bytes, round_trip);
+    }
+    let inject = args.inject_iters;
     rt.block_on(async {
         for i in 0..args.warmup + args.messages {
             let msg = SmallPayload::copy_from(&bytes);
             let start = Instant::now();
             let got = round_trip(msg).await;
+            if inject > 0 {
+                spin(inject);
+            }
             let elapsed = start.elapsed();
             assert_eq!(
                 got.len(),
@@ -142,6 +149,187 @@ fn run(
         crate::usage::Usage::of_this_process(),
         values,
     )
+}
+
+/// One batch's summary, the answer to one `g`. The clock advances in steps here (10 ns on
+/// this kind of VM; a message's time reads as 130 or 140 ns, never between), so a batch's
+/// nearest-rank median jumps between two values and a ratio of two of them by 7 %. Each
+/// quantile is therefore interpolated within its step ([`grouped_quantile`]): it moves
+/// smoothly with the share of values on either side of a step, which is what a small change
+/// in the true latency changes.
+#[derive(Debug, Serialize)]
+struct BatchLine {
+    median_ns: f64,
+    p95_ns: f64,
+    p99_ns: f64,
+    mean_ns: f64,
+    /// The injected chain's own cost, timed after the batch (with `--inject-iters`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inject_ns: Option<f64>,
+}
+
+/// `--lockstep BATCH`: set up and warm up once, then one timed batch per `g` on stdin. Only
+/// the per-message regions are timed; reading the command, summarising the batch and
+/// answering happen between batches, outside them.
+fn lockstep(
+    args: &Args,
+    batch: u64,
+    rt: &tokio::runtime::Runtime,
+    bytes: &[u8],
+    mut round_trip: impl AsyncFnMut(SmallPayload) -> SmallPayload,
+) -> LatencyReport {
+    use std::io::{BufRead, Write};
+    let inject = args.inject_iters;
+    let mut hist = new_histogram();
+    let mut values: Vec<u64> = Vec::with_capacity(batch as usize);
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
+    rt.block_on(async {
+        for _ in 0..args.warmup {
+            black_box(round_trip(SmallPayload::copy_from(bytes)).await);
+        }
+    });
+    let clock = clock_overhead_ns();
+    let answer = |out: &mut std::io::StdoutLock, line: String| {
+        // A closed pipe means the coordinator is gone: nothing left to do.
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            std::process::exit(0);
+        }
+    };
+    answer(
+        &mut stdout,
+        format!(r#"{{"ready":true,"pid":{},"clock_overhead_ns":{clock}}}"#, std::process::id()),
+    );
+    let mut command = String::new();
+    loop {
+        command.clear();
+        match stdin.lock().read_line(&mut command) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        match command.trim() {
+            "g" => {}
+            "q" => break,
+            other => {
+                eprintln!("mty-bench: unknown lockstep command `{other}` (expected `g` or `q`)");
+                std::process::exit(2);
+            }
+        }
+        values.clear();
+        rt.block_on(async {
+            for _ in 0..batch {
+                let msg = SmallPayload::copy_from(bytes);
+                let start = Instant::now();
+                let got = round_trip(msg).await;
+                if inject > 0 {
+                    spin(inject);
+                }
+                let elapsed = start.elapsed();
+                assert_eq!(got.len(), bytes.len(), "the mailbox returned another message");
+                black_box(got);
+                values.push(elapsed.as_nanos() as u64);
+            }
+        });
+        for &v in &values {
+            hist.saturating_record(v);
+        }
+        values.sort_unstable();
+        // Thousandths of a nanosecond are plenty, and keep the records short.
+        let milli = |x: f64| (x * 1000.0).round() / 1000.0;
+        let line = BatchLine {
+            median_ns: milli(grouped_quantile(&values, 0.5)),
+            p95_ns: milli(grouped_quantile(&values, 0.95)),
+            p99_ns: milli(grouped_quantile(&values, 0.99)),
+            mean_ns: milli(values.iter().sum::<u64>() as f64 / values.len() as f64),
+            inject_ns: (inject > 0).then(|| milli(inject_cost_ns(inject))),
+        };
+        answer(
+            &mut stdout,
+            serde_json::to_string(&line).expect("numbers serialize"),
+        );
+    }
+    report(
+        args,
+        &hist,
+        clock,
+        crate::usage::Usage::of_this_process(),
+        None,
+    )
+}
+
+/// The q-quantile of sorted, stepped values, interpolated as for grouped data. Values within
+/// 2 ns of their neighbour form one step (the clock reads 130 or 131 for the same tick); each
+/// step is a class from the midpoint with the step below to the midpoint with the step above
+/// (half a gap beyond the ends); the quantile lies in the class holding the q·n-th value, as
+/// far into it as that value's rank is into the class's count.
+pub fn grouped_quantile(sorted: &[u64], q: f64) -> f64 {
+    // (centre, count) of each step, in order.
+    let mut steps: Vec<(f64, usize)> = Vec::new();
+    let (mut sum, mut count) = (0u64, 0usize);
+    for (i, &v) in sorted.iter().enumerate() {
+        if i > 0 && v > sorted[i - 1] + 2 {
+            steps.push((sum as f64 / count as f64, count));
+            (sum, count) = (0, 0);
+        }
+        sum += v;
+        count += 1;
+    }
+    if count > 0 {
+        steps.push((sum as f64 / count as f64, count));
+    }
+    match steps.len() {
+        0 => return f64::NAN,
+        1 => return steps[0].0,
+        _ => {}
+    }
+    let target = q * sorted.len() as f64;
+    let mut below = 0usize;
+    for (k, &(centre, n)) in steps.iter().enumerate() {
+        if (below + n) as f64 >= target || k == steps.len() - 1 {
+            let lower = match k {
+                0 => centre - (steps[1].0 - centre) / 2.0,
+                _ => (steps[k - 1].0 + centre) / 2.0,
+            };
+            let upper = match steps.get(k + 1) {
+                Some(next) => (centre + next.0) / 2.0,
+                None => centre + (centre - steps[k - 1].0) / 2.0,
+            };
+            let into = ((target - below as f64) / n as f64).clamp(0.0, 1.0);
+            return lower + into * (upper - lower);
+        }
+        below += n;
+    }
+    unreachable!("the last step ends the loop")
+}
+
+/// `--inject-iters`: `k` steps of a dependent multiply-add chain (each step waits for the one
+/// before, and `black_box` keeps the compiler from folding the chain), a fixed amount of
+/// work whose time scales with the machine's speed as the workload's does.
+#[inline(never)]
+pub fn spin(k: u64) -> u64 {
+    let mut x = black_box(0x9e37_79b9_7f4a_7c15_u64);
+    for _ in 0..k {
+        x = black_box(
+            x.wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407),
+        );
+    }
+    x
+}
+
+/// What one `spin(k)` costs now: the median of 9 timings of 64 chains each, per chain.
+fn inject_cost_ns(k: u64) -> f64 {
+    let mut per: Vec<f64> = (0..9)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..64 {
+                black_box(spin(k));
+            }
+            start.elapsed().as_nanos() as f64 / 64.0
+        })
+        .collect();
+    per.sort_by(f64::total_cmp);
+    per[per.len() / 2]
 }
 
 fn report(
@@ -176,6 +364,37 @@ fn report(
 /// Nanoseconds from 1 ns to 60 s at 3 significant figures: values below 2048 ns are exact.
 fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouped_quantiles_move_smoothly_across_clock_steps() {
+        // 10 ns steps: the nearest-rank median is 130 either way; the interpolated one moves
+        // with the share of values at 130.
+        let v: Vec<u64> = [vec![130; 800], vec![140; 200]].concat();
+        assert_eq!(grouped_quantile(&v, 0.5), 125.0 + 0.5 / 0.8 * 10.0);
+        let v: Vec<u64> = [vec![130; 700], vec![140; 300]].concat();
+        assert_eq!(grouped_quantile(&v, 0.5), 125.0 + 0.5 / 0.7 * 10.0);
+        // 130 and 131 are one tick read two ways: one step.
+        let v: Vec<u64> = [vec![130; 400], vec![131; 400], vec![140; 200]].concat();
+        let m = grouped_quantile(&v, 0.5);
+        assert!((m - (125.75 + 0.5 / 0.8 * 9.5)).abs() < 1e-9, "{m}");
+        // The tail: p99 in the last step.
+        let v: Vec<u64> = [vec![130; 980], vec![250; 20]].concat();
+        assert_eq!(grouped_quantile(&v, 0.99), 190.0 + 0.5 * 120.0);
+        assert_eq!(grouped_quantile(&[7, 7, 7], 0.99), 7.0);
+        assert!(grouped_quantile(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn the_injected_chain_is_not_folded_away() {
+        let (a, b) = (spin(1), spin(2));
+        assert_ne!(a, b);
+        assert_eq!(spin(3), spin(3));
+    }
 }
 
 /// Median cost of one timed region that contains nothing: two back-to-back `Instant::now()`.

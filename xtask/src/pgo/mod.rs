@@ -11,10 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::build::{Build, Built};
 use crate::cargo::{self, Workspace};
-use crate::config::{self, LoadedConfig};
+use crate::config::{self, LoadedConfig, Mode};
 use crate::flags::{CommonFlags, PgoFlags};
 use crate::fsx;
 use crate::instructions::InstructionCount;
+use crate::lockstep::Session;
 use crate::measure::Run;
 use crate::report::{ProfileInfo, Report};
 use crate::toolchain::{self, Toolchain};
@@ -203,9 +204,13 @@ pub struct Baselines {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurements {
+    pub mode: Mode,
     /// The measured builds, in [`Build::MEASURED`] order.
     pub builds: Vec<Built>,
+    /// Processes mode: every run.
     pub runs: Vec<Run>,
+    /// Lockstep mode: every session.
+    pub sessions: Vec<Session>,
     pub instructions: Vec<InstructionCount>,
     pub comparators: Vec<crate::compare::Row>,
 }
@@ -254,6 +259,10 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     // Stage 1: a version-matched llvm-profdata, or nothing works. Cheap, so every
     // invocation runs it.
     let tc = stage(&ctx, timer, Stage::Doctor, doctor)?;
+    if flags.calibrate {
+        let release = crate::calibrate::release_build(&ctx, &tc)?;
+        return crate::calibrate::run(&ctx, &release).map(drop);
+    }
     if let Some(only) = flags.stage {
         return one_stage(&ctx, &tc, flags, timer, only);
     }

@@ -7,6 +7,7 @@ use anyhow::Result;
 
 use super::{Ctx, Measurements, MergedProfile, OptimizedBuild};
 use crate::build::Built;
+use crate::config::Mode;
 use crate::fsx;
 use crate::instructions;
 use crate::measure;
@@ -15,7 +16,17 @@ use crate::toolchain::Toolchain;
 
 pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
     let cfg = &ctx.config.config;
-    let runs = measure::run(&builds, &cfg.measure)?;
+    let mode = cfg.measure.mode;
+    let (runs, sessions) = match mode {
+        Mode::Lockstep => (
+            Vec::new(),
+            measure::run_lockstep(&measure::arms(&builds), &cfg.measure)?,
+        ),
+        Mode::Processes => (
+            measure::run(&measure::arms(&builds), &cfg.measure)?,
+            Vec::new(),
+        ),
+    };
     // The deterministic metric beside the noisy one.
     let instructions = instructions::measure(&builds, &cfg.measure.workloads, &cfg.instructions);
     for i in &instructions {
@@ -34,8 +45,10 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
     // The same workload on other implementations of the primitive.
     let comparators = run_comparators(ctx, &builds)?;
     Ok(Measurements {
+        mode,
         builds,
         runs,
+        sessions,
         instructions,
         comparators,
     })
@@ -57,13 +70,22 @@ pub(super) fn report(
         .map(|w| w.name.clone())
         .collect();
     let build_names: Vec<String> = builds.iter().map(|b| b.name().to_string()).collect();
-    let workloads = crate::analysis::analyze(
-        &workload_names,
-        &build_names,
-        &measured.runs,
-        &measured.instructions,
-        &cfg.measure,
-    )?;
+    let workloads = match measured.mode {
+        Mode::Lockstep => crate::analysis::analyze_lockstep(
+            &workload_names,
+            &build_names,
+            &measured.sessions,
+            &measured.instructions,
+            &cfg.measure,
+        )?,
+        Mode::Processes => crate::analysis::analyze(
+            &workload_names,
+            &build_names,
+            &measured.runs,
+            &measured.instructions,
+            &cfg.measure,
+        )?,
+    };
     let report = Report {
         schema: 3,
         generated_unix_secs: std::time::SystemTime::now()
@@ -79,6 +101,7 @@ pub(super) fn report(
         instructions: measured.instructions.clone(),
         comparators: measured.comparators.clone(),
         runs: measured.runs.clone(),
+        sessions: measured.sessions.clone(),
     };
     // Everything below is rendered from `report`, the same value report.json holds.
     let path = ctx.data.join("report.json");

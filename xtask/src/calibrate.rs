@@ -1,0 +1,224 @@
+//! `cargo xtask pgo calibrate`: the tool proving its own sensitivity. Release is measured
+//! against release with a known cost injected into every timed round trip (`mty-bench
+//! --inject-iters K`: K steps of a dependent multiply-add chain), at several sizes, in both
+//! measurement modes: the 0 % row is the false-positive check, the others show what each mode
+//! detects and how wide its interval is. The injected size is measured, not assumed: in
+//! lockstep mode the injected arm times its chain after every batch, and the effect is that
+//! cost over release's batch median of the same round.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{self, Judged};
+use crate::build::{Build, Built};
+use crate::config::{Measure, Mode};
+use crate::fsx;
+use crate::lockstep::Session;
+use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm, median};
+use crate::pgo::Ctx;
+use crate::stats;
+
+/// The name of the injected arm.
+pub const INJECTED: &str = "release+inject";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationRow {
+    pub mode: Mode,
+    /// The size asked for, in % of the workload's median.
+    pub target_pct: f64,
+    pub inject_iters: u64,
+    /// The size as measured (lockstep: the chain's own cost over release's batch median).
+    pub injected_pct: f64,
+    /// The injected arm against release, judged against the A/A floor as `measure` does.
+    pub detected: Judged,
+    pub wall_secs: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Calibration {
+    pub workload: String,
+    /// What one step of the chain cost in the probe, and release's median then.
+    pub ns_per_iter: f64,
+    pub probe_median_ns: f64,
+    pub rows: Vec<CalibrationRow>,
+}
+
+pub fn run(ctx: &Ctx, release: &Built) -> Result<Calibration> {
+    let cfg = &ctx.config.config;
+    let name = &cfg.calibrate.workload;
+    let workload = cfg
+        .measure
+        .workloads
+        .iter()
+        .find(|w| &w.name == name)
+        .with_context(|| format!("`calibrate.workload` `{name}` is not measured"))?;
+    let one = |m: &Measure| Measure {
+        workloads: vec![workload.clone()],
+        ..m.clone()
+    };
+    // Probe: what a chain step and a message cost now, to size the injections.
+    let probe_iters = 1000;
+    let mut probe_cfg = one(&cfg.measure);
+    probe_cfg.lockstep.sessions = 1;
+    probe_cfg.lockstep.rounds = 20;
+    let probe = measure::run_lockstep(
+        &[arm(BASELINE, release, 0), arm(INJECTED, release, probe_iters)],
+        &probe_cfg,
+    )
+    .context("the calibration probe")?;
+    let (ns_per_iter, probe_median_ns) = {
+        let s = &probe[0];
+        let base = s.arm(BASELINE).expect("probe arm");
+        let inj = s.arm(INJECTED).expect("probe arm");
+        let per = median(
+            &inj.iter()
+                .filter_map(|b| b.inject_ns)
+                .map(|ns| ns / probe_iters as f64)
+                .collect::<Vec<_>>(),
+        )
+        .context("the probe's injected arm reported no `inject_ns`")?;
+        let base = median(&base.iter().map(|b| b.median_ns).collect::<Vec<_>>())
+            .context("the probe recorded no batch")?;
+        (per, base)
+    };
+    eprintln!(
+        "calibrate: `{name}`: release median {probe_median_ns:.1} ns, one chain step {ns_per_iter:.2} ns"
+    );
+    let mut rows = Vec::new();
+    for &target in &cfg.calibrate.sizes_pct {
+        let iters = (target / 100.0 * probe_median_ns / ns_per_iter).round() as u64;
+        let arms = [
+            arm(BASELINE, release, 0),
+            arm(BASELINE_AGAIN, release, 0),
+            arm(INJECTED, release, iters),
+        ];
+        let builds = [BASELINE.to_string(), INJECTED.to_string()];
+        let names = [name.clone()];
+        // Lockstep first: it measures the injected size too.
+        let start = Instant::now();
+        let m = one(&cfg.measure);
+        let sessions = measure::run_lockstep(&arms, &m)?;
+        let analysed = analysis::analyze_lockstep(&names, &builds, &sessions, &[], &m)?;
+        let injected_pct = injected_pct(&sessions);
+        rows.push(row(Mode::Lockstep, target, iters, injected_pct, &analysed[0], start));
+        let start = Instant::now();
+        let runs = measure::run(&arms, &m)?;
+        let analysed = analysis::analyze(&names, &builds, &runs, &[], &m)?;
+        rows.push(row(Mode::Processes, target, iters, injected_pct, &analysed[0], start));
+    }
+    let out = Calibration {
+        workload: name.clone(),
+        ns_per_iter,
+        probe_median_ns,
+        rows,
+    };
+    fsx::write_json(&ctx.data.join("calibration.json"), &out)?;
+    println!("\n{}", render(&out, &cfg.measure));
+    println!("wrote {}", ctx.data.join("calibration.json").display());
+    Ok(out)
+}
+
+fn arm(name: &str, build: &Built, iters: u64) -> MeasuredArm {
+    MeasuredArm {
+        name: name.to_string(),
+        exe: build.exe.clone(),
+        extra: if iters > 0 {
+            vec!["--inject-iters".into(), iters.to_string()]
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// The injected chain's cost over release's batch median of the same round, in %: the median
+/// over rounds within a session, then over sessions (0 when nothing was injected).
+pub fn injected_pct(sessions: &[Session]) -> f64 {
+    let per_session: Vec<f64> = sessions
+        .iter()
+        .filter_map(|s| {
+            let (base, inj) = (s.arm(BASELINE)?, s.arm(INJECTED)?);
+            let rounds: Vec<f64> = base
+                .iter()
+                .zip(inj)
+                .map(|(b, i)| 100.0 * i.inject_ns.unwrap_or(0.0) / b.median_ns)
+                .collect();
+            median(&rounds)
+        })
+        .collect();
+    median(&per_session).unwrap_or(0.0)
+}
+
+fn row(
+    mode: Mode,
+    target: f64,
+    iters: u64,
+    injected_pct: f64,
+    w: &analysis::WorkloadAnalysis,
+    start: Instant,
+) -> CalibrationRow {
+    let detected = w
+        .rows
+        .iter()
+        .find_map(|r| r.vs_release.as_ref())
+        .expect("the injected arm is compared with release")
+        .median
+        .clone();
+    CalibrationRow {
+        mode,
+        target_pct: target,
+        inject_iters: iters,
+        injected_pct,
+        detected,
+        wall_secs: start.elapsed().as_secs_f64(),
+    }
+}
+
+/// The calibration table.
+pub fn render(c: &Calibration, m: &Measure) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "calibration of `{}`: release against release with a known cost injected into every round trip \
+         (release median {:.1} ns; one chain step {:.2} ns)\n\
+         lockstep: {} sessions x {} rounds x {} messages; processes: {} blocks",
+        c.workload,
+        c.probe_median_ns,
+        c.ns_per_iter,
+        m.lockstep.sessions,
+        m.lockstep.rounds,
+        m.lockstep.batch_messages,
+        m.pairs
+    );
+    let _ = writeln!(
+        out,
+        "  {:<10} {:>8} {:>9}  {:<44} {:<22} {:>7}",
+        "mode", "target", "injected", "detected (median)", "verdict", "wall"
+    );
+    for r in &c.rows {
+        let _ = writeln!(
+            out,
+            "  {:<10} {:>7.1}% {:>8.2}%  {:<44} {:<22} {:>6.1}s",
+            r.mode.name(),
+            r.target_pct,
+            r.injected_pct,
+            stats::describe(&r.detected.estimate),
+            format!(
+                "{} (±{:.1} %)",
+                r.detected.verdict.text(),
+                r.detected.threshold_pct
+            ),
+            r.wall_secs
+        );
+    }
+    out
+}
+
+/// The release build `calibrate` measures: the `baselines` stage's, when it was recorded;
+/// otherwise built now (cargo does nothing when it is fresh).
+pub fn release_build(ctx: &Ctx, tc: &crate::toolchain::Toolchain) -> Result<Built> {
+    let (built, _) = ctx.build(tc, Build::Release, Build::Release.rustflags(None))?;
+    Ok(built)
+}

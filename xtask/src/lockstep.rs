@@ -1,0 +1,302 @@
+//! `measure.mode = "lockstep"`: every arm (release, release again as the A/A arm, lto,
+//! lto+pgo) is one live `mty-bench --lockstep BATCH` process for a whole session, all pinned
+//! to the same core, set up and warmed once; then, round after round, xtask tells each arm in
+//! a seeded random order to run one batch and waits for its answer before telling the next.
+//! This VM's speed flips between two states about once a second: runs of separate processes
+//! (50 ms each) land in one state or the other at random, while arms that take turns in
+//! ~1 ms batches see the same state within a round. Several sessions of new processes sample
+//! the per-process effects (addresses, heap layout) that a single session would freeze.
+//!
+//! The protocol, over each arm's stdin and stdout pipes (one line each way):
+//! - the arm sets up, warms up and prints `{"ready":true,"pid":…,"clock_overhead_ns":…}`;
+//! - xtask writes `g`; the arm runs one batch (only the per-message regions are timed) and
+//!   answers `{"median_ns":…,"p95_ns":…,"p99_ns":…,"mean_ns":…}`;
+//! - xtask writes `q` (or closes stdin); the arm prints its usual report over every batch and
+//!   exits 0.
+//!
+//! Arms that are not running a batch sleep in a blocking read, so they take no CPU from the
+//! one that is. An arm that dies or does not answer within `measure.timeout_secs` fails the
+//! session, naming the arm, its command line and the tail of its stderr.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use indicatif::ProgressBar;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Measure;
+use crate::exec::{self, Cmd};
+use crate::measure::{WorkloadLine, parse_line};
+use crate::stats::SplitMix64;
+
+/// One arm's answer to one `g`: its batch's summary (window means around each quantile; see
+/// mty-bench's `latency.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    pub median_ns: f64,
+    pub p95_ns: f64,
+    pub p99_ns: f64,
+    pub mean_ns: f64,
+    /// With `--inject-iters`: the injected chain's own cost, timed after the batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inject_ns: Option<f64>,
+}
+
+/// A process to run in a session: its name in the report and its command line.
+#[derive(Debug, Clone)]
+pub struct Arm {
+    pub name: String,
+    pub exe: PathBuf,
+    pub args: Vec<String>,
+}
+
+/// One session of one workload: every arm's batches, round by round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    pub workload: String,
+    pub session: u32,
+    pub arms: Vec<String>,
+    /// `order[r]`: the arms' indices in the order they ran in round r.
+    pub order: Vec<Vec<u8>>,
+    /// `batches[a][r]`: arm a's batch in round r.
+    pub batches: Vec<Vec<Batch>>,
+    /// Each arm's closing report over all its batches (histogram, CPU time, switches).
+    pub totals: Vec<WorkloadLine>,
+}
+
+impl Session {
+    /// Arm `name`'s batches in round order.
+    pub fn arm(&self, name: &str) -> Option<&[Batch]> {
+        let i = self.arms.iter().position(|a| a == name)?;
+        Some(&self.batches[i])
+    }
+}
+
+/// Runs one session: starts every arm, `rounds` rounds of turns, then closes them; `bar`
+/// counts the rounds.
+pub fn session(
+    workload: &str,
+    index: u32,
+    arms: &[Arm],
+    cfg: &Measure,
+    rng: &mut SplitMix64,
+    bar: &ProgressBar,
+) -> Result<Session> {
+    let timeout = Duration::from_secs(cfg.timeout_secs);
+    let batch = cfg.lockstep.batch_messages.to_string();
+    // Taking turns means sharing one core: the configured one, else the last.
+    let core = cfg.pin_core.or_else(|| {
+        std::thread::available_parallelism()
+            .ok()
+            .map(|n| n.get() - 1)
+    });
+    let mut live = Vec::new();
+    for arm in arms {
+        let cmd = crate::measure::pinned(&arm.exe, core)
+            .args(arm.args.iter().cloned())
+            .args(["--lockstep".to_string(), batch.clone()]);
+        live.push(bar.suspend(|| Live::start(&arm.name, cmd))?);
+    }
+    // Set up and warmed: each says so before any batch.
+    for arm in &mut live {
+        let line = arm.answer(timeout, "setting up")?;
+        if !line.contains("\"ready\"") {
+            bail!(
+                "arm `{}` (`{}`) answered {line:?} instead of its ready line; is it a mty-bench that knows `--lockstep`?",
+                arm.name,
+                arm.cmd.display()
+            );
+        }
+    }
+    let mut order = Vec::with_capacity(cfg.lockstep.rounds as usize);
+    let mut batches: Vec<Vec<Batch>> = vec![Vec::new(); arms.len()];
+    for round in 0..cfg.lockstep.rounds {
+        let mut turn: Vec<u8> = (0..arms.len() as u8).collect();
+        rng.shuffle(&mut turn);
+        for &a in &turn {
+            let arm = &mut live[a as usize];
+            let what = format!("running batch {} of session {index}", round + 1);
+            arm.say("g", &what)?;
+            let line = arm.answer(timeout, &what)?;
+            let parsed: Batch = serde_json::from_str(&line).with_context(|| {
+                format!(
+                    "arm `{}` (`{}`) answered {line:?}, not a batch summary",
+                    arm.name,
+                    arm.cmd.display()
+                )
+            })?;
+            batches[a as usize].push(parsed);
+        }
+        order.push(turn);
+        bar.inc(1);
+    }
+    let mut totals = Vec::new();
+    for arm in &mut live {
+        arm.say("q", "closing")?;
+        let line = arm.answer(timeout, "writing its closing report")?;
+        totals.push(parse_line(&line).with_context(|| {
+            format!(
+                "arm `{}` (`{}`): its closing report",
+                arm.name,
+                arm.cmd.display()
+            )
+        })?);
+        arm.finish(timeout)?;
+    }
+    Ok(Session {
+        workload: workload.to_string(),
+        session: index,
+        arms: arms.iter().map(|a| a.name.clone()).collect(),
+        order,
+        batches,
+        totals,
+    })
+}
+
+/// A running arm: its pipes, and its stdout and stderr read by threads of their own (so a
+/// hung arm is noticed at a timeout, not waited for forever).
+struct Live {
+    name: String,
+    cmd: Cmd,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Live {
+    fn start(name: &str, cmd: Cmd) -> Result<Live> {
+        let mut child = cmd.spawn_piped()?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped");
+        let mut stderr_pipe = child.stderr.take().expect("piped");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut text = sink.lock().unwrap_or_else(|e| e.into_inner());
+                text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                // Keep the tail only.
+                if text.len() > 64 * 1024 {
+                    let cut = text.len() - 32 * 1024;
+                    let cut = (cut..text.len())
+                        .find(|i| text.is_char_boundary(*i))
+                        .unwrap_or(text.len());
+                    text.drain(..cut);
+                }
+            }
+        });
+        Ok(Live {
+            name: name.to_string(),
+            cmd,
+            child,
+            stdin,
+            lines,
+            stderr,
+        })
+    }
+
+    fn say(&mut self, word: &str, what: &str) -> Result<()> {
+        let stdin = self.stdin.as_mut().expect("open until finish");
+        if writeln!(stdin, "{word}").and_then(|()| stdin.flush()).is_err() {
+            return Err(self.failure(what, None));
+        }
+        Ok(())
+    }
+
+    fn answer(&mut self, timeout: Duration, what: &str) -> Result<String> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(line) => Ok(line),
+            Err(RecvTimeoutError::Disconnected) => Err(self.failure(what, None)),
+            Err(RecvTimeoutError::Timeout) => Err(self.failure(what, Some(timeout))),
+        }
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    fn finish(&mut self, timeout: Duration) -> Result<()> {
+        drop(self.stdin.take());
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) if status.success() => return Ok(()),
+                Ok(Some(_)) => return Err(self.failure("exiting", None)),
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                _ => return Err(self.failure("exiting", Some(timeout))),
+            }
+        }
+    }
+
+    /// The arm failed while doing `what`: it died (say how), or it hung past `timed_out`
+    /// (kill it). Either way: its name, command line and the tail of its stderr.
+    fn failure(&mut self, what: &str, timed_out: Option<Duration>) -> anyhow::Error {
+        let how = match timed_out {
+            Some(t) => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                format!(
+                    "did not answer within {} s and was killed (raise `measure.timeout_secs` if it is merely slow)",
+                    t.as_secs()
+                )
+            }
+            None => {
+                // It closed its stdout: give it a moment to be reaped.
+                let mut status = None;
+                for _ in 0..500 {
+                    if let Ok(Some(s)) = self.child.try_wait() {
+                        status = Some(s);
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                match status {
+                    Some(s) => exec::describe_status(&s),
+                    None => "closed its output".to_string(),
+                }
+            }
+        };
+        // Let the stderr thread catch up with what the process wrote before it ended.
+        std::thread::sleep(Duration::from_millis(20));
+        let stderr = self
+            .stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        anyhow::anyhow!(
+            "lockstep arm `{}` {how} while {what}: `{}`{}",
+            self.name,
+            self.cmd.display(),
+            exec::stderr_tail(&stderr)
+        )
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        // Closing stdin ends a healthy arm; a failed session kills the rest.
+        drop(self.stdin.take());
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
