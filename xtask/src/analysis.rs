@@ -12,8 +12,8 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Measure, Mode};
-use crate::lockstep::{Batch, Session};
 use crate::instructions::InstructionCount;
+use crate::lockstep::{Batch, Session};
 use crate::measure::{BASELINE, BASELINE_AGAIN, Run, median};
 use crate::stats::{self, Estimate, Verdict};
 
@@ -204,7 +204,11 @@ pub fn round_ratios(
         .iter()
         .map(|s| {
             let (Some(base), Some(c)) = (s.arm(BASELINE), s.arm(cand)) else {
-                bail!("session {} of `{}` has no arm `{cand}` or `{BASELINE}`", s.session, s.workload);
+                bail!(
+                    "session {} of `{}` has no arm `{cand}` or `{BASELINE}`",
+                    s.session,
+                    s.workload
+                );
             };
             Ok(base
                 .iter()
@@ -248,7 +252,13 @@ fn analyze_sessions(
         } else {
             Some(judge(compare(build)?))
         };
-        rows.push(session_row(workload, build, sessions, instructions, vs_release));
+        rows.push(session_row(
+            workload,
+            build,
+            sessions,
+            instructions,
+            vs_release,
+        ));
     }
     Ok(WorkloadAnalysis {
         workload: workload.to_string(),
@@ -262,7 +272,10 @@ fn analyze_sessions(
 }
 
 /// Judges estimates against max(min effect, the A/A noise floor of each percentile).
-fn judge_against(aa: &[Estimate; 3], min_effect_pct: f64) -> impl Fn([Estimate; 3]) -> Comparison + use<> {
+fn judge_against(
+    aa: &[Estimate; 3],
+    min_effect_pct: f64,
+) -> impl Fn([Estimate; 3]) -> Comparison + use<> {
     let thresholds: Vec<f64> = aa
         .iter()
         .map(|e| stats::noise_floor_pct(e).max(min_effect_pct))

@@ -1,10 +1,17 @@
 //! `cargo xtask pgo calibrate`: the tool proving its own sensitivity. Release is measured
-//! against release with a known cost injected into every timed round trip (`mty-bench
-//! --inject-iters K`: K steps of a dependent multiply-add chain), at several sizes, in both
-//! measurement modes: the 0 % row is the false-positive check, the others show what each mode
-//! detects and how wide its interval is. The injected size is measured, not assumed: in
-//! lockstep mode the injected arm times its chain after every batch, and the effect is that
-//! cost over release's batch median of the same round.
+//! against release with a known effect injected (`mty-bench --inject-ns N`: N ns added to
+//! every measured round trip), at several sizes, in both measurement modes: the 0 % row is the
+//! false-positive check, the others show what each mode detects and how wide its interval is.
+//! The injected size in % is measured, not assumed: N over release's batch median of the same
+//! round (the machine's speed flips change it).
+//!
+//! Why added nanoseconds and not extra work: a dependent multiply-add chain inside the timed
+//! region was tried first. Unfenced, the out-of-order core ran it beside the round trip's own
+//! waits (a chain costing 17 % of a round trip alone added 4 %, one seeded by the received
+//! message added nothing measurable: the clock read does not wait for it); fenced with
+//! `lfence`, the fence alone cost 11 ns, 8.6 % of a round trip, so no size under that could be
+//! made. Added nanoseconds are exact at every size; what they check is the protocol and the
+//! statistics against this machine's noise, which is what the calibration is for.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -29,8 +36,9 @@ pub struct CalibrationRow {
     pub mode: Mode,
     /// The size asked for, in % of the workload's median.
     pub target_pct: f64,
-    pub inject_iters: u64,
-    /// The size as measured (lockstep: the chain's own cost over release's batch median).
+    /// Nanoseconds added to every round trip (`--inject-ns`).
+    pub inject_ns: u64,
+    /// The size as measured: `inject_ns` over release's batch median, round by round.
     pub injected_pct: f64,
     /// The injected arm against release, judged against the A/A floor as `measure` does.
     pub detected: Judged,
@@ -40,8 +48,7 @@ pub struct CalibrationRow {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Calibration {
     pub workload: String,
-    /// What one step of the chain cost in the probe, and release's median then.
-    pub ns_per_iter: f64,
+    /// Release's median in the probe, which sizes the injections.
     pub probe_median_ns: f64,
     pub rows: Vec<CalibrationRow>,
 }
@@ -59,41 +66,32 @@ pub fn run(ctx: &Ctx, release: &Built) -> Result<Calibration> {
         workloads: vec![workload.clone()],
         ..m.clone()
     };
-    // Probe: what a chain step and a message cost now, to size the injections.
-    let probe_iters = 1000;
+    // Probe: what a message costs now, to size the injections.
     let mut probe_cfg = one(&cfg.measure);
-    probe_cfg.lockstep.sessions = 1;
-    probe_cfg.lockstep.rounds = 20;
+    probe_cfg.lockstep.sessions = 2;
+    probe_cfg.lockstep.rounds = 10;
     let probe = measure::run_lockstep(
-        &[arm(BASELINE, release, 0), arm(INJECTED, release, probe_iters)],
+        &[arm(BASELINE, release, 0), arm(BASELINE_AGAIN, release, 0)],
         &probe_cfg,
     )
     .context("the calibration probe")?;
-    let (ns_per_iter, probe_median_ns) = {
-        let s = &probe[0];
-        let base = s.arm(BASELINE).expect("probe arm");
-        let inj = s.arm(INJECTED).expect("probe arm");
-        let per = median(
-            &inj.iter()
-                .filter_map(|b| b.inject_ns)
-                .map(|ns| ns / probe_iters as f64)
-                .collect::<Vec<_>>(),
-        )
-        .context("the probe's injected arm reported no `inject_ns`")?;
-        let base = median(&base.iter().map(|b| b.median_ns).collect::<Vec<_>>())
-            .context("the probe recorded no batch")?;
-        (per, base)
-    };
-    eprintln!(
-        "calibrate: `{name}`: release median {probe_median_ns:.1} ns, one chain step {ns_per_iter:.2} ns"
-    );
+    let probe_median_ns = median(
+        &probe
+            .iter()
+            .filter_map(|s| s.arm(BASELINE))
+            .flatten()
+            .map(|b| b.median_ns)
+            .collect::<Vec<_>>(),
+    )
+    .context("the calibration probe recorded no batch")?;
+    eprintln!("calibrate: `{name}`: release median {probe_median_ns:.1} ns");
     let mut rows = Vec::new();
     for &target in &cfg.calibrate.sizes_pct {
-        let iters = (target / 100.0 * probe_median_ns / ns_per_iter).round() as u64;
+        let inject_ns = (target / 100.0 * probe_median_ns).round().max(0.0) as u64;
         let arms = [
             arm(BASELINE, release, 0),
             arm(BASELINE_AGAIN, release, 0),
-            arm(INJECTED, release, iters),
+            arm(INJECTED, release, inject_ns),
         ];
         let builds = [BASELINE.to_string(), INJECTED.to_string()];
         let names = [name.clone()];
@@ -103,15 +101,28 @@ pub fn run(ctx: &Ctx, release: &Built) -> Result<Calibration> {
         let sessions = measure::run_lockstep(&arms, &m)?;
         let analysed = analysis::analyze_lockstep(&names, &builds, &sessions, &[], &m)?;
         let injected_pct = injected_pct(&sessions);
-        rows.push(row(Mode::Lockstep, target, iters, injected_pct, &analysed[0], start));
+        rows.push(row(
+            Mode::Lockstep,
+            target,
+            inject_ns,
+            injected_pct,
+            &analysed[0],
+            start,
+        ));
         let start = Instant::now();
         let runs = measure::run(&arms, &m)?;
         let analysed = analysis::analyze(&names, &builds, &runs, &[], &m)?;
-        rows.push(row(Mode::Processes, target, iters, injected_pct, &analysed[0], start));
+        rows.push(row(
+            Mode::Processes,
+            target,
+            inject_ns,
+            injected_pct,
+            &analysed[0],
+            start,
+        ));
     }
     let out = Calibration {
         workload: name.clone(),
-        ns_per_iter,
         probe_median_ns,
         rows,
     };
@@ -121,19 +132,19 @@ pub fn run(ctx: &Ctx, release: &Built) -> Result<Calibration> {
     Ok(out)
 }
 
-fn arm(name: &str, build: &Built, iters: u64) -> MeasuredArm {
+fn arm(name: &str, build: &Built, inject_ns: u64) -> MeasuredArm {
     MeasuredArm {
         name: name.to_string(),
         exe: build.exe.clone(),
-        extra: if iters > 0 {
-            vec!["--inject-iters".into(), iters.to_string()]
+        extra: if inject_ns > 0 {
+            vec!["--inject-ns".into(), inject_ns.to_string()]
         } else {
             Vec::new()
         },
     }
 }
 
-/// The injected chain's cost over release's batch median of the same round, in %: the median
+/// The injected nanoseconds over release's batch median of the same round, in %: the median
 /// over rounds within a session, then over sessions (0 when nothing was injected).
 pub fn injected_pct(sessions: &[Session]) -> f64 {
     let per_session: Vec<f64> = sessions
@@ -154,7 +165,7 @@ pub fn injected_pct(sessions: &[Session]) -> f64 {
 fn row(
     mode: Mode,
     target: f64,
-    iters: u64,
+    inject_ns: u64,
     injected_pct: f64,
     w: &analysis::WorkloadAnalysis,
     start: Instant,
@@ -169,7 +180,7 @@ fn row(
     CalibrationRow {
         mode,
         target_pct: target,
-        inject_iters: iters,
+        inject_ns,
         injected_pct,
         detected,
         wall_secs: start.elapsed().as_secs_f64(),
@@ -181,12 +192,11 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "calibration of `{}`: release against release with a known cost injected into every round trip \
-         (release median {:.1} ns; one chain step {:.2} ns)\n\
+        "calibration of `{}`: release against release with N ns added to every round trip \
+         (release median {:.1} ns)\n\
          lockstep: {} sessions x {} rounds x {} messages; processes: {} blocks",
         c.workload,
         c.probe_median_ns,
-        c.ns_per_iter,
         m.lockstep.sessions,
         m.lockstep.rounds,
         m.lockstep.batch_messages,
@@ -194,15 +204,16 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:<10} {:>8} {:>9}  {:<44} {:<22} {:>7}",
-        "mode", "target", "injected", "detected (median)", "verdict", "wall"
+        "  {:<10} {:>8} {:>5} {:>9}  {:<44} {:<32} {:>7}",
+        "mode", "target", "N", "injected", "detected (median)", "verdict", "wall"
     );
     for r in &c.rows {
         let _ = writeln!(
             out,
-            "  {:<10} {:>7.1}% {:>8.2}%  {:<44} {:<22} {:>6.1}s",
+            "  {:<10} {:>7.1}% {:>5} {:>8.2}%  {:<44} {:<32} {:>6.1}s",
             r.mode.name(),
             r.target_pct,
+            r.inject_ns,
             r.injected_pct,
             stats::describe(&r.detected.estimate),
             format!(

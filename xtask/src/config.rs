@@ -59,9 +59,9 @@ pub struct Lockstep {
 impl Default for Lockstep {
     fn default() -> Self {
         Lockstep {
-            sessions: 12,
-            rounds: 200,
-            batch_messages: 5000,
+            sessions: 100,
+            rounds: 20,
+            batch_messages: 3000,
         }
     }
 }

@@ -216,7 +216,10 @@ impl Live {
 
     fn say(&mut self, word: &str, what: &str) -> Result<()> {
         let stdin = self.stdin.as_mut().expect("open until finish");
-        if writeln!(stdin, "{word}").and_then(|()| stdin.flush()).is_err() {
+        if writeln!(stdin, "{word}")
+            .and_then(|()| stdin.flush())
+            .is_err()
+        {
             return Err(self.failure(what, None));
         }
         Ok(())
@@ -239,7 +242,7 @@ impl Live {
                 Ok(Some(status)) if status.success() => return Ok(()),
                 Ok(Some(_)) => return Err(self.failure("exiting", None)),
                 Ok(None) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(2));
+                    std::thread::sleep(Duration::from_micros(100));
                 }
                 _ => return Err(self.failure("exiting", Some(timeout))),
             }

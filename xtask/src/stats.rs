@@ -355,7 +355,11 @@ mod tests {
                 let offset = 1.0 + 2.0 * session_spread * u();
                 (0..rounds)
                     .map(|r| {
-                        let state = if (r / flip_every) % 2 == 0 { 170.0 } else { 235.0 };
+                        let state = if (r / flip_every) % 2 == 0 {
+                            170.0
+                        } else {
+                            235.0
+                        };
                         let base = state * (1.0 + 0.01 * u());
                         let cand = state * ratio * offset * (1.0 + 0.01 * u());
                         (cand / base).ln()

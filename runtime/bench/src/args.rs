@@ -4,7 +4,7 @@ use std::fmt;
 
 pub const USAGE: &str = "\
 usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
-                 [--untimed] [--emit-values] [--lockstep BATCH] [--inject-iters K]
+                 [--untimed] [--emit-values] [--lockstep BATCH] [--inject-ns N]
 
 workloads:
   agent_send_latency       per-message send->recv latency through a Mighty mailbox (capacity 8)
@@ -23,9 +23,9 @@ workloads:
            report over every batch and exit. `--messages` is not used. (The protocol of
            `cargo xtask pgo`'s lockstep measurement.)
 
---inject-iters K: add K steps of a dependent multiply-add chain to every timed round trip: a
-           known, deterministic extra cost (for `cargo xtask pgo calibrate`). Lockstep
-           answers then carry `inject_ns`, the chain's own cost timed outside the batch.
+--inject-ns N: add N ns to every measured round trip: a known effect, exactly, for
+           `cargo xtask pgo calibrate` to check what the measurement detects. Lockstep
+           answers then carry `inject_ns`.
 
 defaults: --messages 200000 --warmup 10000 --policy block --payload-bytes 0";
 
@@ -75,8 +75,8 @@ pub struct Args {
     pub emit_values: bool,
     /// Take turns with other processes: one batch of this many messages per `g` on stdin.
     pub lockstep: Option<u64>,
-    /// Extra deterministic work in every timed round trip (calibration).
-    pub inject_iters: u64,
+    /// Nanoseconds added to every measured round trip (calibration).
+    pub inject_ns: u64,
 }
 
 #[derive(Debug)]
@@ -106,7 +106,7 @@ impl Args {
             untimed: false,
             emit_values: false,
             lockstep: None,
-            inject_iters: 0,
+            inject_ns: 0,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -120,7 +120,7 @@ impl Args {
                 "--untimed" => args.untimed = true,
                 "--emit-values" => args.emit_values = true,
                 "--lockstep" => args.lockstep = Some(number(&flag, &value()?)?),
-                "--inject-iters" => args.inject_iters = number(&flag, &value()?)?,
+                "--inject-ns" => args.inject_ns = number(&flag, &value()?)?,
                 "--policy" => {
                     args.policy = match value()?.as_str() {
                         "block" => PolicyArg::Block,
@@ -169,8 +169,8 @@ mod tests {
         assert_eq!((a.messages, a.warmup, a.payload_bytes), (5, 1, 9));
         assert_eq!(a.policy, PolicyArg::Fail);
         assert!(parse("agent_send_latency --untimed").unwrap().untimed);
-        let l = parse("agent_send_latency --lockstep 5000 --inject-iters 7").unwrap();
-        assert_eq!((l.lockstep, l.inject_iters), (Some(5000), 7));
+        let l = parse("agent_send_latency --lockstep 5000 --inject-ns 7").unwrap();
+        assert_eq!((l.lockstep, l.inject_ns), (Some(5000), 7));
         assert!(
             parse("tokio_mpsc_send_latency --emit-values")
                 .unwrap()

@@ -117,16 +117,13 @@ fn run(
     if let Some(batch) = args.lockstep {
         return lockstep(args, batch, &rt, &bytes, round_trip);
     }
-    let inject = args.inject_iters;
+    let inject = std::time::Duration::from_nanos(args.inject_ns);
     rt.block_on(async {
         for i in 0..args.warmup + args.messages {
             let msg = SmallPayload::copy_from(&bytes);
             let start = Instant::now();
             let got = round_trip(msg).await;
-            if inject > 0 {
-                spin(inject);
-            }
-            let elapsed = start.elapsed();
+            let elapsed = start.elapsed() + inject;
             assert_eq!(
                 got.len(),
                 bytes.len(),
@@ -163,7 +160,7 @@ struct BatchLine {
     p95_ns: f64,
     p99_ns: f64,
     mean_ns: f64,
-    /// The injected chain's own cost, timed after the batch (with `--inject-iters`).
+    /// The nanoseconds added to every value (with `--inject-ns`).
     #[serde(skip_serializing_if = "Option::is_none")]
     inject_ns: Option<f64>,
 }
@@ -179,7 +176,7 @@ fn lockstep(
     mut round_trip: impl AsyncFnMut(SmallPayload) -> SmallPayload,
 ) -> LatencyReport {
     use std::io::{BufRead, Write};
-    let inject = args.inject_iters;
+    let inject = std::time::Duration::from_nanos(args.inject_ns);
     let mut hist = new_histogram();
     let mut values: Vec<u64> = Vec::with_capacity(batch as usize);
     let stdin = std::io::stdin();
@@ -198,7 +195,10 @@ fn lockstep(
     };
     answer(
         &mut stdout,
-        format!(r#"{{"ready":true,"pid":{},"clock_overhead_ns":{clock}}}"#, std::process::id()),
+        format!(
+            r#"{{"ready":true,"pid":{},"clock_overhead_ns":{clock}}}"#,
+            std::process::id()
+        ),
     );
     let mut command = String::new();
     loop {
@@ -221,11 +221,12 @@ fn lockstep(
                 let msg = SmallPayload::copy_from(bytes);
                 let start = Instant::now();
                 let got = round_trip(msg).await;
-                if inject > 0 {
-                    spin(inject);
-                }
-                let elapsed = start.elapsed();
-                assert_eq!(got.len(), bytes.len(), "the mailbox returned another message");
+                let elapsed = start.elapsed() + inject;
+                assert_eq!(
+                    got.len(),
+                    bytes.len(),
+                    "the mailbox returned another message"
+                );
                 black_box(got);
                 values.push(elapsed.as_nanos() as u64);
             }
@@ -241,7 +242,7 @@ fn lockstep(
             p95_ns: milli(grouped_quantile(&values, 0.95)),
             p99_ns: milli(grouped_quantile(&values, 0.99)),
             mean_ns: milli(values.iter().sum::<u64>() as f64 / values.len() as f64),
-            inject_ns: (inject > 0).then(|| milli(inject_cost_ns(inject))),
+            inject_ns: (args.inject_ns > 0).then_some(args.inject_ns as f64),
         };
         answer(
             &mut stdout,
@@ -302,36 +303,6 @@ pub fn grouped_quantile(sorted: &[u64], q: f64) -> f64 {
     unreachable!("the last step ends the loop")
 }
 
-/// `--inject-iters`: `k` steps of a dependent multiply-add chain (each step waits for the one
-/// before, and `black_box` keeps the compiler from folding the chain), a fixed amount of
-/// work whose time scales with the machine's speed as the workload's does.
-#[inline(never)]
-pub fn spin(k: u64) -> u64 {
-    let mut x = black_box(0x9e37_79b9_7f4a_7c15_u64);
-    for _ in 0..k {
-        x = black_box(
-            x.wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407),
-        );
-    }
-    x
-}
-
-/// What one `spin(k)` costs now: the median of 9 timings of 64 chains each, per chain.
-fn inject_cost_ns(k: u64) -> f64 {
-    let mut per: Vec<f64> = (0..9)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..64 {
-                black_box(spin(k));
-            }
-            start.elapsed().as_nanos() as f64 / 64.0
-        })
-        .collect();
-    per.sort_by(f64::total_cmp);
-    per[per.len() / 2]
-}
-
 fn report(
     args: &Args,
     hist: &Histogram<u64>,
@@ -387,13 +358,6 @@ mod tests {
         assert_eq!(grouped_quantile(&v, 0.99), 190.0 + 0.5 * 120.0);
         assert_eq!(grouped_quantile(&[7, 7, 7], 0.99), 7.0);
         assert!(grouped_quantile(&[], 0.5).is_nan());
-    }
-
-    #[test]
-    fn the_injected_chain_is_not_folded_away() {
-        let (a, b) = (spin(1), spin(2));
-        assert_ne!(a, b);
-        assert_eq!(spin(3), spin(3));
     }
 }
 

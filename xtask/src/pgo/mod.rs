@@ -261,7 +261,9 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     let tc = stage(&ctx, timer, Stage::Doctor, doctor)?;
     if flags.calibrate {
         let release = crate::calibrate::release_build(&ctx, &tc)?;
-        return crate::calibrate::run(&ctx, &release).map(drop);
+        return timer
+            .section_named("calibrate", || crate::calibrate::run(&ctx, &release))
+            .map(drop);
     }
     if let Some(only) = flags.stage {
         return one_stage(&ctx, &tc, flags, timer, only);
@@ -406,14 +408,18 @@ fn baselines(ctx: &Ctx, tc: &Toolchain) -> Result<Baselines> {
 /// Times each stage; prints a table of them at the end, even when the pipeline failed.
 #[derive(Default)]
 struct Timer {
-    sections: Vec<(Stage, Duration, bool)>,
+    sections: Vec<(&'static str, Duration, bool)>,
 }
 
 impl Timer {
     fn section<T>(&mut self, stage: Stage, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.section_named(stage.name(), f)
+    }
+
+    fn section_named<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let start = Instant::now();
-        let result = f().with_context(|| format!("stage `{}` failed", stage.name()));
-        self.sections.push((stage, start.elapsed(), result.is_ok()));
+        let result = f().with_context(|| format!("stage `{name}` failed"));
+        self.sections.push((name, start.elapsed(), result.is_ok()));
         result
     }
 
@@ -423,8 +429,7 @@ impl Timer {
         }
         let total: f64 = self.sections.iter().map(|s| s.1.as_secs_f64()).sum();
         eprintln!("\n{:<12} {:>9} {:>7}", "stage", "seconds", "share");
-        for (stage, took, ok) in &self.sections {
-            let name = stage.name();
+        for (name, took, ok) in &self.sections {
             let s = took.as_secs_f64();
             let share = if total > 0.0 { 100.0 * s / total } else { 0.0 };
             eprintln!(

@@ -17,6 +17,7 @@ use crate::toolchain::Toolchain;
 pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
     let cfg = &ctx.config.config;
     let mode = cfg.measure.mode;
+    let started = std::time::Instant::now();
     let (runs, sessions) = match mode {
         Mode::Lockstep => (
             Vec::new(),
@@ -27,7 +28,9 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
             Vec::new(),
         ),
     };
+    let latency_secs = started.elapsed().as_secs_f64();
     // The deterministic metric beside the noisy one.
+    let started = std::time::Instant::now();
     let instructions = instructions::measure(&builds, &cfg.measure.workloads, &cfg.instructions);
     for i in &instructions {
         match (i.per_message, &i.note) {
@@ -42,8 +45,15 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
             (None, None) => {}
         }
     }
+    let instructions_secs = started.elapsed().as_secs_f64();
     // The same workload on other implementations of the primitive.
+    let started = std::time::Instant::now();
     let comparators = run_comparators(ctx, &builds)?;
+    eprintln!(
+        "measure: latency ({}) {latency_secs:.1} s, instructions {instructions_secs:.1} s, comparators {:.1} s",
+        mode.name(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(Measurements {
         mode,
         builds,
