@@ -337,6 +337,17 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
 }
 
+/// Median cost of one timed region that contains nothing: two back-to-back `Instant::now()`.
+pub fn clock_overhead_ns() -> u64 {
+    let mut hist = new_histogram();
+    for _ in 0..20_000 {
+        let start = Instant::now();
+        let elapsed = black_box(start).elapsed();
+        hist.saturating_record(elapsed.as_nanos() as u64);
+    }
+    hist.value_at_quantile(0.5)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,15 +370,4 @@ mod tests {
         assert_eq!(grouped_quantile(&[7, 7, 7], 0.99), 7.0);
         assert!(grouped_quantile(&[], 0.5).is_nan());
     }
-}
-
-/// Median cost of one timed region that contains nothing: two back-to-back `Instant::now()`.
-pub fn clock_overhead_ns() -> u64 {
-    let mut hist = new_histogram();
-    for _ in 0..20_000 {
-        let start = Instant::now();
-        let elapsed = black_box(start).elapsed();
-        hist.saturating_record(elapsed.as_nanos() as u64);
-    }
-    hist.value_at_quantile(0.5)
 }
