@@ -55,13 +55,16 @@ pub struct Calibration {
 
 pub fn run(ctx: &Ctx, release: &Built) -> Result<Calibration> {
     let cfg = &ctx.config.config;
-    let name = &cfg.calibrate.workload;
-    let workload = cfg
-        .measure
-        .workloads
-        .iter()
-        .find(|w| &w.name == name)
-        .with_context(|| format!("`calibrate.workload` `{name}` is not measured"))?;
+    let workload = match &cfg.calibrate.workload {
+        Some(name) => cfg
+            .measure
+            .workloads
+            .iter()
+            .find(|w| &w.name == name)
+            .with_context(|| format!("`calibrate.workload` `{name}` is not measured"))?,
+        None => &cfg.measure.workloads[0],
+    };
+    let name = &workload.name;
     let one = |m: &Measure| Measure {
         workloads: vec![workload.clone()],
         ..m.clone()

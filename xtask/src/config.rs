@@ -70,8 +70,10 @@ impl Default for Lockstep {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Calibrate {
-    /// The measured workload (a name from `measure.workloads`) to inject into.
-    pub workload: String,
+    /// The measured workload (a name from `measure.workloads`) to inject into; the first
+    /// measured one when not given.
+    #[serde(default)]
+    pub workload: Option<String>,
     /// Injected costs, in % of that workload's median.
     pub sizes_pct: Vec<f64>,
 }
@@ -79,7 +81,7 @@ pub struct Calibrate {
 impl Default for Calibrate {
     fn default() -> Self {
         Calibrate {
-            workload: "agent_send_latency".into(),
+            workload: None,
             sizes_pct: vec![0.0, 1.0, 2.0, 5.0],
         }
     }
@@ -246,10 +248,11 @@ pub fn parse(text: &str) -> Result<Config> {
     {
         bail!("two measured workloads are named `{dup}`: names key the report");
     }
-    if !names.contains(&config.calibrate.workload.as_str()) {
+    if let Some(w) = &config.calibrate.workload
+        && !names.contains(&w.as_str())
+    {
         bail!(
-            "`calibrate.workload` names `{}`, which is not a measured workload ({})",
-            config.calibrate.workload,
+            "`calibrate.workload` names `{w}`, which is not a measured workload ({})",
             names.join(", ")
         );
     }

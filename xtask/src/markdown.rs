@@ -66,7 +66,7 @@ fn workload(md: &mut String, report: &Report) {
     }
 }
 
-/// Per workload, the table of builds.
+/// Per workload, the table of builds, and the pictures.
 fn numbers(md: &mut String, report: &Report) {
     let _ = writeln!(md, "\n## Numbers\n");
     for w in &report.workloads {
@@ -104,6 +104,16 @@ fn numbers(md: &mut String, report: &Report) {
             );
         }
         md.push('\n');
+    }
+    let _ = writeln!(md, "![latency by percentile, per build](latency.svg)\n");
+    if !report.sessions.is_empty() {
+        let _ = writeln!(
+            md,
+            "![lockstep: one session round by round, and every session](rounds.svg)\n\n\
+             Why lockstep: this VM's speed flips between two states about once a second. In `rounds.svg` the arms' batch medians jump \
+             together when it does (top), while their ratio to release's batch of the same round stays put (middle); whole sessions \
+             of new processes differ by a per-process effect (bottom), so sessions are the unit of the intervals.\n"
+        );
     }
 }
 

@@ -355,7 +355,7 @@ mod tests {
                 let offset = 1.0 + 2.0 * session_spread * u();
                 (0..rounds)
                     .map(|r| {
-                        let state = if (r / flip_every) % 2 == 0 {
+                        let state = if (r / flip_every).is_multiple_of(2) {
                             170.0
                         } else {
                             235.0

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::{Ctx, Measurements, MergedProfile, OptimizedBuild};
 use crate::build::Built;
@@ -122,6 +122,15 @@ pub(super) fn report(
         &ctx.data.join("latency.svg"),
         crate::plot::render_svg(&report).as_bytes(),
     )?;
+    // Lockstep only: one session round by round, and every session's ratio.
+    let rounds = ctx.data.join("rounds.svg");
+    match crate::plot::render_rounds_svg(&report) {
+        Some(svg) => fsx::write_atomic(&rounds, svg.as_bytes())?,
+        // A processes-mode report has no rounds: an old picture would belong to another run.
+        None if rounds.exists() => std::fs::remove_file(&rounds)
+            .with_context(|| format!("cannot remove the stale {}", rounds.display()))?,
+        None => {}
+    }
     fsx::write_json(
         &ctx.data.join("benchmark.json"),
         &report::benchmark_entries(&report),
@@ -135,8 +144,13 @@ pub(super) fn report(
     }
     println!("\n{}", report::render_table(&report));
     println!(
-        "wrote {}/{{report.json, report.md, latency.svg, benchmark.json}}, appended history.jsonl",
-        ctx.data.display()
+        "wrote {}/{{report.json, report.md, latency.svg{}, benchmark.json}}, appended history.jsonl",
+        ctx.data.display(),
+        if report.sessions.is_empty() {
+            ""
+        } else {
+            ", rounds.svg"
+        }
     );
     Ok(report)
 }
