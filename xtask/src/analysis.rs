@@ -431,6 +431,7 @@ pub mod tests {
     use super::*;
     use crate::measure::parse_line;
     use crate::measure::tests::{LINE, measure_config};
+    use crate::stats::Verdict;
 
     /// Synthetic runs: release ~200 ns, LTO the same, PGO 10 % faster, with a deterministic
     /// wobble; block 2 disturbed.
@@ -516,6 +517,94 @@ pub mod tests {
             err.to_string()
                 .contains("only 1 of 3 blocks were undisturbed"),
             "{err}"
+        );
+    }
+
+    /// Synthetic lockstep sessions: release ~200 ns, release-aa the same, lto 1 % faster,
+    /// lto+pgo 10 % faster; the machine's state flips between 170 and 235 ns every 5 rounds
+    /// (all arms alike), each arm process has its own small offset.
+    pub fn synthetic_sessions(n: u32, rounds: usize) -> Vec<Session> {
+        let arms = ["release", "release-aa", "lto", "lto+pgo"];
+        let factor = [1.0, 1.0, 0.99, 0.90];
+        (0..n)
+            .map(|s| {
+                let offsets: Vec<f64> = (0..arms.len())
+                    .map(|a| 1.0 + 0.002 * (((s as usize * 7 + a * 3) % 5) as f64 - 2.0))
+                    .collect();
+                let batches = (0..arms.len())
+                    .map(|a| {
+                        (0..rounds)
+                            .map(|r| {
+                                let state = if (r / 5) % 2 == 0 { 170.0 } else { 235.0 };
+                                let m = state * factor[a] * offsets[a];
+                                Batch {
+                                    median_ns: m,
+                                    p95_ns: m * 1.2,
+                                    p99_ns: m * 2.0,
+                                    mean_ns: m * 1.05,
+                                    inject_ns: None,
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let mut total = parse_line(LINE).unwrap();
+                total.percentiles = vec![(0.5, 200), (0.99, 400)];
+                Session {
+                    workload: "agent_send_latency".into(),
+                    session: s,
+                    arms: arms.map(String::from).to_vec(),
+                    order: (0..rounds).map(|_| vec![0, 1, 2, 3]).collect(),
+                    batches,
+                    totals: vec![total; arms.len()],
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lockstep_sessions_give_the_known_ratios_through_state_flips() {
+        let sessions = synthetic_sessions(10, 20);
+        let w = &analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions,
+            &[],
+            &measure_config(),
+        )
+        .unwrap()[0];
+        assert_eq!(
+            (w.mode, w.pairs_total, w.rounds_per_session),
+            (Mode::Lockstep, 10, 20)
+        );
+        assert!(w.aa.median.estimate.change_pct.abs() < 0.5, "{:?}", w.aa);
+        let pgo = w.rows[2].vs_release.as_ref().unwrap();
+        assert!(
+            (pgo.median.estimate.change_pct + 10.0).abs() < 0.5,
+            "{pgo:?}"
+        );
+        assert_eq!(pgo.median.verdict, Verdict::Faster);
+        assert_eq!(w.rows[0].runs, 10);
+        assert_eq!(w.basis(), "10 sessions × 20 rounds (lockstep)");
+        // The rows' figures: medians over sessions of medians over rounds; the flips put
+        // half the rounds at 170 and half at 235.
+        assert!(
+            (w.rows[0].median_ns - 202.5).abs() < 2.0,
+            "{}",
+            w.rows[0].median_ns
+        );
+        let one = analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions[..1],
+            &[],
+            &measure_config(),
+        )
+        .unwrap_err();
+        assert!(
+            one.to_string()
+                .contains("1 lockstep session(s) recorded; an interval needs at least 2"),
+            "{one}"
         );
     }
 }

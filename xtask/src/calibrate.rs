@@ -230,8 +230,8 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
     out
 }
 
-/// The release build `calibrate` measures: the `baselines` stage's, when it was recorded;
-/// otherwise built now (cargo does nothing when it is fresh).
+/// The release build `calibrate` measures, built now (in the same target folder as the
+/// pipeline's `release` build; cargo does nothing when it is fresh).
 pub fn release_build(ctx: &Ctx, tc: &crate::toolchain::Toolchain) -> Result<Built> {
     let (built, _) = ctx.build(tc, Build::Release, Build::Release.rustflags(None))?;
     Ok(built)

@@ -502,6 +502,34 @@ mod tests {
         roxmltree::Document::parse(&svg).expect("well-formed XML");
     }
 
+    #[test]
+    fn rounds_svg_is_drawn_in_lockstep_mode_only() {
+        assert!(render_rounds_svg(&crate::report::tests::fixture()).is_none());
+        let svg = render_rounds_svg(&crate::report::tests::lockstep_fixture()).unwrap();
+        let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+        // Panels 1 and 2 are lines (4 arms, then 3 ratios), panel 3 dots (3 arms).
+        assert_eq!(
+            doc.descendants()
+                .filter(|n| n.has_tag_name("polyline"))
+                .count(),
+            7
+        );
+        assert_eq!(
+            doc.descendants()
+                .filter(|n| n.has_tag_name("circle"))
+                .count(),
+            3 * 10
+        );
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+        if crate::testutil::have(
+            "rsvg-convert (to render rounds.svg)",
+            crate::testutil::on_path("rsvg-convert"),
+            "apt-get install librsvg2-bin",
+        ) {
+            assert_fits(&svg);
+        }
+    }
+
     /// As a person sees it: rsvg-convert draws the SVG on a canvas 200 px larger on every
     /// side, transparent outside the picture; any drawn pixel out there is a label (or line)
     /// running past the view box. The fixture gets the longest names and figures we show.
@@ -522,8 +550,12 @@ mod tests {
             row.median_ns = 1_234_567.0;
         }
         report.workloads.push(second);
-        let svg = render_svg(&report);
-        let doc = roxmltree::Document::parse(&svg).unwrap();
+        assert_fits(&render_svg(&report));
+    }
+
+    /// rsvg-convert draws nothing of `svg` outside its view box.
+    fn assert_fits(svg: &str) {
+        let doc = roxmltree::Document::parse(svg).unwrap();
         let root = doc.root_element();
         let size = |k: &str| root.attribute(k).unwrap().parse::<f64>().unwrap();
         let (w, h) = (size("width"), size("height"));

@@ -373,6 +373,33 @@ pub mod tests {
         }
     }
 
+    /// The same report measured in lockstep mode (synthetic sessions).
+    pub fn lockstep_fixture() -> Report {
+        let mut r = fixture();
+        r.config.config.measure.mode = crate::config::Mode::Lockstep;
+        r.config.config.measure.lockstep.sessions = 10;
+        r.config.config.measure.lockstep.rounds = 20;
+        r.sessions = crate::analysis::tests::synthetic_sessions(10, 20);
+        r.runs = Vec::new();
+        r.workloads = crate::analysis::analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &r.sessions,
+            &r.instructions,
+            &r.config.config.measure,
+        )
+        .unwrap();
+        r
+    }
+
+    #[test]
+    fn report_md_in_lockstep_mode_matches_the_expected_file() {
+        let md = crate::markdown::render_markdown(&lockstep_fixture());
+        assert!(md.contains("Protocol: **lockstep**"), "{md}");
+        assert!(md.contains("(rounds.svg)"), "{md}");
+        expect_file("report-lockstep.md", &md);
+    }
+
     /// Compares with a committed expected file; `UPDATE_EXPECT=1` rewrites it.
     pub fn expect_file(name: &str, actual: &str) {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))

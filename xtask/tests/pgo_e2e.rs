@@ -67,8 +67,15 @@ fn the_whole_pipeline_on_the_quick_config() {
     let rows = w["rows"].as_array().unwrap();
     let builds: Vec<&str> = rows.iter().map(|r| r["build"].as_str().unwrap()).collect();
     assert_eq!(builds, BUILDS);
+    // Lockstep by default: quick.toml has 4 sessions of 20 rounds.
+    assert_eq!(w["mode"], "lockstep");
+    assert_eq!(
+        w["pairs_total"].as_u64(),
+        Some(4),
+        "quick.toml has 4 sessions"
+    );
+    assert_eq!(w["rounds_per_session"].as_u64(), Some(20));
     let clean = w["pairs_total"].as_u64().unwrap() - w["pairs_dropped"].as_u64().unwrap();
-    assert_eq!(w["pairs_total"].as_u64(), Some(6), "quick.toml has 6 pairs");
     let valgrind = testutil::have(
         "instructions per message (valgrind)",
         testutil::on_path("valgrind"),
@@ -107,11 +114,42 @@ fn the_whole_pipeline_on_the_quick_config() {
             "{row}"
         );
     }
-    assert!(w["aa"]["median"]["estimate"]["pairs"].as_u64().unwrap() >= 2);
+    assert_eq!(w["aa"]["median"]["estimate"]["pairs"].as_u64(), Some(4));
     assert_eq!(
-        report["runs"].as_array().unwrap().len(),
-        6 * 4,
-        "4 runs a block"
+        w["aa"]["median"]["estimate"]["rounds"].as_u64(),
+        Some(4 * 20)
+    );
+    // Every session: the four arms, each with a batch in every round, every round a
+    // permutation of the arms, and each arm's closing report.
+    let sessions = report["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 4);
+    for s in sessions {
+        assert_eq!(
+            s["arms"],
+            serde_json::json!(["release", "release-aa", "lto", "lto+pgo"])
+        );
+        for arm in s["batches"].as_array().unwrap() {
+            assert_eq!(arm.as_array().unwrap().len(), 20, "{s}");
+            for b in arm.as_array().unwrap() {
+                assert!(b["median_ns"].as_f64().unwrap() > 0.0, "{b}");
+            }
+        }
+        for turn in s["order"].as_array().unwrap() {
+            let mut t: Vec<u64> = turn
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .collect();
+            t.sort();
+            assert_eq!(t, [0, 1, 2, 3], "each round runs every arm once");
+        }
+        assert_eq!(s["totals"].as_array().unwrap().len(), 4);
+    }
+    assert_eq!(
+        report["runs"],
+        serde_json::json!([]),
+        "no process runs in lockstep mode"
     );
     assert!(
         report["environment"]["rustc_vv"]
@@ -127,7 +165,9 @@ fn the_whole_pipeline_on_the_quick_config() {
         .collect();
     assert_eq!(recorded, BUILDS, "report.json names each build");
     assert!(
-        stdout.contains("APPLIED") && stdout.contains("A/A noise floor"),
+        stdout.contains("APPLIED")
+            && stdout.contains("A/A noise floor")
+            && stdout.contains("4 sessions × 20 rounds (lockstep)"),
         "{stdout}"
     );
 
@@ -189,6 +229,20 @@ fn the_report_documents_hold_every_build() {
             "no legend entry for {build}: {texts:?}"
         );
     }
+
+    // rounds.svg (lockstep): three panels, linked from report.md with latency.svg.
+    let rounds = std::fs::read_to_string(data.join("rounds.svg")).unwrap();
+    let doc = roxmltree::Document::parse(&rounds).expect("rounds.svg parses as XML");
+    assert_eq!(
+        doc.descendants().filter(|n| n.has_tag_name("rect")).count(),
+        1 + 3,
+        "a background and three panels"
+    );
+    assert!(
+        md.contains("(latency.svg)") && md.contains("(rounds.svg)"),
+        "{md}"
+    );
+    assert!(md.contains("Protocol: **lockstep**"), "{md}");
 
     // benchmark.json: a median entry for every build of every workload.
     let entries = json(&data.join("benchmark.json"));
@@ -297,4 +351,81 @@ fn a_raw_profile_is_refused_before_any_build() {
         !stderr.contains("cargo build"),
         "refused before any build:\n{stderr}"
     );
+}
+
+/// The processes mode remains, on the same builds: blocks of whole-process runs, the report
+/// says so, and no rounds.svg is left from the lockstep run.
+#[test]
+fn the_processes_mode_still_measures_in_blocks() {
+    let run = good_run();
+    let (tmp, data, target) = (&run.tmp, &run.data, &run.target);
+    let config = config_variant(
+        &tmp.join("processes.toml"),
+        r#"mode = "lockstep""#,
+        r#"mode = "processes""#,
+    );
+    for stage in ["measure", "report"] {
+        let out = xtask_with(&config, &["pgo", stage], data, target);
+        assert!(out.status.success(), "{}", stderr_of(&out));
+    }
+    let report = json(&data.join("report.json"));
+    let w = &report["workloads"][0];
+    assert_eq!(w["mode"], "processes");
+    assert_eq!(w["pairs_total"].as_u64(), Some(6), "quick.toml has 6 pairs");
+    assert_eq!(
+        report["runs"].as_array().unwrap().len(),
+        6 * 4,
+        "4 runs a block"
+    );
+    assert_eq!(report["sessions"], serde_json::json!([]));
+    assert!(!data.join("rounds.svg").exists());
+    let md = std::fs::read_to_string(data.join("report.md")).unwrap();
+    assert!(md.contains("Protocol: **processes**"), "{md}");
+}
+
+/// `cargo xtask pgo calibrate` on the quick config: nothing injected is not called a change,
+/// and +30 % (large, so this cannot be flaky) is called slower in both modes, near its size.
+#[test]
+fn calibration_detects_a_large_injection_and_not_a_zero_one() {
+    let run = good_run();
+    let out = xtask(&["pgo", "calibrate"], &run.data, &run.target);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", stderr_of(&out));
+    assert!(
+        stdout.contains("calibration of `agent_send_latency`"),
+        "{stdout}"
+    );
+    let c = json(&run.data.join("calibration.json"));
+    let rows = c["rows"].as_array().unwrap();
+    let modes: Vec<(&str, f64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["mode"].as_str().unwrap(),
+                r["target_pct"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("lockstep", 0.0),
+            ("processes", 0.0),
+            ("lockstep", 30.0),
+            ("processes", 30.0)
+        ]
+    );
+    for r in rows {
+        let verdict = r["detected"]["verdict"].as_str().unwrap();
+        let change = r["detected"]["estimate"]["change_pct"].as_f64().unwrap();
+        if r["target_pct"].as_f64().unwrap() == 0.0 {
+            assert_eq!(r["inject_ns"].as_u64(), Some(0), "{r}");
+            assert_eq!(r["injected_pct"].as_f64(), Some(0.0), "{r}");
+        } else {
+            let injected = r["injected_pct"].as_f64().unwrap();
+            assert!((20.0..40.0).contains(&injected), "{r}");
+            assert_eq!(verdict, "slower", "{r}");
+            assert!(injected / 2.0 < change && change < injected * 2.0, "{r}");
+        }
+    }
 }

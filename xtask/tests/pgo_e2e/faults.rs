@@ -66,9 +66,12 @@ fn a_failing_workload_shows_its_command_and_stderr() {
     let out = xtask_with(&bad, &["pgo", "measure"], data, target);
     let err = stderr_of(&out);
     assert!(!out.status.success());
+    // Lockstep (the default): the arm, how it ended, when, and its command line.
     assert!(
         err.contains(
-            "agent_send_latency --messages 20000 --warmup 2000 --policy maybe` exited with status 2"
+            "lockstep arm `release` exited with status 2 while setting up: `taskset -c 1 "
+        ) && err.contains(
+            "agent_send_latency --messages 20000 --warmup 2000 --policy maybe --lockstep 2000`"
         ),
         "{err}"
     );
@@ -362,5 +365,84 @@ fn full_disk(tmp: &Path, data: &Path, target: &Path) {
             .iter()
             .any(|n| n.contains("report") || n.contains(".tmp-")),
         "nothing partial: {left:?}"
+    );
+}
+
+/// Starts `pgo measure` on a config whose lockstep sessions last (a million rounds), waits
+/// until the lto+pgo arm is running, and hands its pid to `provoke`; returns what xtask said.
+fn disturb_a_lockstep_arm(edits: &[(&str, &str)], provoke: impl FnOnce(u32)) -> String {
+    let run = good_run();
+    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
+    let mut all = vec![("rounds = 20 ", "rounds = 1000000 ")];
+    all.extend_from_slice(edits);
+    let config = config_edits(&tmp.join("long-sessions.toml"), &all);
+    let mut child = command(&config, &["pgo", "measure"], data, target)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut text = String::new();
+        std::io::BufReader::new(stderr)
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    });
+    let needles = ["lto-pgo", "--lockstep"];
+    assert!(
+        eventually(60, || processes_with(&needles).len() == 1),
+        "the lto+pgo arm started"
+    );
+    let pid = processes_with(&needles)[0];
+    provoke(pid);
+    let status = child.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(
+        eventually(10, || processes_with(&["--lockstep"]).is_empty()),
+        "no arm outlives the failed session: {:?}",
+        processes_with(&["--lockstep"])
+    );
+    err
+}
+
+/// A lockstep arm killed by a real signal mid-session: the session fails naming the arm, how
+/// it died and its command line; the other arms are not left running.
+#[test]
+fn a_killed_lockstep_arm_is_named() {
+    let err = disturb_a_lockstep_arm(&[], |pid| {
+        assert!(
+            Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    });
+    assert!(
+        err.contains("lockstep arm `lto+pgo` was killed by signal 9 (SIGKILL) while"),
+        "{err}"
+    );
+    assert!(err.contains("--lockstep 2000`"), "the command line: {err}");
+}
+
+/// A lockstep arm that stops answering (a real SIGSTOP): killed at `measure.timeout_secs`,
+/// and named.
+#[test]
+fn a_hung_lockstep_arm_is_killed_at_its_timeout() {
+    let err = disturb_a_lockstep_arm(&[("timeout_secs = 60\n", "timeout_secs = 1\n")], |pid| {
+        assert!(
+            Command::new("kill")
+                .args(["-STOP", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    });
+    assert!(
+        err.contains("lockstep arm `lto+pgo` did not answer within 1 s and was killed"),
+        "{err}"
     );
 }

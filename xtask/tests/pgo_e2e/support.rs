@@ -221,3 +221,33 @@ pub fn instrumented_profraw(data: &Path) -> PathBuf {
     let train = json(&data.join("stages/train.json"));
     PathBuf::from(train["profraw"][0].as_str().unwrap())
 }
+
+/// The processes whose command line holds every one of `needles`, by pid.
+pub fn processes_with(needles: &[&str]) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if needles.iter().all(|n| cmdline.contains(n)) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Polls `check` until it holds or `secs` pass; whether it held.
+pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    check()
+}
