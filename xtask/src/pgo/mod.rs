@@ -376,14 +376,30 @@ fn gate(flags: &PgoFlags, report: &Report) -> Result<()> {
     if !flags.check {
         return Ok(());
     }
-    let baseline: Option<Report> = match &flags.baseline {
-        Some(path) => Some(fsx::read_json(
-            path,
-            "baseline report (a pgo-data/report.json of an earlier run)",
-        )?),
+    let baseline = match &flags.baseline {
+        Some(path) => Some(load_baseline(path, report.schema)?),
         None => None,
     };
     crate::gate::enforce(report, baseline.as_ref())
+}
+
+/// An earlier report.json to gate against, refused with the reason when it was written by
+/// another version of the report (build names and fields differ: rows would silently not
+/// match).
+fn load_baseline(path: &std::path::Path, schema: u32) -> Result<Report> {
+    let what = "baseline report (a pgo-data/report.json of an earlier run)";
+    let value: serde_json::Value = fsx::read_json(path, what)?;
+    let theirs = value.get("schema").and_then(serde_json::Value::as_u64);
+    if theirs != Some(u64::from(schema)) {
+        anyhow::bail!(
+            "the baseline {} is a report of schema {}, this version writes schema {schema}: its builds cannot be matched; \
+             make a new baseline with this version (run `cargo xtask pgo` and keep its report.json)",
+            path.display(),
+            theirs.map_or("unknown".to_string(), |s| s.to_string())
+        );
+    }
+    serde_json::from_value(value)
+        .with_context(|| format!("cannot read the {what} {}", path.display()))
 }
 
 fn doctor() -> Result<Toolchain> {
@@ -454,6 +470,24 @@ Maximum internal block count: 442352
 Total number of blocks: 11863
 Total count: 9704034
 ";
+
+    #[test]
+    fn a_baseline_of_another_schema_is_refused_with_the_reason() {
+        let dir = std::env::temp_dir().join(format!("xtask-baseline-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let old = dir.join("old.json");
+        std::fs::write(&old, r#"{"schema": 2, "builds": []}"#).unwrap();
+        let err = load_baseline(&old, 3).unwrap_err().to_string();
+        assert!(
+            err.contains("is a report of schema 2, this version writes schema 3"),
+            "{err}"
+        );
+        let report = crate::report::tests::fixture();
+        let current = dir.join("current.json");
+        std::fs::write(&current, serde_json::to_string(&report).unwrap()).unwrap();
+        assert_eq!(load_baseline(&current, 3).unwrap().schema, 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn parses_llvm_profdata_show() {
