@@ -144,31 +144,16 @@ fn analyze_one(
         }
         Ok(out.try_into().expect("three metrics"))
     };
-    let aa_est = compare(BASELINE_AGAIN)?;
-    let judge = judge_against(&aa_est, cfg.min_effect_pct);
-    let mut rows = Vec::new();
-    for build in builds {
-        let vs_release = if build == BASELINE {
-            None
-        } else {
-            Some(judge(compare(build)?))
-        };
-        rows.push(build_row(
-            workload,
-            build,
-            &mine,
-            &clean,
-            instructions,
-            vs_release,
-        ));
-    }
+    let (aa, rows) = judge_rows(builds, cfg.min_effect_pct, compare, |build, vs_release| {
+        build_row(workload, build, &mine, &clean, instructions, vs_release)
+    })?;
     Ok(WorkloadAnalysis {
         workload: workload.to_string(),
         mode: Mode::Processes,
         rounds_per_session: 0,
         pairs_total: blocks.len(),
         pairs_dropped: blocks.len() - clean.len(),
-        aa: judge(aa_est),
+        aa,
         rows,
     })
 }
@@ -243,8 +228,31 @@ fn analyze_sessions(
         }
         Ok(out.try_into().expect("three metrics"))
     };
-    let aa_est = compare(BASELINE_AGAIN)?;
-    let judge = judge_against(&aa_est, cfg.min_effect_pct);
+    let (aa, rows) = judge_rows(builds, cfg.min_effect_pct, compare, |build, vs_release| {
+        session_row(workload, build, sessions, instructions, vs_release)
+    })?;
+    Ok(WorkloadAnalysis {
+        workload: workload.to_string(),
+        mode: Mode::Lockstep,
+        rounds_per_session: sessions[0].order.len(),
+        pairs_total: sessions.len(),
+        pairs_dropped: 0,
+        aa,
+        rows,
+    })
+}
+
+/// The A/A comparison (release against its second arm: the noise floor) and a row per build,
+/// each judged against it; `compare` estimates one arm against release on the three
+/// percentiles, `row` makes a build's row from its judged comparison.
+fn judge_rows(
+    builds: &[String],
+    min_effect_pct: f64,
+    compare: impl Fn(&str) -> Result<[Estimate; 3]>,
+    mut row: impl FnMut(&str, Option<Comparison>) -> Row,
+) -> Result<(Comparison, Vec<Row>)> {
+    let aa = compare(BASELINE_AGAIN)?;
+    let judge = judge_against(&aa, min_effect_pct);
     let mut rows = Vec::new();
     for build in builds {
         let vs_release = if build == BASELINE {
@@ -252,23 +260,9 @@ fn analyze_sessions(
         } else {
             Some(judge(compare(build)?))
         };
-        rows.push(session_row(
-            workload,
-            build,
-            sessions,
-            instructions,
-            vs_release,
-        ));
+        rows.push(row(build, vs_release));
     }
-    Ok(WorkloadAnalysis {
-        workload: workload.to_string(),
-        mode: Mode::Lockstep,
-        rounds_per_session: sessions[0].order.len(),
-        pairs_total: sessions.len(),
-        pairs_dropped: 0,
-        aa: judge(aa_est),
-        rows,
-    })
+    Ok((judge(aa), rows))
 }
 
 /// Judges estimates against max(min effect, the A/A noise floor of each percentile).
@@ -319,23 +313,7 @@ fn session_row(
             s.totals.get(i)
         })
         .collect();
-    let distribution = totals
-        .first()
-        .map(|t| {
-            t.percentiles
-                .iter()
-                .enumerate()
-                .map(|(i, (q, _))| {
-                    let values: Vec<f64> = totals
-                        .iter()
-                        .filter_map(|t| t.percentiles.get(i))
-                        .map(|p| p.1 as f64)
-                        .collect();
-                    (*q, median(&values).unwrap_or(f64::NAN))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let distribution = median_distribution(totals.iter().map(|t| t.percentiles.as_slice()));
     let instr = instructions
         .iter()
         .find(|i| i.workload == workload && i.build == build);
@@ -350,6 +328,27 @@ fn session_row(
         vs_release,
         distribution,
     }
+}
+
+/// Per quantile (those of the first run), the median over runs of that run's value: the
+/// distribution the plot draws.
+fn median_distribution<'a>(runs: impl Iterator<Item = &'a [(f64, u64)]>) -> Vec<(f64, f64)> {
+    let runs: Vec<&[(f64, u64)]> = runs.collect();
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(i, (q, _))| {
+            let values: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| r.get(i))
+                .map(|p| p.1 as f64)
+                .collect();
+            (*q, median(&values).unwrap_or(f64::NAN))
+        })
+        .collect()
 }
 
 /// The blocks of a workload, and those none of whose runs was disturbed (at least two).
@@ -397,22 +396,7 @@ fn build_row(
     let instr = instructions
         .iter()
         .find(|i| i.workload == workload && i.build == build);
-    let quantiles: Vec<f64> = runs_of
-        .first()
-        .map(|r| r.result.percentiles.iter().map(|p| p.0).collect())
-        .unwrap_or_default();
-    let distribution = quantiles
-        .iter()
-        .enumerate()
-        .map(|(i, q)| {
-            let values: Vec<f64> = runs_of
-                .iter()
-                .filter_map(|r| r.result.percentiles.get(i))
-                .map(|p| p.1 as f64)
-                .collect();
-            (*q, median(&values).unwrap_or(f64::NAN))
-        })
-        .collect();
+    let distribution = median_distribution(runs_of.iter().map(|r| r.result.percentiles.as_slice()));
     Row {
         build: build.to_string(),
         runs: runs_of.len(),

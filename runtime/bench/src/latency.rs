@@ -120,20 +120,11 @@ fn run(
     let inject = std::time::Duration::from_nanos(args.inject_ns);
     rt.block_on(async {
         for i in 0..args.warmup + args.messages {
-            let msg = SmallPayload::copy_from(&bytes);
-            let start = Instant::now();
-            let got = round_trip(msg).await;
-            let elapsed = start.elapsed() + inject;
-            assert_eq!(
-                got.len(),
-                bytes.len(),
-                "the mailbox returned another message"
-            );
-            black_box(got);
+            let ns = timed_round_trip(&mut round_trip, &bytes, inject).await;
             if i >= args.warmup {
-                hist.saturating_record(elapsed.as_nanos() as u64);
+                hist.saturating_record(ns);
                 if args.emit_values {
-                    values.push(elapsed.as_nanos() as u64);
+                    values.push(ns);
                 }
             }
         }
@@ -146,6 +137,26 @@ fn run(
         crate::usage::Usage::of_this_process(),
         values,
     )
+}
+
+/// One message's timed region, in ns (plus `inject`, when calibrating): the message is built
+/// before the clock starts, checked and dropped after it stops.
+async fn timed_round_trip(
+    round_trip: &mut impl AsyncFnMut(SmallPayload) -> SmallPayload,
+    bytes: &[u8],
+    inject: std::time::Duration,
+) -> u64 {
+    let msg = SmallPayload::copy_from(bytes);
+    let start = Instant::now();
+    let got = round_trip(msg).await;
+    let elapsed = start.elapsed() + inject;
+    assert_eq!(
+        got.len(),
+        bytes.len(),
+        "the mailbox returned another message"
+    );
+    black_box(got);
+    elapsed.as_nanos() as u64
 }
 
 /// One batch's summary, the answer to one `g`. The clock advances in steps here (10 ns on
@@ -218,17 +229,7 @@ fn lockstep(
         values.clear();
         rt.block_on(async {
             for _ in 0..batch {
-                let msg = SmallPayload::copy_from(bytes);
-                let start = Instant::now();
-                let got = round_trip(msg).await;
-                let elapsed = start.elapsed() + inject;
-                assert_eq!(
-                    got.len(),
-                    bytes.len(),
-                    "the mailbox returned another message"
-                );
-                black_box(got);
-                values.push(elapsed.as_nanos() as u64);
+                values.push(timed_round_trip(&mut round_trip, bytes, inject).await);
             }
         });
         for &v in &values {
