@@ -167,6 +167,8 @@ struct Live {
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     stderr: Arc<Mutex<String>>,
+    /// Ends when the process's stderr closes (it exited or was killed).
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Live {
@@ -186,7 +188,7 @@ impl Live {
         });
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = stderr_pipe.read(&mut buf) {
                 if n == 0 {
@@ -211,6 +213,7 @@ impl Live {
             stdin,
             lines,
             stderr,
+            stderr_reader: Some(stderr_reader),
         })
     }
 
@@ -252,14 +255,15 @@ impl Live {
     /// The arm failed while doing `what`: it died (say how), or it hung past `timed_out`
     /// (kill it). Either way: its name, command line and the tail of its stderr.
     fn failure(&mut self, what: &str, timed_out: Option<Duration>) -> anyhow::Error {
-        let how = match timed_out {
+        let (how, ended) = match timed_out {
             Some(t) => {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                format!(
+                let how = format!(
                     "did not answer within {} s and was killed (raise `measure.timeout_secs` if it is merely slow)",
                     t.as_secs()
-                )
+                );
+                (how, true)
             }
             None => {
                 // It closed its stdout: give it a moment to be reaped.
@@ -272,13 +276,16 @@ impl Live {
                     std::thread::sleep(Duration::from_millis(2));
                 }
                 match status {
-                    Some(s) => exec::describe_status(&s),
-                    None => "closed its output".to_string(),
+                    Some(s) => (exec::describe_status(&s), true),
+                    None => ("closed its output".to_string(), false),
                 }
             }
         };
-        // Let the stderr thread catch up with what the process wrote before it ended.
-        std::thread::sleep(Duration::from_millis(20));
+        // A process that ended has closed its stderr: all it wrote is read once the reader
+        // thread ends.
+        if ended && let Some(reader) = self.stderr_reader.take() {
+            let _ = reader.join();
+        }
         let stderr = self
             .stderr
             .lock()

@@ -1,0 +1,234 @@
+//! `rounds.svg` (lockstep mode only): one session round by round, its per-round ratios, and
+//! every session's ratio: the picture of why taking turns works.
+
+use std::fmt::Write as _;
+
+use super::{LEFT, LEGEND_SAMPLE, MARGIN, MIN_WIDTH, PLOT_W, TOP, color};
+use crate::lockstep::Session;
+use crate::report::Report;
+
+/// `rounds.svg` (lockstep mode only): why taking turns works. For the first workload:
+/// (1) one session round by round, each arm's batch median: the machine's speed state moves
+/// every arm together; (2) the same rounds as ratios to release's batch of the same round:
+/// flat where the raw values jump; (3) every session's median ratio: the per-process spread
+/// that makes sessions, not rounds, the unit.
+pub fn render_rounds_svg(report: &Report) -> Option<String> {
+    let w = report.workloads.first()?;
+    let sessions: Vec<&Session> = report
+        .sessions
+        .iter()
+        .filter(|s| s.workload == w.workload)
+        .collect();
+    // The session whose release batches swing most: the one that shows a speed flip.
+    let swing = |s: &&Session| {
+        let m: Vec<f64> = s
+            .arm(crate::measure::BASELINE)
+            .unwrap_or(&[])
+            .iter()
+            .map(|b| b.median_ns)
+            .collect();
+        let (lo, hi) = m
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+        if lo > 0.0 { hi / lo } else { 0.0 }
+    };
+    let first = sessions
+        .iter()
+        .copied()
+        .max_by(|a, b| swing(a).total_cmp(&swing(b)))?;
+    let arms: Vec<&str> = first.arms.iter().map(String::as_str).collect();
+    let base = first.arm(crate::measure::BASELINE)?;
+    let panel_h = 200.0;
+    let gap = 70.0;
+    let width = MIN_WIDTH.max(LEFT + PLOT_W + 14.0 + LEGEND_SAMPLE + 12.0 * 0.62 * 12.0 + MARGIN);
+    let height = TOP + 3.0 * (panel_h + gap);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>"#
+    );
+    // Panel 1: raw batch medians of session 0.
+    let series: Vec<(&str, Vec<f64>)> = arms
+        .iter()
+        .filter_map(|a| Some((*a, first.arm(a)?.iter().map(|b| b.median_ns).collect())))
+        .collect();
+    line_panel(
+        &mut s,
+        TOP,
+        panel_h,
+        &format!(
+            "{}: session {} (the widest swing), each arm's batch median (ns)",
+            w.workload, first.session
+        ),
+        "round",
+        &series,
+        false,
+    );
+    // Panel 2: the same rounds as % change against release's batch of the round.
+    let ratios: Vec<(&str, Vec<f64>)> = arms
+        .iter()
+        .filter(|a| **a != crate::measure::BASELINE)
+        .filter_map(|a| {
+            let c = first.arm(a)?;
+            Some((
+                *a,
+                base.iter()
+                    .zip(c)
+                    .map(|(b, c)| 100.0 * (c.median_ns / b.median_ns - 1.0))
+                    .collect(),
+            ))
+        })
+        .collect();
+    line_panel(
+        &mut s,
+        TOP + panel_h + gap,
+        panel_h,
+        "the same rounds: % change against release's batch of the same round",
+        "round",
+        &ratios,
+        false,
+    );
+    // Panel 3: each session's median ratio, in %.
+    let per_session: Vec<(&str, Vec<f64>)> = arms
+        .iter()
+        .filter(|a| **a != crate::measure::BASELINE)
+        .map(|a| {
+            let values = sessions
+                .iter()
+                .filter_map(|s| {
+                    let (b, c) = (s.arm(crate::measure::BASELINE)?, s.arm(a)?);
+                    let r: Vec<f64> = b
+                        .iter()
+                        .zip(c)
+                        .map(|(b, c)| 100.0 * (c.median_ns / b.median_ns - 1.0))
+                        .collect();
+                    crate::measure::median(&r)
+                })
+                .collect();
+            (*a, values)
+        })
+        .collect();
+    line_panel(
+        &mut s,
+        TOP + 2.0 * (panel_h + gap),
+        panel_h,
+        "every session: its median % change against release (new processes each)",
+        "session",
+        &per_session,
+        true,
+    );
+    s.push_str("</svg>\n");
+    Some(s)
+}
+
+/// One panel of lines (x = index), or of dots where the points are independent, with its own
+/// y range, axes and legend.
+fn line_panel(
+    s: &mut String,
+    y0: f64,
+    h: f64,
+    title: &str,
+    xlabel: &str,
+    series: &[(&str, Vec<f64>)],
+    dots: bool,
+) {
+    let values: Vec<f64> = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .filter(|v| v.is_finite())
+        .collect();
+    let n = series
+        .iter()
+        .map(|(_, v)| v.len())
+        .max()
+        .unwrap_or(0)
+        .max(2);
+    let (mut lo, mut hi) = values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(*v), b.max(*v))
+        });
+    if !lo.is_finite() {
+        (lo, hi) = (0.0, 1.0);
+    }
+    if hi - lo < 1e-9 {
+        (lo, hi) = (lo - 1.0, hi + 1.0);
+    }
+    let pad = (hi - lo) * 0.05;
+    let (lo, hi) = (lo - pad, hi + pad);
+    let px = |i: usize| LEFT + i as f64 / (n - 1) as f64 * PLOT_W;
+    let py = |v: f64| y0 + h - (v - lo) / (hi - lo) * h;
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="{:.1}" font-size="13" font-weight="bold">{title}</text>"#,
+        y0 - 10.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<rect x="{LEFT}" y="{y0}" width="{PLOT_W}" height="{h}" fill="none" stroke="#333"/>"##
+    );
+    for k in 0..=4 {
+        let v = lo + (hi - lo) * k as f64 / 4.0;
+        let y = py(v);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#eee"/>"##,
+            LEFT + PLOT_W
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{v:.1}</text>"#,
+            LEFT - 6.0,
+            y + 4.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{xlabel} (0 to {})</text>"#,
+        LEFT + PLOT_W / 2.0,
+        y0 + h + 18.0,
+        n - 1
+    );
+    for (k, (name, v)) in series.iter().enumerate() {
+        let c = color(name);
+        let finite = v.iter().enumerate().filter(|(_, v)| v.is_finite());
+        if dots {
+            let _ = writeln!(s, r#"<g fill="{c}">"#);
+            for (i, v) in finite {
+                let _ = writeln!(
+                    s,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="2.5"/>"#,
+                    px(i),
+                    py(*v)
+                );
+            }
+            let _ = writeln!(s, "</g>");
+        } else {
+            let points: Vec<String> = finite
+                .map(|(i, v)| format!("{:.1},{:.1}", px(i), py(*v)))
+                .collect();
+            let _ = writeln!(
+                s,
+                r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/>"#,
+                points.join(" ")
+            );
+        }
+        let ly = y0 + 14.0 + k as f64 * 20.0;
+        let lx = LEFT + PLOT_W + 14.0;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{c}" stroke-width="3"/>"#,
+            lx + 20.0
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}">{name}</text>"#,
+            lx + LEGEND_SAMPLE,
+            ly + 4.0
+        );
+    }
+}
