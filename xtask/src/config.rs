@@ -21,6 +21,29 @@ pub struct Config {
     pub compare: Compare,
     #[serde(default)]
     pub calibrate: Calibrate,
+    #[serde(default)]
+    pub insight: Insight,
+}
+
+/// The `insight` stage: what the profile holds, and whether the training looks like the
+/// measured workloads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Insight {
+    /// How many of the hottest functions to list (training profile, and each workload's).
+    pub top: usize,
+    /// A measured workload whose profile overlaps the training profile less than this (%,
+    /// `llvm-profdata overlap`'s program-level edge overlap) is warned about.
+    pub min_overlap_pct: f64,
+}
+
+impl Default for Insight {
+    fn default() -> Self {
+        Insight {
+            top: 12,
+            min_overlap_pct: 30.0,
+        }
+    }
 }
 
 /// How the `measure` stage runs the builds against each other.

@@ -1,14 +1,21 @@
 //! Instructions per message from `valgrind --tool=callgrind`: a deterministic metric that
 //! repeats to the instruction, beside wall-clock latency. Setup cost is removed by running N
-//! and 2N messages and dividing the difference by N.
+//! and 2N messages and dividing the difference by N. The same runs carry callgrind's branch
+//! and cache simulators (hardware counters are not available in this VM): conditional and
+//! indirect branches and their mispredictions, I1 / D1 / LL misses, per message. The cache
+//! geometry is given (32 KiB 8-way L1s, 8 MiB 16-way LL, 64-byte lines) so the figures do not
+//! depend on what valgrind guesses of the host.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use crate::build::Built;
 use crate::config::{Instructions, Workload};
 use crate::exec::Cmd;
+use crate::insight::{Simulated, parse_events, simulated};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InstructionCount {
@@ -18,14 +25,10 @@ pub struct InstructionCount {
     pub per_message: Option<f64>,
     /// Total instructions of the N- and 2N-message runs.
     pub totals: Option<(u64, u64)>,
+    /// Branches and cache misses per message, simulated.
+    #[serde(default)]
+    pub simulated: Option<Simulated>,
     pub note: Option<String>,
-}
-
-/// `Collected : N` from callgrind's summary on stderr.
-pub fn parse_collected(stderr: &str) -> Option<u64> {
-    stderr
-        .lines()
-        .find_map(|l| l.split_once("Collected :")?.1.trim().parse().ok())
 }
 
 /// Whether valgrind runs here; the reason (with the install hint) if not.
@@ -49,15 +52,20 @@ pub fn measure(
     let mut out = Vec::new();
     for workload in workloads {
         for v in builds {
-            let (per_message, totals, note) = match &skipped {
-                Some(why) => (None, None, Some(why.clone())),
+            let (per_message, totals, simulated, note) = match &skipped {
+                Some(why) => (None, None, None, Some(why.clone())),
                 None => match count(v, workload, cfg) {
-                    Ok((a, b)) => (
-                        Some((b as f64 - a as f64) / cfg.messages as f64),
-                        Some((a, b)),
-                        None,
-                    ),
-                    Err(err) => (None, None, Some(format!("{err:#}"))),
+                    Ok([a, b]) => {
+                        let ir = |e: &BTreeMap<String, u64>| e.get("Ir").copied().unwrap_or(0);
+                        let (ia, ib) = (ir(&a), ir(&b));
+                        (
+                            Some((ib as f64 - ia as f64) / cfg.messages as f64),
+                            Some((ia, ib)),
+                            Some(simulated(&a, &b, cfg.messages)),
+                            None,
+                        )
+                    }
+                    Err(err) => (None, None, None, Some(format!("{err:#}"))),
                 },
             };
             out.push(InstructionCount {
@@ -65,6 +73,7 @@ pub fn measure(
                 build: v.name().to_string(),
                 per_message,
                 totals,
+                simulated,
                 note,
             });
         }
@@ -72,11 +81,24 @@ pub fn measure(
     out
 }
 
-fn count(v: &Built, workload: &Workload, cfg: &Instructions) -> anyhow::Result<(u64, u64)> {
-    let mut totals = [0u64; 2];
+/// callgrind's events of the N- and 2N-message runs.
+fn count(
+    v: &Built,
+    workload: &Workload,
+    cfg: &Instructions,
+) -> anyhow::Result<[BTreeMap<String, u64>; 2]> {
+    let mut totals = [BTreeMap::new(), BTreeMap::new()];
     for (i, n) in [cfg.messages, 2 * cfg.messages].into_iter().enumerate() {
         let cmd = Cmd::new("valgrind")
-            .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+            .args([
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                "--branch-sim=yes",
+                "--cache-sim=yes",
+                "--I1=32768,8,64",
+                "--D1=32768,8,64",
+                "--LL=8388608,16,64",
+            ])
             .arg(v.exe.display().to_string())
             .args(workload.args.iter().cloned())
             // Later flags win in mty-bench's parser: N messages, no warm-up, and `--untimed`: no
@@ -89,10 +111,14 @@ fn count(v: &Built, workload: &Workload, cfg: &Instructions) -> anyhow::Result<(
                 "--untimed".to_string(),
             ]);
         let out = cmd.run_with_timeout(Duration::from_secs(cfg.timeout_secs))?;
-        totals[i] = parse_collected(&String::from_utf8_lossy(&out.stderr))
-            .ok_or_else(|| anyhow::anyhow!("`{}` printed no `Collected :` line", cmd.display()))?;
+        totals[i] = parse_events(&String::from_utf8_lossy(&out.stderr)).ok_or_else(|| {
+            anyhow::anyhow!(
+                "`{}` printed no `Events :` and `Collected :` lines",
+                cmd.display()
+            )
+        })?;
     }
-    Ok((totals[0], totals[1]))
+    Ok(totals)
 }
 
 #[cfg(test)]
@@ -102,7 +128,7 @@ mod tests {
     #[test]
     fn parses_callgrinds_summary() {
         let stderr = "==6478== Callgrind, a call-graph generating cache profiler\n==6478== Events    : Ir\n==6478== Collected : 26911083\n==6478== \n==6478== I   refs:      26,911,083\n";
-        assert_eq!(parse_collected(stderr), Some(26911083));
-        assert_eq!(parse_collected("nothing"), None);
+        assert_eq!(parse_events(stderr).unwrap()["Ir"], 26911083);
+        assert_eq!(parse_events("nothing"), None);
     }
 }

@@ -12,6 +12,7 @@ mod exec;
 mod flags;
 mod fsx;
 mod gate;
+mod insight;
 mod instructions;
 mod lockstep;
 mod markdown;

@@ -23,6 +23,8 @@ pub fn render_markdown(report: &Report) -> String {
     header(&mut md, report);
     workload(&mut md, report);
     numbers(&mut md, report);
+    insight(&mut md, report);
+    simulated(&mut md, report);
     comparators(&mut md, report);
     recorded(&mut md, report);
     raw_nanos(&mut md, report);
@@ -115,6 +117,144 @@ fn numbers(md: &mut String, report: &Report) {
              of new processes differ by a per-process effect (bottom), so sessions are the unit of the intervals.\n"
         );
     }
+}
+
+/// Why: what the profile holds, and how the training compares with each measured workload.
+fn insight(md: &mut String, report: &Report) {
+    let Some(i) = &report.insight else {
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "## Profile insight\n\nThe training profile: {} functions, total count {}. Its hottest:\n\n| function | crate | share of the count |\n|---|---|---:|",
+        i.training.functions, i.training.total_count
+    );
+    for f in &i.training.top {
+        let _ = writeln!(md, "| `{}` | {} | {:.2} % |", f.name, f.krate, f.share_pct);
+    }
+    let crates: Vec<String> = i
+        .training
+        .crates
+        .iter()
+        .take(6)
+        .map(|c| {
+            format!(
+                "{} {:.1} % ({} of {} functions ran)",
+                c.krate, c.share_pct, c.nonzero, c.functions
+            )
+        })
+        .collect();
+    let _ = writeln!(md, "\nBy crate: {}.", crates.join("; "));
+    let required: Vec<String> = i
+        .required
+        .iter()
+        .map(|r| {
+            format!(
+                "`{}` {} of {} functions ran",
+                r.prefix, r.nonzero, r.functions
+            )
+        })
+        .collect();
+    let _ = writeln!(md, "Required paths: {}.\n", required.join("; "));
+    let _ = writeln!(
+        md,
+        "Each measured workload profiled alone on the instrumented binary (never merged into the training), against the training \
+         (`llvm-profdata overlap`, program-level edge overlap; a warning below {:.0} %):\n\n\
+         | workload | overlap with the training | its count in functions never trained | required functions it runs that the training never ran |\n|---|---:|---:|---|",
+        i.min_overlap_pct
+    );
+    for w in &i.workloads {
+        let _ = writeln!(
+            md,
+            "| {} | {:.1} % | {:.1} % | {} |",
+            w.workload,
+            w.overlap_pct,
+            w.untrained_share_pct,
+            if w.never_trained.is_empty() {
+                "none".to_string()
+            } else {
+                w.never_trained
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        );
+    }
+    for w in &i.workloads {
+        let _ = writeln!(
+            md,
+            "\n### {}: its hottest functions\n\n| function | share in the workload | share in the training | |\n|---|---:|---:|---|",
+            w.workload
+        );
+        for h in &w.hot {
+            let _ = writeln!(
+                md,
+                "| `{}` | {:.2} % | {:.3} % | {} |",
+                h.name,
+                h.workload_share_pct,
+                h.training_share_pct,
+                if h.training_share_pct == 0.0 {
+                    "never trained"
+                } else if h.under_weighted() {
+                    "under-weighted"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\nTraining determinism: {}.\n",
+        match i.previous_overlap_pct {
+            Some(p) => format!("this training overlaps the previous run's profile {p:.1} %"),
+            None => "no previous run's profile to compare with".to_string(),
+        }
+    );
+    for w in &i.warnings {
+        let _ = writeln!(md, "- **Warning**: {w}");
+    }
+    if !i.warnings.is_empty() {
+        md.push('\n');
+    }
+}
+
+/// What PGO did to the machine's work: callgrind's simulated branches and caches, per message.
+fn simulated(md: &mut String, report: &Report) {
+    let rows: Vec<_> = report
+        .instructions
+        .iter()
+        .filter_map(|i| Some((i, i.simulated.as_ref()?)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "## What each build does per message (callgrind, simulated)\n\n\
+         Hardware counters are not available in this VM; these are callgrind's branch and cache simulators \
+         (32 KiB 8-way L1s, 8 MiB 16-way LL) on the same `--untimed` runs as the instruction counts, differenced between N and 2N messages.\n\n\
+         | workload | build | instructions | cond. branches | mispredicted | indirect | mispredicted | I1 misses | D1 misses | LL misses |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for (i, s) in rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {:.3} | {:.2} | {:.3} |",
+            i.workload,
+            i.build,
+            fmt_instr(i.per_message),
+            s.cond_branches,
+            s.cond_mispredicts,
+            s.indirect_branches,
+            s.indirect_mispredicts,
+            s.i1_misses,
+            s.d1_misses,
+            s.ll_misses
+        );
+    }
+    md.push('\n');
 }
 
 /// The same workload on other implementations (when measured).

@@ -25,6 +25,9 @@ pub struct Report {
     pub profile: ProfileInfo,
     /// The optimised build's PGO warnings and whether the profile applied.
     pub apply_check: ApplyReport,
+    /// What the profile holds and how the training compares with each measured workload.
+    #[serde(default)]
+    pub insight: Option<crate::pgo::InsightReport>,
     pub builds: Vec<Built>,
     /// Per workload: rows, paired comparisons, noise floor.
     pub workloads: Vec<WorkloadAnalysis>,
@@ -311,6 +314,15 @@ pub mod tests {
                     build: b.into(),
                     per_message: Some(i),
                     totals: Some((1_000_000, 1_000_000 + (i * 2000.0) as u64)),
+                    simulated: Some(crate::insight::Simulated {
+                        cond_branches: i / 6.0,
+                        cond_mispredicts: i / 300.0,
+                        indirect_branches: 11.0,
+                        indirect_mispredicts: 0.4,
+                        i1_misses: 0.02,
+                        d1_misses: i / 30.0,
+                        ll_misses: 0.01,
+                    }),
                     note: None,
                 })
                 .collect();
@@ -364,12 +376,64 @@ pub mod tests {
                 skipped_raw: Vec::new(),
             },
             apply_check,
+            insight: Some(insight_fixture()),
             builds: Build::MEASURED.into_iter().map(build).collect(),
             workloads,
             instructions,
             comparators: Vec::new(),
             runs,
             sessions: Vec::new(),
+        }
+    }
+
+    /// An insight of made-up but plausible figures (the parsers are tested on real output).
+    pub fn insight_fixture() -> crate::pgo::InsightReport {
+        use crate::insight::{FunctionCount, HotFunction, contents};
+        let f = |name: &str, count: u64| FunctionCount {
+            name: name.into(),
+            count,
+        };
+        let training = vec![
+            f("mty_runtime::pool::PoolInner::lock", 2_172_987),
+            f("tokio::task::coop::RestoreOnPending::drop", 3_314_986),
+            f("tokio::sync::mpsc::list::Rx<T>::pop", 900_000),
+            f("serde_json::de::from_str", 0),
+        ];
+        crate::pgo::InsightReport {
+            training: contents(&training, 12),
+            required: vec![
+                crate::pgo::insight::RequiredCoverage {
+                    prefix: "mty_runtime::".into(),
+                    functions: 40,
+                    nonzero: 31,
+                },
+                crate::pgo::insight::RequiredCoverage {
+                    prefix: "tokio::sync::mpsc::".into(),
+                    functions: 25,
+                    nonzero: 22,
+                },
+            ],
+            workloads: vec![crate::pgo::insight::WorkloadInsight {
+                workload: "agent_send_latency".into(),
+                overlap_pct: 53.8,
+                untrained_share_pct: 17.9,
+                hot: vec![
+                    HotFunction {
+                        name: "mty_runtime::mailbox::MailboxSender<M>::send".into(),
+                        workload_share_pct: 11.2,
+                        training_share_pct: 0.4,
+                    },
+                    HotFunction {
+                        name: "tokio::sync::mpsc::list::Rx<T>::pop".into(),
+                        workload_share_pct: 8.1,
+                        training_share_pct: 3.9,
+                    },
+                ],
+                never_trained: Vec::new(),
+            }],
+            previous_overlap_pct: Some(97.5),
+            min_overlap_pct: 40.0,
+            warnings: Vec::new(),
         }
     }
 

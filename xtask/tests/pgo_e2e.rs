@@ -171,6 +171,34 @@ fn the_whole_pipeline_on_the_quick_config() {
         "{stdout}"
     );
 
+    // The insight: the training profile's hottest functions, the required paths covered, the
+    // measured workload profiled alone and compared, in report.json and report.md.
+    let insight = &report["insight"];
+    assert_eq!(insight, &json(&data.join("stages/insight.json")));
+    assert!(
+        !insight["training"]["top"].as_array().unwrap().is_empty(),
+        "{insight}"
+    );
+    for r in insight["required"].as_array().unwrap() {
+        assert!(
+            r["nonzero"].as_u64().unwrap() > 0,
+            "the training ran the required paths: {r}"
+        );
+    }
+    let w0 = &insight["workloads"][0];
+    assert_eq!(w0["workload"], "agent_send_latency");
+    let overlap = w0["overlap_pct"].as_f64().unwrap();
+    assert!(0.0 < overlap && overlap <= 100.0, "{w0}");
+    assert!(!w0["hot"].as_array().unwrap().is_empty(), "{w0}");
+    assert!(data.join("insight/agent_send_latency.profdata").is_file());
+    if valgrind {
+        for i in report["instructions"].as_array().unwrap() {
+            let s = &i["simulated"];
+            assert!(s["cond_branches"].as_f64().unwrap() > 1.0, "{i}");
+            assert!(s["cond_mispredicts"].as_f64().unwrap() >= 0.0, "{i}");
+        }
+    }
+
     // The comparators ride along: Mighty on all three builds, tokio, C++ and Go (a row whose
     // toolchain is missing says so and what to install).
     let comparators = report["comparators"].as_array().unwrap();
@@ -243,6 +271,10 @@ fn the_report_documents_hold_every_build() {
         "{md}"
     );
     assert!(md.contains("Protocol: **lockstep**"), "{md}");
+    assert!(
+        md.contains("## Profile insight") && md.contains("| agent_send_latency | "),
+        "{md}"
+    );
 
     // benchmark.json: a median entry for every build of every workload.
     let entries = json(&data.join("benchmark.json"));
@@ -428,4 +460,53 @@ fn calibration_detects_a_large_injection_and_not_a_zero_one() {
             assert!(injected / 2.0 < change && change < injected * 2.0, "{r}");
         }
     }
+}
+
+/// A deliberately unrepresentative training (bare tokio only): the insight stage says the
+/// mailbox's functions were never trained, in the terminal and in its record. (The
+/// program-level edge overlap stays near 50 % here: the tokio semaphore both share carries
+/// much of the count; the never-trained share and functions are the sharper signal.)
+#[test]
+fn an_unrepresentative_training_is_warned_about() {
+    let run = good_run();
+    let (tmp, data, target) = (&run.tmp, &run.data, &run.target);
+    let config = config_variant(
+        &tmp.join("tokio-only-training.toml"),
+        r#"args = ["train", "--messages", "20000"]"#,
+        r#"args = ["tokio_mpsc_send_latency", "--messages", "20000"]"#,
+    );
+    for stage in ["train", "merge", "insight"] {
+        let out = xtask_with(&config, &["pgo", stage], data, target);
+        assert!(out.status.success(), "{stage}: {}", stderr_of(&out));
+        if stage == "insight" {
+            let err = stderr_of(&out);
+            assert!(
+                err.contains("warning: `agent_send_latency` runs ")
+                    && err.contains(
+                        "of the required paths that the training never ran (first: mty_runtime::"
+                    ),
+                "{err}"
+            );
+        }
+    }
+    let insight = json(&data.join("stages/insight.json"));
+    let w = &insight["workloads"][0];
+    assert!(w["untrained_share_pct"].as_f64().unwrap() > 20.0, "{w}");
+    assert!(
+        w["never_trained"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().starts_with("mty_runtime::mailbox::")),
+        "{w}"
+    );
+    assert!(
+        !insight["warnings"].as_array().unwrap().is_empty(),
+        "{insight}"
+    );
+    // This training against the good one before it: the determinism figure.
+    assert!(
+        insight["previous_overlap_pct"].as_f64().unwrap() < 100.0,
+        "{insight}"
+    );
 }

@@ -22,8 +22,10 @@ use crate::toolchain::{self, Toolchain};
 use crate::warnings::ApplyReport;
 
 mod guard;
+pub mod insight;
 mod profile;
 mod results;
+pub use insight::InsightReport;
 pub use profile::check_applied;
 use profile::{instrument, load_merged, merge, optimize, stale, train};
 pub use results::run_comparators;
@@ -36,6 +38,7 @@ pub enum Stage {
     Train,
     Merge,
     Optimize,
+    Insight,
     Baselines,
     Measure,
     Report,
@@ -43,12 +46,13 @@ pub enum Stage {
 
 impl Stage {
     /// Every stage, in the order the pipeline runs them.
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Doctor,
         Stage::Instrument,
         Stage::Train,
         Stage::Merge,
         Stage::Optimize,
+        Stage::Insight,
         Stage::Baselines,
         Stage::Measure,
         Stage::Report,
@@ -62,6 +66,7 @@ impl Stage {
             Stage::Train => "train",
             Stage::Merge => "merge",
             Stage::Optimize => "optimize",
+            Stage::Insight => "insight",
             Stage::Baselines => "baselines",
             Stage::Measure => "measure",
             Stage::Report => "report",
@@ -75,6 +80,9 @@ impl Stage {
             Stage::Train => "the training workloads; raw profiles into pgo-data/raw/",
             Stage::Merge => "raw profiles -> pgo-data/merged-<hash>.profdata",
             Stage::Optimize => "the lto+pgo build, and the check that the profile applied",
+            Stage::Insight => {
+                "what the profile holds; each measured workload profiled alone and compared with the training"
+            }
             Stage::Baselines => "the release (no LTO, no PGO) and lto (fat LTO only) builds",
             Stage::Measure => "the measured workloads on every build, interleaved",
             Stage::Report => {
@@ -284,15 +292,20 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         optimize(&ctx, &tc, &merged)
     })?;
     check_applied(&optimized, flags.allow_stale)?;
-    // Stage 6: what we compare against: no LTO and no PGO; fat LTO without PGO.
+    // Stage 6: why: what the profile holds, and whether the training looks like each
+    // measured workload (profiled alone on the instrumented binary).
+    let insight = stage(&ctx, timer, Stage::Insight, || {
+        insight::insight(&ctx, &tc, &instrumented, &merged)
+    })?;
+    // Stage 7: what we compare against: no LTO and no PGO; fat LTO without PGO.
     let base = stage(&ctx, timer, Stage::Baselines, || baselines(&ctx, &tc))?;
-    // Stage 7: the held-out workloads on all three builds in randomised paired blocks, and
-    // instructions per message.
+    // Stage 8: the held-out workloads on all three builds (lockstep by default), and
+    // instructions per message with simulated branches and caches.
     let builds = Measurements::builds_of(&optimized, &base);
     let measured = stage(&ctx, timer, Stage::Measure, || measure(&ctx, builds))?;
-    // Stage 8: the statistics, the table, report.json, report.md, latency.svg, history.
+    // Stage 9: the statistics, the table, report.json, report.md, the plots, history.
     let report = timer.section(Stage::Report, || {
-        report(&ctx, &tc, &merged, &optimized, &measured)
+        report(&ctx, &tc, &merged, &optimized, Some(&insight), &measured)
     })?;
     gate(flags, &report)
 }
@@ -343,6 +356,11 @@ fn one_stage(
             let optimized = stage(ctx, timer, only, || optimize(ctx, tc, &merged))?;
             check_applied(&optimized, flags.allow_stale)?;
         }
+        Stage::Insight => {
+            stage(ctx, timer, only, || {
+                insight::insight(ctx, tc, &ctx.load(Stage::Instrument)?, &load_merged(ctx)?)
+            })?;
+        }
         Stage::Baselines => {
             stage(ctx, timer, only, || baselines(ctx, tc))?;
         }
@@ -357,11 +375,18 @@ fn one_stage(
         }
         Stage::Report => {
             let report = timer.section(only, || {
+                // The insight is optional here: a pgo-data/ from before the stage existed.
+                let insight: Option<InsightReport> = ctx
+                    .stage_file(Stage::Insight)
+                    .is_file()
+                    .then(|| ctx.load(Stage::Insight))
+                    .transpose()?;
                 report(
                     ctx,
                     tc,
                     &load_merged(ctx)?,
                     &ctx.load(Stage::Optimize)?,
+                    insight.as_ref(),
                     &ctx.load(Stage::Measure)?,
                 )
             })?;

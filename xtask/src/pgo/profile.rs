@@ -15,6 +15,9 @@ use crate::report::ProfileInfo;
 use crate::toolchain::Toolchain;
 use crate::warnings::ApplyReport;
 
+/// The training profile of the run before this one (kept by `merge`, compared by `insight`).
+pub const PREVIOUS_PROFILE: &str = "previous.profdata";
+
 /// The marker of LLVM's profiling runtime in an instrumented executable.
 const PROFILE_RUNTIME_MARKER: &[u8] = b"__llvm_profile";
 
@@ -158,11 +161,22 @@ pub(super) fn merge(
     let hash = format!("{:016x}", fsx::fnv1a64(&bytes));
     let path = ctx.data.join(format!("merged-{hash}.profdata"));
     fsx::rename(&tmp, &path)?;
-    for entry in std::fs::read_dir(&ctx.data)?.filter_map(|e| e.ok()) {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("merged-") && name.ends_with(".profdata") && entry.path() != path {
-            let _ = std::fs::remove_file(entry.path());
-        }
+    // The newest older profile becomes the previous one (the insight stage compares the two
+    // trainings); the rest go.
+    let mut older: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&ctx.data)?
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("merged-") && name.ends_with(".profdata") && e.path() != path
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    older.sort();
+    if let Some((_, newest)) = older.pop() {
+        fsx::rename(&newest, &ctx.data.join(PREVIOUS_PROFILE))?;
+    }
+    for (_, old) in older {
+        let _ = std::fs::remove_file(old);
     }
     let show = Cmd::new(tc.llvm_profdata.display().to_string())
         .arg("show")

@@ -69,6 +69,7 @@ pub(super) fn report(
     tc: &Toolchain,
     merged: &MergedProfile,
     optimized: &OptimizedBuild,
+    insight: Option<&super::InsightReport>,
     measured: &Measurements,
 ) -> Result<Report> {
     let builds = measured.builds.clone();
@@ -106,6 +107,7 @@ pub(super) fn report(
         environment: report::environment(&ctx.ws.root, tc),
         profile: merged.0.clone(),
         apply_check: optimized.apply.clone(),
+        insight: insight.cloned(),
         builds,
         workloads,
         instructions: measured.instructions.clone(),

@@ -1,0 +1,425 @@
+//! Profile insight, numbers in and numbers out: what a profile holds (its functions' counts
+//! from `llvm-profdata merge --text`), how two profiles overlap (`llvm-profdata overlap`), and
+//! which functions hot in a measured workload the training under-weights or never ran. The
+//! stage that runs the tools is `pgo/insight.rs`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::warnings::{crate_of, demangle};
+
+/// One function of a profile: its demangled name and the sum of its counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionCount {
+    pub name: String,
+    pub count: u64,
+}
+
+/// The functions of a profile in LLVM's text format (`llvm-profdata merge --text`): records
+/// separated by blank lines, each a (possibly file-qualified) mangled name, its hash, its
+/// counter count and counter values, then optional value-profile data.
+pub fn parse_text_profile(text: &str) -> Result<Vec<FunctionCount>, String> {
+    let mut out = Vec::new();
+    for record in text.split("\n\n") {
+        let mut lines = record.lines().filter(|l| !l.trim().is_empty());
+        let Some(mut name) = lines.next() else {
+            continue;
+        };
+        // The header: `# IR level Instrumentation Flag` and `:ir` before the first record.
+        while name.starts_with('#') || name.starts_with(':') {
+            match lines.next() {
+                Some(next) => name = next,
+                None => break,
+            }
+        }
+        if name.starts_with('#') || name.starts_with(':') {
+            continue;
+        }
+        let rest: Vec<&str> = lines.collect();
+        let field = |key: &str| rest.iter().position(|l| l.trim() == key);
+        let (Some(n_at), Some(values_at)) = (field("# Num Counters:"), field("# Counter Values:"))
+        else {
+            return Err(format!("the record of `{name}` has no counters"));
+        };
+        let n: usize = rest
+            .get(n_at + 1)
+            .and_then(|l| l.trim().parse().ok())
+            .ok_or_else(|| format!("the record of `{name}` has no counter count"))?;
+        let mut count = 0u64;
+        for i in 0..n {
+            let v: u64 = rest
+                .get(values_at + 1 + i)
+                .and_then(|l| l.trim().parse().ok())
+                .ok_or_else(|| {
+                    format!("the record of `{name}` has fewer than {n} counter values")
+                })?;
+            count = count.saturating_add(v);
+        }
+        // Local symbols come as `<file>;<symbol>`.
+        let symbol = name.rsplit(';').next().unwrap_or(name);
+        out.push(FunctionCount {
+            name: demangle(symbol),
+            count,
+        });
+    }
+    Ok(out)
+}
+
+/// `Edge profile overlap: 53.795%` from `llvm-profdata overlap` (program level), in %.
+pub fn parse_overlap(text: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("Edge profile overlap:")?
+            .trim()
+            .trim_end_matches('%')
+            .parse()
+            .ok()
+    })
+}
+
+/// A function's share of a profile's total count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionShare {
+    pub name: String,
+    pub krate: String,
+    pub share_pct: f64,
+}
+
+/// A crate's share of a profile: its functions, how many ran, and their share of the count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrateShare {
+    pub krate: String,
+    pub functions: usize,
+    pub nonzero: usize,
+    pub share_pct: f64,
+}
+
+/// What a profile holds: its hottest functions, and every crate's share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contents {
+    pub total_count: u64,
+    pub functions: usize,
+    pub top: Vec<FunctionShare>,
+    /// Crates by share, largest first.
+    pub crates: Vec<CrateShare>,
+}
+
+pub fn contents(functions: &[FunctionCount], top: usize) -> Contents {
+    let total: u64 = functions.iter().map(|f| f.count).sum();
+    let share = |c: u64| {
+        if total == 0 {
+            0.0
+        } else {
+            100.0 * c as f64 / total as f64
+        }
+    };
+    let mut sorted: Vec<&FunctionCount> = functions.iter().collect();
+    sorted.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    let mut crates: BTreeMap<String, (usize, usize, u64)> = BTreeMap::new();
+    for f in functions {
+        let e = crates.entry(crate_of(&f.name)).or_default();
+        e.0 += 1;
+        e.1 += usize::from(f.count > 0);
+        e.2 += f.count;
+    }
+    let mut crates: Vec<CrateShare> = crates
+        .into_iter()
+        .map(|(krate, (functions, nonzero, count))| CrateShare {
+            krate,
+            functions,
+            nonzero,
+            share_pct: share(count),
+        })
+        .collect();
+    crates.sort_by(|a, b| b.share_pct.total_cmp(&a.share_pct));
+    Contents {
+        total_count: total,
+        functions: functions.len(),
+        top: sorted
+            .iter()
+            .take(top)
+            .filter(|f| f.count > 0)
+            .map(|f| FunctionShare {
+                name: f.name.clone(),
+                krate: crate_of(&f.name),
+                share_pct: share(f.count),
+            })
+            .collect(),
+        crates,
+    }
+}
+
+/// A function hot in a measured workload, with its share there and in the training profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HotFunction {
+    pub name: String,
+    pub workload_share_pct: f64,
+    pub training_share_pct: f64,
+}
+
+impl HotFunction {
+    /// The training saw less than a tenth of this function's weight in the workload (or none).
+    pub fn under_weighted(&self) -> bool {
+        self.training_share_pct < self.workload_share_pct / 10.0
+    }
+}
+
+/// The `top` hottest functions of `workload` with their shares in both profiles, and the
+/// functions of the `required` paths that the workload ran and the training never did.
+pub fn compare_hot(
+    workload: &[FunctionCount],
+    training: &[FunctionCount],
+    required: &[String],
+    top: usize,
+) -> (Vec<HotFunction>, Vec<String>) {
+    let total = |fs: &[FunctionCount]| fs.iter().map(|f| f.count).sum::<u64>().max(1) as f64;
+    let (wt, tt) = (total(workload), total(training));
+    // Names repeat (monomorphised copies demangle alike): sum them.
+    let mut in_training: BTreeMap<&str, u64> = BTreeMap::new();
+    for f in training {
+        *in_training.entry(&f.name).or_default() += f.count;
+    }
+    let mut in_workload: BTreeMap<&str, u64> = BTreeMap::new();
+    for f in workload {
+        *in_workload.entry(&f.name).or_default() += f.count;
+    }
+    let mut hot: Vec<(&str, u64)> = in_workload.iter().map(|(n, c)| (*n, *c)).collect();
+    hot.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let hot_functions = hot
+        .iter()
+        .take(top)
+        .filter(|(_, c)| *c > 0)
+        .map(|(name, c)| HotFunction {
+            name: name.to_string(),
+            workload_share_pct: 100.0 * *c as f64 / wt,
+            training_share_pct: 100.0 * in_training.get(name).copied().unwrap_or(0) as f64 / tt,
+        })
+        .collect();
+    let never: Vec<String> = hot
+        .iter()
+        .filter(|(name, c)| {
+            *c > 0
+                && in_training.get(name).copied().unwrap_or(0) == 0
+                && required.iter().any(|r| name.contains(r.as_str()))
+        })
+        .map(|(name, _)| name.to_string())
+        .collect();
+    (hot_functions, never)
+}
+
+/// The share (%) of `workload`'s count in functions the training never ran: the part of the
+/// measured work PGO lays out blind (as cold).
+pub fn untrained_share(workload: &[FunctionCount], training: &[FunctionCount]) -> f64 {
+    let mut trained: BTreeMap<&str, u64> = BTreeMap::new();
+    for f in training {
+        *trained.entry(&f.name).or_default() += f.count;
+    }
+    let total: u64 = workload.iter().map(|f| f.count).sum();
+    let blind: u64 = workload
+        .iter()
+        .filter(|f| trained.get(f.name.as_str()).copied().unwrap_or(0) == 0)
+        .map(|f| f.count)
+        .sum();
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * blind as f64 / total as f64
+    }
+}
+
+/// Per-message figures from callgrind's simulators, differenced between N and 2N messages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Simulated {
+    /// Conditional branches executed, and mispredicted.
+    pub cond_branches: f64,
+    pub cond_mispredicts: f64,
+    /// Indirect branches executed, and mispredicted.
+    pub indirect_branches: f64,
+    pub indirect_mispredicts: f64,
+    /// First-level instruction and data cache misses, and last-level misses (both kinds).
+    pub i1_misses: f64,
+    pub d1_misses: f64,
+    pub ll_misses: f64,
+}
+
+/// callgrind's `Events :` and `Collected :` lines, as a map from event to count.
+pub fn parse_events(stderr: &str) -> Option<BTreeMap<String, u64>> {
+    let after = |key: &str| {
+        stderr
+            .lines()
+            .find_map(|l| Some(l.split_once(key)?.1.split_whitespace().collect::<Vec<_>>()))
+    };
+    let (names, values) = (after("Events    :")?, after("Collected :")?);
+    if names.len() != values.len() {
+        return None;
+    }
+    names
+        .into_iter()
+        .zip(values)
+        .map(|(n, v)| Some((n.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+/// Per message: the difference of the 2N and N runs' events, over N.
+pub fn simulated(
+    n: &BTreeMap<String, u64>,
+    two_n: &BTreeMap<String, u64>,
+    messages: u64,
+) -> Simulated {
+    let per = |events: &[&str]| {
+        events
+            .iter()
+            .map(|e| {
+                two_n.get(*e).copied().unwrap_or(0) as f64 - n.get(*e).copied().unwrap_or(0) as f64
+            })
+            .sum::<f64>()
+            / messages as f64
+    };
+    Simulated {
+        cond_branches: per(&["Bc"]),
+        cond_mispredicts: per(&["Bcm"]),
+        indirect_branches: per(&["Bi"]),
+        indirect_mispredicts: per(&["Bim"]),
+        i1_misses: per(&["I1mr"]),
+        d1_misses: per(&["D1mr", "D1mw"]),
+        ll_misses: per(&["ILmr", "DLmr", "DLmw"]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Real output, kept as fixtures: `llvm-profdata merge --text` of a mty-bench profile
+    // (LLVM 22.1.2-rust-1.95.0-stable, shortened to three records), `llvm-profdata overlap`
+    // of the training profile and an `agent_send_latency` profile, and callgrind 3.19 with
+    // `--branch-sim=yes --cache-sim=yes` on 2,000 messages.
+    const TEXT: &str = "# IR level Instrumentation Flag
+:ir
+_ZN11mty_runtime4pool9PoolInner4lock17h916a1e8cbf483f1bE
+# Func Hash:
+742261418966908927
+# Num Counters:
+2
+# Counter Values:
+2172977
+10
+
+tokio.8a2182543107452e-cgu.0;_ZN5tokio7runtime4park11wake_by_ref17hf0e7cc6db88809bcE
+# Func Hash:
+742261418966908927
+# Num Counters:
+1
+# Counter Values:
+0
+
+_ZN103_$LT$tokio..runtime..blocking..schedule..BlockingSchedule$u20$as$u20$tokio..runtime..task..Schedule$GT$8schedule17hd5bda08304612a3aE
+# Func Hash:
+515008862426419385
+# Num Counters:
+3
+# Counter Values:
+0
+7
+3
+# Num Value Kinds:
+0
+";
+
+    const OVERLAP: &str = "Profile overlap information for base_profile: pgo-data/merged-58347433420225b5.profdata and test_profile: /tmp/wl/w.profdata
+Program level:
+  # of functions overlap: 1177
+  Edge profile overlap: 53.795%
+  Edge profile base count sum: 144081471
+  Edge profile test count sum: 1718771
+  IndirectCall profile overlap: 0.764%
+";
+
+    const CALLGRIND: &str =
+        "==4975== Events    : Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim
+==4975== Collected : 4008536 1225001 920200 2638 68794 4921 2469 1919 4679 585541 6673 22080 719
+==4975== 
+==4975== I   refs:      4,008,536
+";
+
+    #[test]
+    fn parses_a_text_profile_into_demangled_function_counts() {
+        let f = parse_text_profile(TEXT).unwrap();
+        assert_eq!(f.len(), 3);
+        assert_eq!(f[0].name, "mty_runtime::pool::PoolInner::lock");
+        assert_eq!(f[0].count, 2172987);
+        assert_eq!(
+            f[1].name, "tokio::runtime::park::wake_by_ref",
+            "file prefix dropped"
+        );
+        assert_eq!(
+            f[2].count, 10,
+            "value-profile data after the counters is skipped"
+        );
+        assert!(
+            parse_text_profile("f\n# Num Counters:\n2\n# Counter Values:\n1\n")
+                .unwrap_err()
+                .contains("fewer than 2 counter values")
+        );
+    }
+
+    #[test]
+    fn contents_rank_functions_and_crates_by_share() {
+        let c = contents(&parse_text_profile(TEXT).unwrap(), 10);
+        assert_eq!(c.total_count, 2172997);
+        assert_eq!(c.top.len(), 2, "functions that never ran are not 'hot'");
+        assert_eq!(c.top[0].krate, "mty_runtime");
+        assert!((c.top[0].share_pct - 100.0 * 2172987.0 / 2172997.0).abs() < 1e-9);
+        let tokio = c.crates.iter().find(|k| k.krate == "tokio").unwrap();
+        assert_eq!((tokio.functions, tokio.nonzero), (2, 1));
+    }
+
+    #[test]
+    fn parses_overlap_and_callgrind_events() {
+        assert_eq!(parse_overlap(OVERLAP), Some(53.795));
+        assert_eq!(parse_overlap("nothing"), None);
+        let e = parse_events(CALLGRIND).unwrap();
+        assert_eq!((e["Ir"], e["Bcm"], e["Bim"]), (4008536, 6673, 719));
+        let doubled: BTreeMap<String, u64> = e.iter().map(|(k, v)| (k.clone(), v * 2)).collect();
+        let s = simulated(&e, &doubled, 2000);
+        assert_eq!(s.cond_branches, 585541.0 / 2000.0);
+        assert_eq!(s.d1_misses, (68794.0 + 4921.0) / 2000.0);
+        assert_eq!(s.ll_misses, (2469.0 + 1919.0 + 4679.0) / 2000.0);
+        assert_eq!(
+            parse_events("==1== Events    : Ir Bc\n==1== Collected : 5\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn hot_functions_the_training_missed_are_named() {
+        let w = vec![
+            FunctionCount {
+                name: "mty_runtime::mailbox::send".into(),
+                count: 90,
+            },
+            FunctionCount {
+                name: "tokio::sync::mpsc::list::Rx<T>::pop".into(),
+                count: 10,
+            },
+        ];
+        let t = vec![
+            FunctionCount {
+                name: "mty_runtime::mailbox::send".into(),
+                count: 1,
+            },
+            FunctionCount {
+                name: "serde::x".into(),
+                count: 999,
+            },
+        ];
+        let (hot, never) = compare_hot(&w, &t, &["tokio::sync::mpsc::".into()], 5);
+        assert_eq!(hot[0].name, "mty_runtime::mailbox::send");
+        assert!((hot[0].training_share_pct - 0.1).abs() < 1e-9);
+        assert!(hot[0].under_weighted() && hot[1].under_weighted());
+        assert_eq!(never, ["tokio::sync::mpsc::list::Rx<T>::pop"]);
+        assert_eq!(untrained_share(&w, &t), 10.0);
+        assert_eq!(untrained_share(&t, &t), 0.0);
+    }
+}

@@ -1,0 +1,231 @@
+//! The `insight` stage: why PGO did what it did, from the profiles themselves (no hardware
+//! counters in this VM). What the merged training profile holds; each measured workload
+//! profiled on its own on the instrumented binary (into `pgo-data/insight/`, never merged into
+//! the training profile) and compared with the training; and the overlap of this training with
+//! the previous run's, so a user sees whether two trainings agree.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::{Ctx, InstrumentedBuild, MergedProfile};
+use crate::exec::Cmd;
+use crate::insight::{self, Contents, FunctionCount, HotFunction};
+use crate::toolchain::Toolchain;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InsightReport {
+    /// The merged training profile: hottest functions, crates.
+    pub training: Contents,
+    /// Per `apply_check.required` prefix: its functions in the profile, and how many ran.
+    pub required: Vec<RequiredCoverage>,
+    pub workloads: Vec<WorkloadInsight>,
+    /// This training's overlap with the previous run's profile (when there was one), in %.
+    pub previous_overlap_pct: Option<f64>,
+    pub min_overlap_pct: f64,
+    /// What deserves a look, in words (also printed).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequiredCoverage {
+    pub prefix: String,
+    pub functions: usize,
+    pub nonzero: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadInsight {
+    pub workload: String,
+    /// Program-level edge overlap of the workload's profile with the training's, in %.
+    pub overlap_pct: f64,
+    /// The share of the workload's count in functions the training never ran, in %.
+    #[serde(default)]
+    pub untrained_share_pct: f64,
+    /// The workload's hottest functions, with their share there and in the training.
+    pub hot: Vec<HotFunction>,
+    /// Functions of the required paths the workload ran and the training never did.
+    pub never_trained: Vec<String>,
+}
+
+pub(super) fn insight(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    instrumented: &InstrumentedBuild,
+    merged: &MergedProfile,
+) -> Result<InsightReport> {
+    let cfg = &ctx.config.config;
+    let dir = ctx.data.join("insight");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let training = functions(tc, &merged.0.path, &dir.join("training.proftext"))?;
+    let required = cfg
+        .apply_check
+        .required
+        .iter()
+        .map(|prefix| {
+            let mine: Vec<&FunctionCount> = training
+                .iter()
+                .filter(|f| f.name.contains(prefix.as_str()))
+                .collect();
+            RequiredCoverage {
+                prefix: prefix.clone(),
+                functions: mine.len(),
+                nonzero: mine.iter().filter(|f| f.count > 0).count(),
+            }
+        })
+        .collect();
+    let mut warnings = Vec::new();
+    let mut workloads = Vec::new();
+    for w in &cfg.measure.workloads {
+        let profile = profile_workload(ctx, tc, instrumented, &w.name, &w.args, &dir)?;
+        let overlap_pct = overlap(tc, &merged.0.path, &profile)?;
+        let mine = functions(tc, &profile, &dir.join(format!("{}.proftext", w.name)))?;
+        let (hot, never_trained) =
+            insight::compare_hot(&mine, &training, &cfg.apply_check.required, cfg.insight.top);
+        let untrained_share_pct = insight::untrained_share(&mine, &training);
+        if overlap_pct < cfg.insight.min_overlap_pct {
+            let under: Vec<&str> = hot
+                .iter()
+                .filter(|h| h.under_weighted())
+                .take(3)
+                .map(|h| h.name.as_str())
+                .collect();
+            warnings.push(format!(
+                "the training is not representative of `{}`: edge overlap {overlap_pct:.1} % (insight.min_overlap_pct {:.1} %){}",
+                w.name,
+                cfg.insight.min_overlap_pct,
+                if under.is_empty() {
+                    String::new()
+                } else {
+                    format!("; under-weighted or never trained: {}", under.join(", "))
+                }
+            ));
+        }
+        if !never_trained.is_empty() {
+            warnings.push(format!(
+                "`{}` runs {} function(s) of the required paths that the training never ran (first: {})",
+                w.name,
+                never_trained.len(),
+                never_trained[0]
+            ));
+        }
+        workloads.push(WorkloadInsight {
+            workload: w.name.clone(),
+            overlap_pct,
+            untrained_share_pct,
+            hot,
+            never_trained,
+        });
+    }
+    let previous = ctx.data.join(super::profile::PREVIOUS_PROFILE);
+    let previous_overlap_pct = if previous.is_file() {
+        Some(overlap(tc, &previous, &merged.0.path)?)
+    } else {
+        None
+    };
+    let out = InsightReport {
+        training: insight::contents(&training, cfg.insight.top),
+        required,
+        workloads,
+        previous_overlap_pct,
+        min_overlap_pct: cfg.insight.min_overlap_pct,
+        warnings,
+    };
+    for w in &out.workloads {
+        eprintln!(
+            "insight: `{}` overlaps the training profile {:.1} %, {:.1} % of its count in functions never trained; its hottest: {}",
+            w.workload,
+            w.overlap_pct,
+            w.untrained_share_pct,
+            w.hot
+                .iter()
+                .take(3)
+                .map(|h| format!(
+                    "{} ({:.1} % there, {:.2} % in training)",
+                    h.name, h.workload_share_pct, h.training_share_pct
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    if let Some(p) = out.previous_overlap_pct {
+        eprintln!("insight: this training overlaps the previous run's {p:.1} %");
+    }
+    for warning in &out.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(out)
+}
+
+/// Runs one measured workload on the instrumented binary into a directory of its own and
+/// merges what it wrote: that workload's own profile.
+fn profile_workload(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    instrumented: &InstrumentedBuild,
+    name: &str,
+    args: &[String],
+    dir: &Path,
+) -> Result<PathBuf> {
+    let raw = dir.join(name);
+    if raw.exists() {
+        std::fs::remove_dir_all(&raw).with_context(|| format!("cannot clear {}", raw.display()))?;
+    }
+    std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
+    Cmd::new(instrumented.0.exe.display().to_string())
+        .args(args.iter().cloned())
+        .env(
+            "LLVM_PROFILE_FILE",
+            format!("{}/%m_%p.profraw", raw.display()),
+        )
+        .run_with_timeout(Duration::from_secs(ctx.config.config.measure.timeout_secs))
+        .with_context(|| format!("profiling the measured workload `{name}`"))?;
+    let profraw: Vec<String> = std::fs::read_dir(&raw)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "profraw"))
+        .map(|p| p.display().to_string())
+        .collect();
+    if profraw.is_empty() {
+        anyhow::bail!(
+            "profiling `{name}` wrote no raw profile in {}: is the instrumented build current?",
+            raw.display()
+        );
+    }
+    let out = dir.join(format!("{name}.profdata"));
+    Cmd::new(tc.llvm_profdata.display().to_string())
+        .args(["merge", "-o"])
+        .arg(out.display().to_string())
+        .args(profraw)
+        .read()
+        .with_context(|| format!("merging the profile of `{name}`"))?;
+    Ok(out)
+}
+
+/// A profile's functions, via its text dump written to `text`.
+fn functions(tc: &Toolchain, profile: &Path, text: &Path) -> Result<Vec<FunctionCount>> {
+    Cmd::new(tc.llvm_profdata.display().to_string())
+        .args(["merge", "--text", "-o"])
+        .arg(text.display().to_string())
+        .arg(profile.display().to_string())
+        .read()?;
+    let dump =
+        std::fs::read_to_string(text).with_context(|| format!("cannot read {}", text.display()))?;
+    insight::parse_text_profile(&dump).map_err(|e| anyhow::anyhow!("{}: {e}", text.display()))
+}
+
+/// `llvm-profdata overlap base test`: the program-level edge overlap, in %.
+fn overlap(tc: &Toolchain, base: &Path, test: &Path) -> Result<f64> {
+    let cmd = Cmd::new(tc.llvm_profdata.display().to_string())
+        .arg("overlap")
+        .arg(base.display().to_string())
+        .arg(test.display().to_string());
+    let out = cmd.read()?;
+    insight::parse_overlap(&out).with_context(|| {
+        format!(
+            "`{}` printed no `Edge profile overlap:` line:\n{out}",
+            cmd.display()
+        )
+    })
+}
