@@ -9,9 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::warnings::{crate_of, demangle};
 
-/// One function of a profile: its demangled name and the sum of its counters.
+/// One function of a profile: its symbol as the profile names it (unique: closures and
+/// monomorphised copies demangle alike, so two profiles of one binary are matched on this),
+/// its demangled name, and the sum of its counters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FunctionCount {
+    pub symbol: String,
     pub name: String,
     pub count: u64,
 }
@@ -59,6 +62,7 @@ pub fn parse_text_profile(text: &str) -> Result<Vec<FunctionCount>, String> {
         // Local symbols come as `<file>;<symbol>`.
         let symbol = name.rsplit(';').next().unwrap_or(name);
         out.push(FunctionCount {
+            symbol: name.to_string(),
             name: demangle(symbol),
             count,
         });
@@ -175,35 +179,23 @@ pub fn compare_hot(
 ) -> (Vec<HotFunction>, Vec<String>) {
     let total = |fs: &[FunctionCount]| fs.iter().map(|f| f.count).sum::<u64>().max(1) as f64;
     let (wt, tt) = (total(workload), total(training));
-    // Names repeat (monomorphised copies demangle alike): sum them.
-    let mut in_training: BTreeMap<&str, u64> = BTreeMap::new();
-    for f in training {
-        *in_training.entry(&f.name).or_default() += f.count;
-    }
-    let mut in_workload: BTreeMap<&str, u64> = BTreeMap::new();
-    for f in workload {
-        *in_workload.entry(&f.name).or_default() += f.count;
-    }
-    let mut hot: Vec<(&str, u64)> = in_workload.iter().map(|(n, c)| (*n, *c)).collect();
-    hot.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let in_training = by_symbol(training);
+    let trained = |f: &FunctionCount| in_training.get(f.symbol.as_str()).copied().unwrap_or(0);
+    let mut hot: Vec<&FunctionCount> = workload.iter().filter(|f| f.count > 0).collect();
+    hot.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
     let hot_functions = hot
         .iter()
         .take(top)
-        .filter(|(_, c)| *c > 0)
-        .map(|(name, c)| HotFunction {
-            name: name.to_string(),
-            workload_share_pct: 100.0 * *c as f64 / wt,
-            training_share_pct: 100.0 * in_training.get(name).copied().unwrap_or(0) as f64 / tt,
+        .map(|f| HotFunction {
+            name: f.name.clone(),
+            workload_share_pct: 100.0 * f.count as f64 / wt,
+            training_share_pct: 100.0 * trained(f) as f64 / tt,
         })
         .collect();
     let never: Vec<String> = hot
         .iter()
-        .filter(|(name, c)| {
-            *c > 0
-                && in_training.get(name).copied().unwrap_or(0) == 0
-                && required.iter().any(|r| name.contains(r.as_str()))
-        })
-        .map(|(name, _)| name.to_string())
+        .filter(|f| trained(f) == 0 && required.iter().any(|r| f.name.contains(r.as_str())))
+        .map(|f| f.name.clone())
         .collect();
     (hot_functions, never)
 }
@@ -211,14 +203,11 @@ pub fn compare_hot(
 /// The share (%) of `workload`'s count in functions the training never ran: the part of the
 /// measured work PGO lays out blind (as cold).
 pub fn untrained_share(workload: &[FunctionCount], training: &[FunctionCount]) -> f64 {
-    let mut trained: BTreeMap<&str, u64> = BTreeMap::new();
-    for f in training {
-        *trained.entry(&f.name).or_default() += f.count;
-    }
+    let trained = by_symbol(training);
     let total: u64 = workload.iter().map(|f| f.count).sum();
     let blind: u64 = workload
         .iter()
-        .filter(|f| trained.get(f.name.as_str()).copied().unwrap_or(0) == 0)
+        .filter(|f| trained.get(f.symbol.as_str()).copied().unwrap_or(0) == 0)
         .map(|f| f.count)
         .sum();
     if total == 0 {
@@ -226,6 +215,15 @@ pub fn untrained_share(workload: &[FunctionCount], training: &[FunctionCount]) -
     } else {
         100.0 * blind as f64 / total as f64
     }
+}
+
+/// Counts by symbol.
+fn by_symbol(functions: &[FunctionCount]) -> BTreeMap<&str, u64> {
+    let mut out: BTreeMap<&str, u64> = BTreeMap::new();
+    for f in functions {
+        *out.entry(f.symbol.as_str()).or_default() += f.count;
+    }
+    out
 }
 
 /// Per-message figures from callgrind's simulators, differenced between N and 2N messages.
@@ -394,32 +392,29 @@ Program level:
 
     #[test]
     fn hot_functions_the_training_missed_are_named() {
+        let f = |symbol: &str, name: &str, count| FunctionCount {
+            symbol: symbol.into(),
+            name: name.into(),
+            count,
+        };
         let w = vec![
-            FunctionCount {
-                name: "mty_runtime::mailbox::send".into(),
-                count: 90,
-            },
-            FunctionCount {
-                name: "tokio::sync::mpsc::list::Rx<T>::pop".into(),
-                count: 10,
-            },
+            f("_ZN1s", "mty_runtime::mailbox::send", 90),
+            f("_ZN1p", "tokio::sync::mpsc::list::Rx<T>::pop", 10),
+            // Another closure that demangles like a trained one: matched by symbol, not name.
+            f("_ZN1c2", "mty_bench::latency::mailbox::{{closure}}", 0),
         ];
         let t = vec![
-            FunctionCount {
-                name: "mty_runtime::mailbox::send".into(),
-                count: 1,
-            },
-            FunctionCount {
-                name: "serde::x".into(),
-                count: 999,
-            },
+            f("_ZN1s", "mty_runtime::mailbox::send", 1),
+            f("_ZN1x", "serde::x", 999),
+            f("_ZN1c1", "mty_bench::latency::mailbox::{{closure}}", 5),
         ];
         let (hot, never) = compare_hot(&w, &t, &["tokio::sync::mpsc::".into()], 5);
         assert_eq!(hot[0].name, "mty_runtime::mailbox::send");
-        assert!((hot[0].training_share_pct - 0.1).abs() < 1e-9);
+        assert!((hot[0].training_share_pct - 100.0 / 1005.0).abs() < 1e-9);
         assert!(hot[0].under_weighted() && hot[1].under_weighted());
         assert_eq!(never, ["tokio::sync::mpsc::list::Rx<T>::pop"]);
         assert_eq!(untrained_share(&w, &t), 10.0);
+        assert_eq!(hot.len(), 2, "functions the workload never ran are not hot");
         assert_eq!(untrained_share(&t, &t), 0.0);
     }
 }

@@ -390,6 +390,7 @@ pub mod tests {
     pub fn insight_fixture() -> crate::pgo::InsightReport {
         use crate::insight::{FunctionCount, HotFunction, contents};
         let f = |name: &str, count: u64| FunctionCount {
+            symbol: format!("_ZN{name}"),
             name: name.into(),
             count,
         };
