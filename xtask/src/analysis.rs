@@ -68,13 +68,31 @@ pub struct WorkloadAnalysis {
     /// Release against itself (second run of each block): the noise floor.
     pub aa: Comparison,
     pub rows: Vec<Row>,
+    /// How much of the oracle's gain over lto the training's lto+pgo gets (median), when an
+    /// oracle was measured.
+    #[serde(default)]
+    pub capture: Option<stats::Capture>,
 }
+
+/// The builds the capture compares: the training's PGO build and the oracle, both against lto.
+const PGO: &str = "lto+pgo";
+const ORACLE: &str = "oracle";
+const LTO: &str = "lto";
 
 fn processes() -> Mode {
     Mode::Processes
 }
 
 impl WorkloadAnalysis {
+    /// The capture in words, or `None` without an oracle.
+    pub fn capture_line(&self) -> Option<String> {
+        let c = self.capture.as_ref()?;
+        Some(format!(
+            "the training captures {:.0} % [{:.0}, {:.0}] of the gain an oracle profile (trained on the measured workload itself) gets over lto: lto+pgo {:.1} % faster than lto, oracle {:.1} %",
+            c.pct, c.ci_low_pct, c.ci_high_pct, c.candidate_gain_pct, c.oracle_gain_pct
+        ))
+    }
+
     /// What the figures rest on, in words: "12 sessions × 200 rounds (lockstep)" or
     /// "20 pairs, 1 dropped as disturbed (processes)".
     pub fn basis(&self) -> String {
@@ -147,8 +165,32 @@ fn analyze_one(
     let (aa, rows) = judge_rows(builds, cfg.min_effect_pct, compare, |build, vs_release| {
         build_row(workload, build, &mine, &clean, instructions, vs_release)
     })?;
+    // Blocks as sessions of one round each.
+    let capture = if [PGO, ORACLE, LTO]
+        .iter()
+        .all(|b| builds.iter().any(|x| x == b))
+    {
+        let against_lto = |b: &str| -> Result<Vec<Vec<f64>>> {
+            let (x, lto) = (series(b, METRICS[0])?, series(LTO, METRICS[0])?);
+            Ok(x.iter()
+                .zip(&lto)
+                .map(|(x, l)| vec![(x / l).ln()])
+                .collect())
+        };
+        // Undefined (None) when the oracle gains nothing over lto in any resample.
+        stats::capture_nested(
+            &against_lto(PGO)?,
+            &against_lto(ORACLE)?,
+            cfg.bootstrap_resamples,
+            cfg.seed,
+        )
+        .ok()
+    } else {
+        None
+    };
     Ok(WorkloadAnalysis {
         workload: workload.to_string(),
+        capture,
         mode: Mode::Processes,
         rounds_per_session: 0,
         pairs_total: blocks.len(),
@@ -231,8 +273,34 @@ fn analyze_sessions(
     let (aa, rows) = judge_rows(builds, cfg.min_effect_pct, compare, |build, vs_release| {
         session_row(workload, build, sessions, instructions, vs_release)
     })?;
+    let capture = if [PGO, ORACLE, LTO]
+        .iter()
+        .all(|b| builds.iter().any(|x| x == b))
+    {
+        let against_lto = |b: &str| -> Result<Vec<Vec<f64>>> {
+            let (x, lto) = (
+                round_ratios(sessions, b, BATCH_METRICS[0])?,
+                round_ratios(sessions, LTO, BATCH_METRICS[0])?,
+            );
+            Ok(x.iter()
+                .zip(&lto)
+                .map(|(x, l)| x.iter().zip(l).map(|(x, l)| x - l).collect())
+                .collect())
+        };
+        // Undefined (None) when the oracle gains nothing over lto in any resample.
+        stats::capture_nested(
+            &against_lto(PGO)?,
+            &against_lto(ORACLE)?,
+            cfg.bootstrap_resamples,
+            cfg.seed,
+        )
+        .ok()
+    } else {
+        None
+    };
     Ok(WorkloadAnalysis {
         workload: workload.to_string(),
+        capture,
         mode: Mode::Lockstep,
         rounds_per_session: sessions[0].order.len(),
         pairs_total: sessions.len(),
@@ -428,6 +496,7 @@ pub mod tests {
                 ("release-aa", 200.5),
                 ("lto", 199.0),
                 ("lto+pgo", 180.0),
+                ("oracle", 170.0),
             ]
             .into_iter()
             .enumerate()
@@ -453,7 +522,9 @@ pub mod tests {
     }
 
     pub fn builds() -> Vec<String> {
-        ["release", "lto", "lto+pgo"].map(String::from).to_vec()
+        ["release", "lto", "lto+pgo", "oracle"]
+            .map(String::from)
+            .to_vec()
     }
 
     #[test]
@@ -508,8 +579,8 @@ pub mod tests {
     /// lto+pgo 10 % faster; the machine's state flips between 170 and 235 ns every 5 rounds
     /// (all arms alike), each arm process has its own small offset.
     pub fn synthetic_sessions(n: u32, rounds: usize) -> Vec<Session> {
-        let arms = ["release", "release-aa", "lto", "lto+pgo"];
-        let factor = [1.0, 1.0, 0.99, 0.90];
+        let arms = ["release", "release-aa", "lto", "lto+pgo", "oracle"];
+        let factor = [1.0, 1.0, 0.99, 0.90, 0.85];
         (0..n)
             .map(|s| {
                 let offsets: Vec<f64> = (0..arms.len())
@@ -538,7 +609,7 @@ pub mod tests {
                     workload: "agent_send_latency".into(),
                     session: s,
                     arms: arms.map(String::from).to_vec(),
-                    order: (0..rounds).map(|_| vec![0, 1, 2, 3]).collect(),
+                    order: (0..rounds).map(|_| vec![0, 1, 2, 3, 4]).collect(),
                     batches,
                     totals: vec![total; arms.len()],
                 }

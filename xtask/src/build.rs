@@ -25,11 +25,15 @@ pub enum Build {
     /// Fat LTO plus the merged profile: what the benchmark page calls `release-pgo`.
     #[serde(rename = "lto+pgo")]
     LtoPgo,
+    /// Fat LTO plus a profile of the measured workloads themselves: the gain a training could
+    /// get at best. Measured beside the others, never shipped.
+    #[serde(rename = "oracle")]
+    Oracle,
 }
 
 impl Build {
     /// The builds measured, in the order every table and plot shows them.
-    pub const MEASURED: [Build; 3] = [Build::Release, Build::Lto, Build::LtoPgo];
+    pub const MEASURED: [Build; 4] = [Build::Release, Build::Lto, Build::LtoPgo, Build::Oracle];
     /// What every other measured build is compared against.
     pub const BASELINE: Build = Build::Release;
 
@@ -39,13 +43,14 @@ impl Build {
             Build::Release => "release",
             Build::Lto => "lto",
             Build::LtoPgo => "lto+pgo",
+            Build::Oracle => "oracle",
         }
     }
 
     pub fn cargo_profile(self) -> &'static str {
         match self {
             Build::Release => "release",
-            Build::Instrumented | Build::Lto | Build::LtoPgo => "release-pgo",
+            Build::Instrumented | Build::Lto | Build::LtoPgo | Build::Oracle => "release-pgo",
         }
     }
 
@@ -56,6 +61,7 @@ impl Build {
             Build::Release => "release",
             Build::Lto => "lto",
             Build::LtoPgo => "lto-pgo",
+            Build::Oracle => "oracle",
         }
     }
 
@@ -65,11 +71,15 @@ impl Build {
             Build::Release => "baseline: no LTO, no PGO",
             Build::Lto => "fat LTO, no PGO",
             Build::LtoPgo => "fat LTO + PGO",
+            Build::Oracle => {
+                "fat LTO + PGO trained on the measured workloads themselves (an upper bound, never shipped)"
+            }
         }
     }
 
     /// The pipeline's own rustflags for this build. `pgo` is the raw-profile directory of the
-    /// instrumented build and the merged profile of the PGO build; the others take none.
+    /// instrumented build and the merged profile of the PGO and oracle builds; the others take
+    /// none.
     pub fn rustflags(self, pgo: Option<&Path>) -> String {
         let path = || {
             pgo.unwrap_or_else(|| panic!("the {} build needs a profile path", self.name()))
@@ -78,7 +88,7 @@ impl Build {
         match self {
             Build::Instrumented => format!("-Cprofile-generate={}", path()),
             // The missing-function warnings are the proof that the profile applied.
-            Build::LtoPgo => format!(
+            Build::LtoPgo | Build::Oracle => format!(
                 "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function",
                 path()
             ),
@@ -121,7 +131,7 @@ mod tests {
     #[test]
     fn names_profiles_folders_and_flags() {
         let names: Vec<&str> = Build::MEASURED.iter().map(|b| b.name()).collect();
-        assert_eq!(names, ["release", "lto", "lto+pgo"]);
+        assert_eq!(names, ["release", "lto", "lto+pgo", "oracle"]);
         assert_eq!(Build::Lto.cargo_profile(), "release-pgo");
         assert_eq!(Build::Release.cargo_profile(), "release");
         // The JSON name is the display name.
@@ -134,13 +144,14 @@ mod tests {
             Build::Release,
             Build::Lto,
             Build::LtoPgo,
+            Build::Oracle,
         ]
         .iter()
         .map(|b| b.target_folder())
         .collect();
         folders.sort();
         folders.dedup();
-        assert_eq!(folders.len(), 4, "one target folder each");
+        assert_eq!(folders.len(), 5, "one target folder each");
         assert_eq!(
             Build::LtoPgo.rustflags(Some(Path::new("/p/m.profdata"))),
             "-Cprofile-use=/p/m.profdata -Cllvm-args=-pgo-warn-missing-function"

@@ -106,6 +106,12 @@ fn numbers(md: &mut String, report: &Report) {
             );
         }
         md.push('\n');
+        if let Some(line) = w.capture_line() {
+            let _ = writeln!(
+                md,
+                "Against the attainable: {line}. (`oracle` is never shipped: it was trained on the measured workload.)\n"
+            );
+        }
     }
     let _ = writeln!(md, "![latency by percentile, per build](latency.svg)\n");
     if !report.sessions.is_empty() {
@@ -350,7 +356,7 @@ fn protocol(md: &mut String, m: &crate::config::Measure) {
             let l = &m.lockstep;
             let _ = writeln!(
                 md,
-                "- Protocol: **lockstep**. Per workload {} sessions, each of new processes: release (twice: the A/A arm), lto and lto+pgo \
+                "- Protocol: **lockstep**. Per workload {} sessions, each of new processes: release (twice: the A/A arm) and each other build \
                  live for the whole session, {}, set up and warmed once, then {} rounds in which each arm in a random order (seed {}) \
                  runs one batch of {} messages while the others wait. Per session, the median over rounds of ln(arm batch / release \
                  batch of the same round) (robust to the machine's speed flips); the estimate is the mean over sessions; 95 % intervals \
@@ -404,7 +410,7 @@ fn raw_nanos(md: &mut String, report: &Report) {
         md,
         "## Raw nanos\n\nPer-run medians (ns), block by block; `*` marks a run flagged as disturbed.\n"
     );
-    let arms = [BASELINE, BASELINE_AGAIN, "lto", "lto+pgo"];
+    let arms = arm_names(report);
     for w in &report.workloads {
         let _ = writeln!(
             md,
@@ -443,7 +449,7 @@ fn raw_sessions(md: &mut String, report: &Report) {
         md,
         "## Raw nanos\n\nPer session, each arm's median over its rounds of the batch medians (ns); `rounds.svg` shows one session round by round.\n"
     );
-    let arms = [BASELINE, BASELINE_AGAIN, "lto", "lto+pgo"];
+    let arms = arm_names(report);
     for w in &report.workloads {
         let _ = writeln!(
             md,
@@ -465,6 +471,19 @@ fn raw_sessions(md: &mut String, report: &Report) {
         }
         md.push('\n');
     }
+}
+
+/// Every arm measured: release, its A/A twin, then the other builds.
+fn arm_names(report: &Report) -> Vec<&str> {
+    let mut arms = vec![BASELINE, BASELINE_AGAIN];
+    arms.extend(
+        report
+            .builds
+            .iter()
+            .map(|b| b.name())
+            .filter(|n| *n != BASELINE),
+    );
+    arms
 }
 
 /// Each comparison in words.

@@ -297,7 +297,7 @@ pub mod tests {
             .map(|b| Built::new(*b, PathBuf::from(format!("/{}", b.name())), String::new()))
             .collect();
         let names: Vec<String> = arms(&builds).into_iter().map(|a| a.name).collect();
-        assert_eq!(names, ["release", "release-aa", "lto", "lto+pgo"]);
+        assert_eq!(names, ["release", "release-aa", "lto", "lto+pgo", "oracle"]);
     }
 
     #[test]

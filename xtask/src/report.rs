@@ -140,6 +140,9 @@ pub fn render_table(report: &Report) -> String {
                 );
             }
         }
+        if let Some(line) = w.capture_line() {
+            let _ = writeln!(out, "  {line}");
+        }
         if let Some(note) = w.rows.iter().find_map(|r| r.instructions_note.as_deref()) {
             let _ = writeln!(out, "  instr/msg: {note}");
         }
@@ -306,26 +309,30 @@ pub mod tests {
         config.config.measure.pairs = 12;
         config.config.measure.mode = crate::config::Mode::Processes;
         let runs = synthetic_runs(12);
-        let instructions: Vec<InstructionCount> =
-            [("release", 1106.0), ("lto", 1043.0), ("lto+pgo", 917.0)]
-                .into_iter()
-                .map(|(b, i)| InstructionCount {
-                    workload: "agent_send_latency".into(),
-                    build: b.into(),
-                    per_message: Some(i),
-                    totals: Some((1_000_000, 1_000_000 + (i * 2000.0) as u64)),
-                    simulated: Some(crate::insight::Simulated {
-                        cond_branches: i / 6.0,
-                        cond_mispredicts: i / 300.0,
-                        indirect_branches: 11.0,
-                        indirect_mispredicts: 0.4,
-                        i1_misses: 0.02,
-                        d1_misses: i / 30.0,
-                        ll_misses: 0.01,
-                    }),
-                    note: None,
-                })
-                .collect();
+        let instructions: Vec<InstructionCount> = [
+            ("release", 1106.0),
+            ("lto", 1043.0),
+            ("lto+pgo", 917.0),
+            ("oracle", 880.0),
+        ]
+        .into_iter()
+        .map(|(b, i)| InstructionCount {
+            workload: "agent_send_latency".into(),
+            build: b.into(),
+            per_message: Some(i),
+            totals: Some((1_000_000, 1_000_000 + (i * 2000.0) as u64)),
+            simulated: Some(crate::insight::Simulated {
+                cond_branches: i / 6.0,
+                cond_mispredicts: i / 300.0,
+                indirect_branches: 11.0,
+                indirect_mispredicts: 0.4,
+                i1_misses: 0.02,
+                d1_misses: i / 30.0,
+                ll_misses: 0.01,
+            }),
+            note: None,
+        })
+        .collect();
         let workloads = analyze(
             &["agent_send_latency".into()],
             &builds(),
@@ -416,6 +423,7 @@ pub mod tests {
             ],
             workloads: vec![crate::pgo::insight::WorkloadInsight {
                 workload: "agent_send_latency".into(),
+                profile: PathBuf::from("pgo-data/insight/agent_send_latency.profdata"),
                 overlap_pct: 53.8,
                 untrained_share_pct: 17.9,
                 hot: vec![
@@ -505,6 +513,10 @@ pub mod tests {
         );
         assert_eq!(json[1]["value"], 1106.0);
         let line: serde_json::Value = serde_json::from_str(&history_line(&fixture())).unwrap();
-        assert_eq!(line["benchmarks"].as_array().unwrap().len(), 6);
+        assert_eq!(
+            line["benchmarks"].as_array().unwrap().len(),
+            8,
+            "a median and instructions per build"
+        );
     }
 }

@@ -18,7 +18,7 @@ mod testutil;
 
 use support::*;
 
-const BUILDS: [&str; 3] = ["release", "lto", "lto+pgo"];
+const BUILDS: [&str; 4] = ["release", "lto", "lto+pgo", "oracle"];
 
 #[test]
 fn the_whole_pipeline_on_the_quick_config() {
@@ -119,14 +119,14 @@ fn the_whole_pipeline_on_the_quick_config() {
         w["aa"]["median"]["estimate"]["rounds"].as_u64(),
         Some(4 * 20)
     );
-    // Every session: the four arms, each with a batch in every round, every round a
+    // Every session: the five arms, each with a batch in every round, every round a
     // permutation of the arms, and each arm's closing report.
     let sessions = report["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 4);
     for s in sessions {
         assert_eq!(
             s["arms"],
-            serde_json::json!(["release", "release-aa", "lto", "lto+pgo"])
+            serde_json::json!(["release", "release-aa", "lto", "lto+pgo", "oracle"])
         );
         for arm in s["batches"].as_array().unwrap() {
             assert_eq!(arm.as_array().unwrap().len(), 20, "{s}");
@@ -142,9 +142,9 @@ fn the_whole_pipeline_on_the_quick_config() {
                 .map(|x| x.as_u64().unwrap())
                 .collect();
             t.sort();
-            assert_eq!(t, [0, 1, 2, 3], "each round runs every arm once");
+            assert_eq!(t, [0, 1, 2, 3, 4], "each round runs every arm once");
         }
-        assert_eq!(s["totals"].as_array().unwrap().len(), 4);
+        assert_eq!(s["totals"].as_array().unwrap().len(), 5);
     }
     assert_eq!(
         report["runs"],
@@ -170,6 +170,28 @@ fn the_whole_pipeline_on_the_quick_config() {
             && stdout.contains("4 sessions × 20 rounds (lockstep)"),
         "{stdout}"
     );
+
+    // The oracle: built from the measured workload's own profile, applied, measured beside
+    // the others, and the share of its gain the training gets.
+    let oracle = json(&data.join("stages/oracle.json"));
+    assert_eq!(
+        oracle["apply"]["required_violations"],
+        serde_json::json!([])
+    );
+    assert!(
+        oracle["build"]["rustflags"]
+            .as_str()
+            .unwrap()
+            .contains("insight/oracle-"),
+        "{oracle}"
+    );
+    let capture = &w["capture"];
+    assert!(
+        capture["ci_low_pct"].as_f64().unwrap() <= capture["pct"].as_f64().unwrap()
+            && capture["pct"].as_f64().unwrap() <= capture["ci_high_pct"].as_f64().unwrap(),
+        "{capture}"
+    );
+    assert!(stdout.contains("the training captures"), "{stdout}");
 
     // The insight: the training profile's hottest functions, the required paths covered, the
     // measured workload profiled alone and compared, in report.json and report.md.
@@ -406,8 +428,8 @@ fn the_processes_mode_still_measures_in_blocks() {
     assert_eq!(w["pairs_total"].as_u64(), Some(6), "quick.toml has 6 pairs");
     assert_eq!(
         report["runs"].as_array().unwrap().len(),
-        6 * 4,
-        "4 runs a block"
+        6 * 5,
+        "5 runs a block"
     );
     assert_eq!(report["sessions"], serde_json::json!([]));
     assert!(!data.join("rounds.svg").exists());

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, InstrumentedBuild, MergedProfile};
+use super::{Ctx, InstrumentedBuild, MergedProfile, OptimizedBuild};
 use crate::exec::Cmd;
 use crate::insight::{self, Contents, FunctionCount, HotFunction};
 use crate::toolchain::Toolchain;
@@ -39,6 +39,8 @@ pub struct RequiredCoverage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadInsight {
     pub workload: String,
+    /// The workload's own profile (in `pgo-data/insight/`; the oracle build's input).
+    pub profile: PathBuf,
     /// Program-level edge overlap of the workload's profile with the training's, in %.
     pub overlap_pct: f64,
     /// The share of the workload's count in functions the training never ran, in %.
@@ -113,6 +115,7 @@ pub(super) fn insight(
         }
         workloads.push(WorkloadInsight {
             workload: w.name.clone(),
+            profile: profile.clone(),
             overlap_pct,
             untrained_share_pct,
             hot,
@@ -157,6 +160,39 @@ pub(super) fn insight(
         eprintln!("warning: {warning}");
     }
     Ok(out)
+}
+
+/// The oracle: a build whose profile is the measured workloads' own (merged from the insight
+/// stage's per-workload profiles). It says what a training could get at best; it is measured
+/// beside the others and never shipped. The profile is content-addressed like the training's
+/// (cargo fingerprints the path, not the content).
+pub(super) fn oracle(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Result<OptimizedBuild> {
+    let dir = ctx.data.join("insight");
+    let tmp = crate::fsx::temp_path(&dir.join("oracle.profdata"));
+    Cmd::new(tc.llvm_profdata.display().to_string())
+        .args(["merge", "-o"])
+        .arg(tmp.display().to_string())
+        .args(
+            insight
+                .workloads
+                .iter()
+                .map(|w| w.profile.display().to_string()),
+        )
+        .read()
+        .context("merging the measured workloads' profiles into the oracle profile")?;
+    let bytes = std::fs::read(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?;
+    let path = dir.join(format!(
+        "oracle-{:016x}.profdata",
+        crate::fsx::fnv1a64(&bytes)
+    ));
+    crate::fsx::rename(&tmp, &path)?;
+    for entry in std::fs::read_dir(&dir)?.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("oracle-") && entry.path() != path {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    super::profile::pgo_build(ctx, tc, crate::build::Build::Oracle, &path)
 }
 
 /// Runs one measured workload on the instrumented binary into a directory of its own and

@@ -39,6 +39,7 @@ pub enum Stage {
     Merge,
     Optimize,
     Insight,
+    Oracle,
     Baselines,
     Measure,
     Report,
@@ -46,13 +47,14 @@ pub enum Stage {
 
 impl Stage {
     /// Every stage, in the order the pipeline runs them.
-    pub const ALL: [Stage; 9] = [
+    pub const ALL: [Stage; 10] = [
         Stage::Doctor,
         Stage::Instrument,
         Stage::Train,
         Stage::Merge,
         Stage::Optimize,
         Stage::Insight,
+        Stage::Oracle,
         Stage::Baselines,
         Stage::Measure,
         Stage::Report,
@@ -67,6 +69,7 @@ impl Stage {
             Stage::Merge => "merge",
             Stage::Optimize => "optimize",
             Stage::Insight => "insight",
+            Stage::Oracle => "oracle",
             Stage::Baselines => "baselines",
             Stage::Measure => "measure",
             Stage::Report => "report",
@@ -82,6 +85,9 @@ impl Stage {
             Stage::Optimize => "the lto+pgo build, and the check that the profile applied",
             Stage::Insight => {
                 "what the profile holds; each measured workload profiled alone and compared with the training"
+            }
+            Stage::Oracle => {
+                "the oracle build: PGO from the measured workloads' own profiles (never shipped)"
             }
             Stage::Baselines => "the release (no LTO, no PGO) and lto (fat LTO only) builds",
             Stage::Measure => "the measured workloads on every build, interleaved",
@@ -224,13 +230,18 @@ pub struct Measurements {
 }
 
 impl Measurements {
-    pub fn builds_of(optimized: &OptimizedBuild, base: &Baselines) -> Vec<Built> {
+    pub fn builds_of(
+        optimized: &OptimizedBuild,
+        base: &Baselines,
+        oracle: &OptimizedBuild,
+    ) -> Vec<Built> {
         Build::MEASURED
             .iter()
             .map(|b| match b {
                 Build::Release => base.release.clone(),
                 Build::Lto => base.lto.clone(),
                 Build::LtoPgo => optimized.build.clone(),
+                Build::Oracle => oracle.build.clone(),
                 Build::Instrumented => unreachable!("the instrumented build is not measured"),
             })
             .collect()
@@ -297,13 +308,19 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     let insight = stage(&ctx, timer, Stage::Insight, || {
         insight::insight(&ctx, &tc, &instrumented, &merged)
     })?;
-    // Stage 7: what we compare against: no LTO and no PGO; fat LTO without PGO.
+    // Stage 7: the oracle, a PGO build trained on the measured workloads themselves: how much
+    // of the attainable gain the held-out training gets. Never shipped.
+    let oracle = stage(&ctx, timer, Stage::Oracle, || {
+        insight::oracle(&ctx, &tc, &insight)
+    })?;
+    check_applied(&oracle, false).context("the oracle build")?;
+    // Stage 8: what we compare against: no LTO and no PGO; fat LTO without PGO.
     let base = stage(&ctx, timer, Stage::Baselines, || baselines(&ctx, &tc))?;
-    // Stage 8: the held-out workloads on all three builds (lockstep by default), and
+    // Stage 9: the held-out workloads on every build (lockstep by default), and
     // instructions per message with simulated branches and caches.
-    let builds = Measurements::builds_of(&optimized, &base);
+    let builds = Measurements::builds_of(&optimized, &base, &oracle);
     let measured = stage(&ctx, timer, Stage::Measure, || measure(&ctx, builds))?;
-    // Stage 9: the statistics, the table, report.json, report.md, the plots, history.
+    // Stage 10: the statistics, the table, report.json, report.md, the plots, history.
     let report = timer.section(Stage::Report, || {
         report(&ctx, &tc, &merged, &optimized, Some(&insight), &measured)
     })?;
@@ -361,6 +378,12 @@ fn one_stage(
                 insight::insight(ctx, tc, &ctx.load(Stage::Instrument)?, &load_merged(ctx)?)
             })?;
         }
+        Stage::Oracle => {
+            let oracle = stage(ctx, timer, only, || {
+                insight::oracle(ctx, tc, &ctx.load(Stage::Insight)?)
+            })?;
+            check_applied(&oracle, false).context("the oracle build")?;
+        }
         Stage::Baselines => {
             stage(ctx, timer, only, || baselines(ctx, tc))?;
         }
@@ -369,6 +392,7 @@ fn one_stage(
                 let builds = Measurements::builds_of(
                     &ctx.load(Stage::Optimize)?,
                     &ctx.load(Stage::Baselines)?,
+                    &ctx.load(Stage::Oracle)?,
                 );
                 measure(ctx, builds)
             })?;

@@ -290,12 +290,18 @@ pub(super) fn optimize(
     tc: &Toolchain,
     merged: &MergedProfile,
 ) -> Result<OptimizedBuild> {
-    check_indexed_profile(&merged.0.path)?;
-    let (record, diagnostics) = ctx.build(
-        tc,
-        Build::LtoPgo,
-        Build::LtoPgo.rustflags(Some(&merged.0.path)),
-    )?;
+    pgo_build(ctx, tc, Build::LtoPgo, &merged.0.path)
+}
+
+/// A build with an indexed profile (`lto+pgo`, `oracle`), and rustc's PGO warnings about it.
+pub(super) fn pgo_build(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    build: Build,
+    profile: &Path,
+) -> Result<OptimizedBuild> {
+    check_indexed_profile(profile)?;
+    let (record, diagnostics) = ctx.build(tc, build, build.rustflags(Some(profile)))?;
     if contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
         bail!(
             "{} contains `__llvm_profile` symbols: the optimised build is instrumented",
@@ -305,7 +311,8 @@ pub(super) fn optimize(
     let required = &ctx.config.config.apply_check.required;
     let apply = ApplyReport::from_messages(diagnostics.iter().map(String::as_str), required);
     eprintln!(
-        "optimize: {} functions without profile data, {} hash mismatches; {} of them in {}",
+        "{}: {} functions without profile data, {} hash mismatches; {} of them in {}",
+        build.name(),
         apply.missing_total,
         apply.mismatch_total,
         apply.required_violations.len(),

@@ -48,7 +48,13 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
     let instructions_secs = started.elapsed().as_secs_f64();
     // The same workload on other implementations of the primitive.
     let started = std::time::Instant::now();
-    let comparators = run_comparators(ctx, &builds)?;
+    // The oracle is a yardstick for the training, not a build anyone ships: no comparator row.
+    let shipped: Vec<Built> = builds
+        .iter()
+        .filter(|b| b.build != crate::build::Build::Oracle)
+        .cloned()
+        .collect();
+    let comparators = run_comparators(ctx, &shipped)?;
     eprintln!(
         "measure: latency ({}) {latency_secs:.1} s, instructions {instructions_secs:.1} s, comparators {:.1} s",
         mode.name(),

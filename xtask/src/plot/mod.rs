@@ -24,6 +24,7 @@ fn color(build: &str) -> &'static str {
         "lto" => "#1f77b4",
         "lto+pgo" => "#d62728",
         "release-aa" => "#bcbd22",
+        "oracle" => "#9467bd",
         _ => "#2ca02c",
     }
 }
@@ -271,7 +272,11 @@ mod tests {
     fn the_svg_has_a_line_per_build_and_is_well_formed() {
         let svg = render_svg(&crate::report::tests::fixture());
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
-        assert_eq!(svg.matches("<polyline").count(), 3);
+        assert_eq!(
+            svg.matches("<polyline").count(),
+            4,
+            "release, lto, lto+pgo, oracle"
+        );
         assert!(svg.contains("lto+pgo: median 181 ns"), "{svg}");
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
         assert_eq!(svg.matches('<').count(), svg.matches('>').count());
@@ -283,18 +288,18 @@ mod tests {
         assert!(render_rounds_svg(&crate::report::tests::fixture()).is_none());
         let svg = render_rounds_svg(&crate::report::tests::lockstep_fixture()).unwrap();
         let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
-        // Panels 1 and 2 are lines (4 arms, then 3 ratios), panel 3 dots (3 arms).
+        // Panels 1 and 2 are lines (5 arms, then 4 ratios), panel 3 dots (4 arms).
         assert_eq!(
             doc.descendants()
                 .filter(|n| n.has_tag_name("polyline"))
                 .count(),
-            7
+            9
         );
         assert_eq!(
             doc.descendants()
                 .filter(|n| n.has_tag_name("circle"))
                 .count(),
-            3 * 10
+            4 * 10
         );
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
         if crate::testutil::have(
