@@ -123,7 +123,13 @@ impl<M: ByteSize> MailboxSender<M> {
         let Ok(permit) = self.tx.reserve().await else {
             return Err(SendError::Closed(msg));
         };
-        let frame = match self.pool.admit(size).await {
+        // Admission without a future first: the bytes are there (always, for an empty
+        // message), or the pool is closed. Only a full pool waits, in `admit`.
+        let admitted = match self.pool.try_admit(size) {
+            Err(AdmitError::Full) => self.pool.admit(size).await,
+            done => done,
+        };
+        let frame = match admitted {
             Ok(frame) => frame,
             Err(AdmitError::Closed) => return Err(SendError::Closed(msg)),
             Err(AdmitError::Full | AdmitError::Oversize { .. }) => {
