@@ -13,9 +13,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Measure, Mode};
 use crate::instructions::InstructionCount;
-use crate::lockstep::{Batch, Session};
 use crate::measure::{BASELINE, BASELINE_AGAIN, Run, median};
+
+mod lockstep;
 use crate::stats::{self, Estimate, Verdict};
+pub use lockstep::analyze_lockstep;
 
 /// A comparison judged against its threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -166,28 +168,13 @@ fn analyze_one(
         build_row(workload, build, &mine, &clean, instructions, vs_release)
     })?;
     // Blocks as sessions of one round each.
-    let capture = if [PGO, ORACLE, LTO]
-        .iter()
-        .all(|b| builds.iter().any(|x| x == b))
-    {
-        let against_lto = |b: &str| -> Result<Vec<Vec<f64>>> {
-            let (x, lto) = (series(b, METRICS[0])?, series(LTO, METRICS[0])?);
-            Ok(x.iter()
-                .zip(&lto)
-                .map(|(x, l)| vec![(x / l).ln()])
-                .collect())
-        };
-        // Undefined (None) when the oracle gains nothing over lto in any resample.
-        stats::capture_nested(
-            &against_lto(PGO)?,
-            &against_lto(ORACLE)?,
-            cfg.bootstrap_resamples,
-            cfg.seed,
-        )
-        .ok()
-    } else {
-        None
-    };
+    let capture = capture(builds, cfg, |b| {
+        let (x, base) = (series(b, METRICS[0])?, series(BASELINE, METRICS[0])?);
+        Ok(x.iter()
+            .zip(&base)
+            .map(|(x, r)| vec![(x / r).ln()])
+            .collect())
+    })?;
     Ok(WorkloadAnalysis {
         workload: workload.to_string(),
         capture,
@@ -200,114 +187,36 @@ fn analyze_one(
     })
 }
 
-type BatchMetric = fn(&Batch) -> f64;
-const BATCH_METRICS: [BatchMetric; 3] = [|b| b.median_ns, |b| b.p95_ns, |b| b.p99_ns];
-
-/// Lockstep sessions → the same analysis: per-round ratios within each session, nested
-/// bootstrap over sessions and rounds.
-pub fn analyze_lockstep(
-    workloads: &[String],
+/// How much of the oracle's gain over lto the training's lto+pgo gets. `ratios(build)` gives
+/// ln(build / release) per round of each session (a block is a session of one round); the
+/// differences to lto's are the gains over lto. `None` without the three builds, or when the
+/// oracle gained nothing in any resample.
+fn capture(
     builds: &[String],
-    sessions: &[Session],
-    instructions: &[InstructionCount],
     cfg: &Measure,
-) -> Result<Vec<WorkloadAnalysis>> {
-    workloads
-        .iter()
-        .map(|w| {
-            let mine: Vec<&Session> = sessions.iter().filter(|s| &s.workload == w).collect();
-            analyze_sessions(w, builds, &mine, instructions, cfg)
-        })
-        .collect()
-}
-
-/// The per-round log ratios of `cand` to the baseline, session by session, on `metric`.
-pub fn round_ratios(
-    sessions: &[&Session],
-    cand: &str,
-    metric: BatchMetric,
-) -> Result<Vec<Vec<f64>>> {
-    sessions
-        .iter()
-        .map(|s| {
-            let (Some(base), Some(c)) = (s.arm(BASELINE), s.arm(cand)) else {
-                bail!(
-                    "session {} of `{}` has no arm `{cand}` or `{BASELINE}`",
-                    s.session,
-                    s.workload
-                );
-            };
-            Ok(base
-                .iter()
-                .zip(c)
-                .map(|(b, c)| (metric(c) / metric(b)).ln())
-                .collect())
-        })
-        .collect()
-}
-
-fn analyze_sessions(
-    workload: &str,
-    builds: &[String],
-    sessions: &[&Session],
-    instructions: &[InstructionCount],
-    cfg: &Measure,
-) -> Result<WorkloadAnalysis> {
-    if sessions.len() < 2 {
-        bail!(
-            "`{workload}`: {} lockstep session(s) recorded; an interval needs at least 2",
-            sessions.len()
-        );
-    }
-    let compare = |cand: &str| -> Result<[Estimate; 3]> {
-        let mut out = Vec::new();
-        for metric in BATCH_METRICS {
-            out.push(stats::compare_nested(
-                &round_ratios(sessions, cand, metric)?,
-                cfg.bootstrap_resamples,
-                cfg.seed,
-            )?);
-        }
-        Ok(out.try_into().expect("three metrics"))
-    };
-    let (aa, rows) = judge_rows(builds, cfg.min_effect_pct, compare, |build, vs_release| {
-        session_row(workload, build, sessions, instructions, vs_release)
-    })?;
-    let capture = if [PGO, ORACLE, LTO]
+    ratios: impl Fn(&str) -> Result<Vec<Vec<f64>>>,
+) -> Result<Option<stats::Capture>> {
+    if ![PGO, ORACLE, LTO]
         .iter()
         .all(|b| builds.iter().any(|x| x == b))
     {
-        let against_lto = |b: &str| -> Result<Vec<Vec<f64>>> {
-            let (x, lto) = (
-                round_ratios(sessions, b, BATCH_METRICS[0])?,
-                round_ratios(sessions, LTO, BATCH_METRICS[0])?,
-            );
-            Ok(x.iter()
-                .zip(&lto)
-                .map(|(x, l)| x.iter().zip(l).map(|(x, l)| x - l).collect())
-                .collect())
-        };
-        // Undefined (None) when the oracle gains nothing over lto in any resample.
-        stats::capture_nested(
-            &against_lto(PGO)?,
-            &against_lto(ORACLE)?,
-            cfg.bootstrap_resamples,
-            cfg.seed,
-        )
-        .ok()
-    } else {
-        None
+        return Ok(None);
+    }
+    let lto = ratios(LTO)?;
+    let against_lto = |b: &str| -> Result<Vec<Vec<f64>>> {
+        Ok(ratios(b)?
+            .iter()
+            .zip(&lto)
+            .map(|(x, l)| x.iter().zip(l).map(|(x, l)| x - l).collect())
+            .collect())
     };
-    Ok(WorkloadAnalysis {
-        workload: workload.to_string(),
-        capture,
-        mode: Mode::Lockstep,
-        rounds_per_session: sessions[0].order.len(),
-        pairs_total: sessions.len(),
-        pairs_dropped: 0,
-        aa,
-        rows,
-    })
+    Ok(stats::capture_nested(
+        &against_lto(PGO)?,
+        &against_lto(ORACLE)?,
+        cfg.bootstrap_resamples,
+        cfg.seed,
+    )
+    .ok())
 }
 
 /// The A/A comparison (release against its second arm: the noise floor) and a row per build,
@@ -354,47 +263,6 @@ fn judge_against(
             p95: j(p95, thresholds[1]),
             p99: j(p99, thresholds[2]),
         }
-    }
-}
-
-/// One build's row from sessions: each figure the median over sessions of the median over
-/// that session's rounds; the distribution from each session's closing histogram.
-fn session_row(
-    workload: &str,
-    build: &str,
-    sessions: &[&Session],
-    instructions: &[InstructionCount],
-    vs_release: Option<Comparison>,
-) -> Row {
-    let fig = |metric: BatchMetric| {
-        let per_session: Vec<f64> = sessions
-            .iter()
-            .filter_map(|s| s.arm(build))
-            .filter_map(|b| median(&b.iter().map(metric).collect::<Vec<_>>()))
-            .collect();
-        median(&per_session).unwrap_or(f64::NAN)
-    };
-    let totals: Vec<&crate::measure::WorkloadLine> = sessions
-        .iter()
-        .filter_map(|s| {
-            let i = s.arms.iter().position(|a| a == build)?;
-            s.totals.get(i)
-        })
-        .collect();
-    let distribution = median_distribution(totals.iter().map(|t| t.percentiles.as_slice()));
-    let instr = instructions
-        .iter()
-        .find(|i| i.workload == workload && i.build == build);
-    Row {
-        build: build.to_string(),
-        runs: sessions.len(),
-        median_ns: fig(BATCH_METRICS[0]),
-        p95_ns: fig(BATCH_METRICS[1]),
-        p99_ns: fig(BATCH_METRICS[2]),
-        instructions_per_message: instr.and_then(|i| i.per_message),
-        instructions_note: instr.and_then(|i| i.note.clone()),
-        vs_release,
-        distribution,
     }
 }
 
@@ -481,6 +349,7 @@ fn build_row(
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use crate::lockstep::{Batch, Session};
     use crate::measure::parse_line;
     use crate::measure::tests::{LINE, measure_config};
     use crate::stats::Verdict;

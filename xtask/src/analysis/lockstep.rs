@@ -1,0 +1,142 @@
+//! The lockstep half of the analysis: per session, the per-round log ratio of each arm's
+//! batch to release's batch of the same round; the session's estimate is the median over its
+//! rounds (robust to a speed flip), the estimate the mean over sessions, the interval a nested
+//! bootstrap (`stats::compare_nested`).
+
+use anyhow::{Result, bail};
+
+use super::{
+    BASELINE, Comparison, Row, WorkloadAnalysis, capture, judge_rows, median_distribution,
+};
+use crate::config::{Measure, Mode};
+use crate::instructions::InstructionCount;
+use crate::lockstep::{Batch, Session};
+use crate::measure::median;
+use crate::stats::{self, Estimate};
+
+type BatchMetric = fn(&Batch) -> f64;
+const BATCH_METRICS: [BatchMetric; 3] = [|b| b.median_ns, |b| b.p95_ns, |b| b.p99_ns];
+
+/// Lockstep sessions → the same analysis: per-round ratios within each session, nested
+/// bootstrap over sessions and rounds.
+pub fn analyze_lockstep(
+    workloads: &[String],
+    builds: &[String],
+    sessions: &[Session],
+    instructions: &[InstructionCount],
+    cfg: &Measure,
+) -> Result<Vec<WorkloadAnalysis>> {
+    workloads
+        .iter()
+        .map(|w| {
+            let mine: Vec<&Session> = sessions.iter().filter(|s| &s.workload == w).collect();
+            analyze_sessions(w, builds, &mine, instructions, cfg)
+        })
+        .collect()
+}
+
+/// The per-round log ratios of `cand` to the baseline, session by session, on `metric`.
+pub fn round_ratios(
+    sessions: &[&Session],
+    cand: &str,
+    metric: BatchMetric,
+) -> Result<Vec<Vec<f64>>> {
+    sessions
+        .iter()
+        .map(|s| {
+            let (Some(base), Some(c)) = (s.arm(BASELINE), s.arm(cand)) else {
+                bail!(
+                    "session {} of `{}` has no arm `{cand}` or `{BASELINE}`",
+                    s.session,
+                    s.workload
+                );
+            };
+            Ok(base
+                .iter()
+                .zip(c)
+                .map(|(b, c)| (metric(c) / metric(b)).ln())
+                .collect())
+        })
+        .collect()
+}
+
+fn analyze_sessions(
+    workload: &str,
+    builds: &[String],
+    sessions: &[&Session],
+    instructions: &[InstructionCount],
+    cfg: &Measure,
+) -> Result<WorkloadAnalysis> {
+    if sessions.len() < 2 {
+        bail!(
+            "`{workload}`: {} lockstep session(s) recorded; an interval needs at least 2",
+            sessions.len()
+        );
+    }
+    let compare = |cand: &str| -> Result<[Estimate; 3]> {
+        let mut out = Vec::new();
+        for metric in BATCH_METRICS {
+            out.push(stats::compare_nested(
+                &round_ratios(sessions, cand, metric)?,
+                cfg.bootstrap_resamples,
+                cfg.seed,
+            )?);
+        }
+        Ok(out.try_into().expect("three metrics"))
+    };
+    let (aa, rows) = judge_rows(builds, cfg.min_effect_pct, compare, |build, vs_release| {
+        session_row(workload, build, sessions, instructions, vs_release)
+    })?;
+    let capture = capture(builds, cfg, |b| round_ratios(sessions, b, BATCH_METRICS[0]))?;
+    Ok(WorkloadAnalysis {
+        workload: workload.to_string(),
+        capture,
+        mode: Mode::Lockstep,
+        rounds_per_session: sessions[0].order.len(),
+        pairs_total: sessions.len(),
+        pairs_dropped: 0,
+        aa,
+        rows,
+    })
+}
+
+/// One build's row from sessions: each figure the median over sessions of the median over
+/// that session's rounds; the distribution from each session's closing histogram.
+fn session_row(
+    workload: &str,
+    build: &str,
+    sessions: &[&Session],
+    instructions: &[InstructionCount],
+    vs_release: Option<Comparison>,
+) -> Row {
+    let fig = |metric: BatchMetric| {
+        let per_session: Vec<f64> = sessions
+            .iter()
+            .filter_map(|s| s.arm(build))
+            .filter_map(|b| median(&b.iter().map(metric).collect::<Vec<_>>()))
+            .collect();
+        median(&per_session).unwrap_or(f64::NAN)
+    };
+    let totals: Vec<&crate::measure::WorkloadLine> = sessions
+        .iter()
+        .filter_map(|s| {
+            let i = s.arms.iter().position(|a| a == build)?;
+            s.totals.get(i)
+        })
+        .collect();
+    let distribution = median_distribution(totals.iter().map(|t| t.percentiles.as_slice()));
+    let instr = instructions
+        .iter()
+        .find(|i| i.workload == workload && i.build == build);
+    Row {
+        build: build.to_string(),
+        runs: sessions.len(),
+        median_ns: fig(BATCH_METRICS[0]),
+        p95_ns: fig(BATCH_METRICS[1]),
+        p99_ns: fig(BATCH_METRICS[2]),
+        instructions_per_message: instr.and_then(|i| i.per_message),
+        instructions_note: instr.and_then(|i| i.note.clone()),
+        vs_release,
+        distribution,
+    }
+}
