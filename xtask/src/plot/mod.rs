@@ -237,21 +237,25 @@ fn series(s: &mut String, p: &Panel, w: &crate::analysis::WorkloadAnalysis) {
             r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
             path.join(" ")
         );
-        let ly = p.y0 + 14.0 + k as f64 * 20.0;
-        let lx = LEFT + PLOT_W + 14.0;
-        let _ = writeln!(
-            s,
-            r#"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{c}" stroke-width="3"/>"#,
-            lx + 20.0
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}">{}</text>"#,
-            lx + LEGEND_SAMPLE,
-            ly + 4.0,
-            legend_label(row)
-        );
+        legend_entry(s, p.y0, k, c, &legend_label(row));
     }
+}
+
+/// The `k`-th legend entry right of a panel whose top is `y0`: a line sample and its label.
+fn legend_entry(s: &mut String, y0: f64, k: usize, color: &str, label: &str) {
+    let ly = y0 + 14.0 + k as f64 * 20.0;
+    let lx = LEFT + PLOT_W + 14.0;
+    let _ = writeln!(
+        s,
+        r#"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"/>"#,
+        lx + 20.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}">{label}</text>"#,
+        lx + LEGEND_SAMPLE,
+        ly + 4.0
+    );
 }
 
 fn label_ns(v: f64) -> String {

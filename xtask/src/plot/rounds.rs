@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{LEFT, LEGEND_SAMPLE, MARGIN, MIN_WIDTH, PLOT_W, TOP, color};
+use super::{LEFT, LEGEND_SAMPLE, MARGIN, MIN_WIDTH, PLOT_W, TOP, color, legend_entry};
 use crate::lockstep::Session;
 use crate::report::Report;
 
@@ -217,18 +217,6 @@ fn line_panel(
                 points.join(" ")
             );
         }
-        let ly = y0 + 14.0 + k as f64 * 20.0;
-        let lx = LEFT + PLOT_W + 14.0;
-        let _ = writeln!(
-            s,
-            r#"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{c}" stroke-width="3"/>"#,
-            lx + 20.0
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}">{name}</text>"#,
-            lx + LEGEND_SAMPLE,
-            ly + 4.0
-        );
+        legend_entry(s, y0, k, c, name);
     }
 }
