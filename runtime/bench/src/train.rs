@@ -47,7 +47,12 @@ pub fn run(args: &Args) -> TrainReport {
         ("fail", 64),
     ] {
         let mut a = args.clone();
-        a.messages = (n / 8).max(1);
+        // Empty payloads, one at a time, are the runtime's fast path and most of what a
+        // latency-bound user runs: twice the weight of the other sizes (measured: with equal
+        // weights the training got 57-70 % of an oracle profile's gain on the empty round
+        // trips, with `Semaphore::try_acquire` at 0.8 % of the training's count against 7.7 % of
+        // the `try_send` loop's).
+        a.messages = if bytes == 0 { n / 4 } else { n / 8 }.max(1);
         a.warmup = 0;
         a.payload_bytes = bytes;
         a.policy = if policy == "block" {
