@@ -166,19 +166,7 @@ fn y_axis(s: &mut String, p: &Panel) {
             if v.log10() > p.hi + 1e-9 {
                 break;
             }
-            let y = p.py(v);
-            let _ = writeln!(
-                s,
-                r##"<line x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
-                LEFT + PLOT_W
-            );
-            let _ = writeln!(
-                s,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-                LEFT - 6.0,
-                y + 4.0,
-                label_ns(v)
-            );
+            y_tick(s, p.py(v), "#ddd", &label_ns(v));
         }
         decade += 1.0;
     }
@@ -239,6 +227,21 @@ fn series(s: &mut String, p: &Panel, w: &crate::analysis::WorkloadAnalysis) {
         );
         legend_entry(s, p.y0, k, c, &legend_label(row));
     }
+}
+
+/// A horizontal grid line across the plot at `y`, labelled left of it.
+fn y_tick(s: &mut String, y: f64, stroke: &str, label: &str) {
+    let _ = writeln!(
+        s,
+        r#"<line x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="{stroke}"/>"#,
+        LEFT + PLOT_W
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{label}</text>"#,
+        LEFT - 6.0,
+        y + 4.0
+    );
 }
 
 /// The `k`-th legend entry right of a panel whose top is `y0`: a line sample and its label.

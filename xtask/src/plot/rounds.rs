@@ -3,8 +3,10 @@
 
 use std::fmt::Write as _;
 
-use super::{LEFT, LEGEND_SAMPLE, MARGIN, MIN_WIDTH, PLOT_W, TOP, color, legend_entry};
-use crate::lockstep::Session;
+use super::{
+    LEFT, LEGEND_SAMPLE, MARGIN, MIN_WIDTH, PLOT_W, TOP, color, legend_entry, text_width, y_tick,
+};
+use crate::lockstep::{Batch, Session};
 use crate::report::Report;
 
 /// `rounds.svg` (lockstep mode only): why taking turns works. For the first workload:
@@ -40,7 +42,12 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
     let base = first.arm(crate::measure::BASELINE)?;
     let panel_h = 200.0;
     let gap = 70.0;
-    let width = MIN_WIDTH.max(LEFT + PLOT_W + 14.0 + LEGEND_SAMPLE + 12.0 * 0.62 * 12.0 + MARGIN);
+    // As wide as the longest legend label needs (the arms' names).
+    let longest = arms
+        .iter()
+        .map(|a| text_width(a, 12.0, false))
+        .fold(0.0, f64::max);
+    let width = MIN_WIDTH.max(LEFT + PLOT_W + 14.0 + LEGEND_SAMPLE + longest + MARGIN);
     let height = TOP + 3.0 * (panel_h + gap);
     let mut s = String::new();
     let _ = writeln!(
@@ -74,13 +81,7 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
         .filter(|a| **a != crate::measure::BASELINE)
         .filter_map(|a| {
             let c = first.arm(a)?;
-            Some((
-                *a,
-                base.iter()
-                    .zip(c)
-                    .map(|(b, c)| 100.0 * (c.median_ns / b.median_ns - 1.0))
-                    .collect(),
-            ))
+            Some((*a, pct_changes(base, c)))
         })
         .collect();
     line_panel(
@@ -101,11 +102,7 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
                 .iter()
                 .filter_map(|s| {
                     let (b, c) = (s.arm(crate::measure::BASELINE)?, s.arm(a)?);
-                    let r: Vec<f64> = b
-                        .iter()
-                        .zip(c)
-                        .map(|(b, c)| 100.0 * (c.median_ns / b.median_ns - 1.0))
-                        .collect();
+                    let r = pct_changes(b, c);
                     crate::measure::median(&r)
                 })
                 .collect();
@@ -123,6 +120,14 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
     );
     s.push_str("</svg>\n");
     Some(s)
+}
+
+/// Round by round, the % change of `arm`'s batch median against `base`'s.
+fn pct_changes(base: &[Batch], arm: &[Batch]) -> Vec<f64> {
+    base.iter()
+        .zip(arm)
+        .map(|(b, c)| 100.0 * (c.median_ns / b.median_ns - 1.0))
+        .collect()
 }
 
 /// One panel of lines (x = index), or of dots where the points are independent, with its own
@@ -173,18 +178,7 @@ fn line_panel(
     );
     for k in 0..=4 {
         let v = lo + (hi - lo) * k as f64 / 4.0;
-        let y = py(v);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#eee"/>"##,
-            LEFT + PLOT_W
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{v:.1}</text>"#,
-            LEFT - 6.0,
-            y + 4.0
-        );
+        y_tick(s, py(v), "#eee", &format!("{v:.1}"));
     }
     let _ = writeln!(
         s,
