@@ -520,6 +520,20 @@ Total number of blocks: 11863
 Total count: 9704034
 ";
 
+    /// Kept from the flag parser's test when the check moved into `Ctx::open`.
+    #[test]
+    fn a_directory_with_whitespace_is_refused() {
+        let flags = CommonFlags {
+            pgo_data: PathBuf::from("/tmp/a b"),
+            ..CommonFlags::default()
+        };
+        let err = Ctx::open(&flags).err().expect("refused").to_string();
+        assert!(
+            err.contains("contains whitespace, which RUSTFLAGS cannot carry"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn a_baseline_of_another_schema_is_refused_with_the_reason() {
         let dir = std::env::temp_dir().join(format!("xtask-baseline-{}", std::process::id()));
