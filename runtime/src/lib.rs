@@ -26,6 +26,12 @@
 //!   cannot complete now returns [`SendError::Full`] with the message, even when count
 //!   slots are free but bytes are not.
 //!
+//! A send under [`Policy::Block`] that finds a slot and its bytes free takes them without
+//! waiting (no semaphore waiter is set up); a slot freed while senders queue for one goes
+//! to the first of them, never to a later send. Like tokio's `reserve`, every such send
+//! spends the task's cooperative budget, so a sender that never finds the mailbox full
+//! still yields to the scheduler now and then.
+//!
 //! Bytes are given back when the message leaves the mailbox: on receive, or when a closed
 //! mailbox drops what it still held. The budget bounds bytes *queued*, not bytes being
 //! handled. Senders waiting for bytes are woken together when bytes come back and race for

@@ -120,8 +120,30 @@ impl<M: ByteSize> MailboxSender<M> {
         // Slot first: a closed mailbox is reported before any bytes are taken, and the
         // receiver frees slot and bytes together, so holding a slot while waiting for
         // bytes cannot deadlock.
-        let Ok(permit) = self.tx.reserve().await else {
-            return Err(SendError::Closed(msg));
+        //
+        // A free slot is taken without a future (`try_reserve`: no semaphore waiter, no
+        // `Acquire` to set up and drop); only a full mailbox waits in `reserve`, whose
+        // queue is fair, and a free slot is never free while senders queue for one (tokio's
+        // semaphore hands released permits to its waiters first). The fast path still
+        // spends the task's cooperative budget as `reserve` does, so a sender that never
+        // finds the mailbox full still yields to the scheduler now and then.
+        let fast = {
+            let coop = std::future::poll_fn(tokio::task::coop::poll_proceed).await;
+            let fast = self.tx.try_reserve();
+            if fast.is_ok() {
+                coop.made_progress();
+            }
+            fast
+        };
+        let permit = match fast {
+            Ok(permit) => permit,
+            Err(mpsc::error::TrySendError::Full(())) => {
+                let Ok(permit) = self.tx.reserve().await else {
+                    return Err(SendError::Closed(msg));
+                };
+                permit
+            }
+            Err(mpsc::error::TrySendError::Closed(())) => return Err(SendError::Closed(msg)),
         };
         // Admission without a future first: the bytes are there (always, for an empty
         // message), or the pool is closed. Only a full pool waits, in `admit`.
@@ -207,8 +229,15 @@ impl<M> MailboxReceiver<M> {
     /// # Cancel safety
     /// Cancel safe: if the future is dropped before it completes, no message was taken.
     #[inline]
-    pub async fn recv(&mut self) -> Option<M> {
-        self.rx.recv().await.map(|envelope| envelope.msg)
+    pub fn recv(&mut self) -> impl Future<Output = Option<M>> + '_ {
+        // A `poll_fn` over `poll_recv` rather than an `async fn` awaiting `self.rx.recv()`:
+        // the same wait (tokio's own `recv` is such a `poll_fn`), without two state
+        // machines nested around it that moved the message in and out on every call.
+        std::future::poll_fn(move |cx| {
+            self.rx
+                .poll_recv(cx)
+                .map(|envelope| envelope.map(|envelope| envelope.msg))
+        })
     }
 
     /// The next message if one is queued now.

@@ -92,6 +92,13 @@ impl SlabPool {
         if bytes == 0 {
             return Ok(PooledFrame::tombstone());
         }
+        self.try_admit_bytes(bytes)
+    }
+
+    /// [`SlabPool::try_admit`] of a non-zero size: out of line, so the zero-byte fast path
+    /// inlines into the send without it.
+    #[inline(never)]
+    fn try_admit_bytes(&self, bytes: usize) -> Result<PooledFrame, AdmitError> {
         if bytes > self.inner.budget {
             return Err(AdmitError::Oversize {
                 size: bytes,
@@ -214,6 +221,14 @@ impl PooledFrame {
         PooledFrame { slot: None }
     }
 
+    /// Gives the slot's bytes back: out of line, so dropping a tombstone is one test.
+    #[inline(never)]
+    fn release(&mut self) {
+        if let Some((pool, key)) = self.slot.take() {
+            pool.release(key);
+        }
+    }
+
     /// Whether this is a tombstone (holds no slot).
     pub fn is_tombstone(&self) -> bool {
         self.slot.is_none()
@@ -223,8 +238,8 @@ impl PooledFrame {
 impl Drop for PooledFrame {
     #[inline]
     fn drop(&mut self) {
-        if let Some((pool, key)) = self.slot.take() {
-            pool.release(key);
+        if self.slot.is_some() {
+            self.release();
         }
     }
 }

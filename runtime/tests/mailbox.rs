@@ -473,3 +473,52 @@ fn dropping_the_receiver_wakes_every_blocked_sender_with_its_message() {
         assert_eq!(tx.pool_stats(), stats(0, 0, 100));
     });
 }
+
+#[test]
+fn the_fast_path_never_takes_a_slot_handed_to_a_waiting_sender() {
+    current_thread().block_on(async {
+        let (tx, mut rx) = Mailbox::new(1, 1000).open::<SmallPayload>();
+        tx.send(bytes(1)).await.unwrap();
+        let mut first = pin!(tx.send(bytes(2)));
+        assert!(
+            poll_once(first.as_mut()).is_pending(),
+            "the mailbox is full"
+        );
+        // The slot this frees goes to the sender queued for it...
+        assert_eq!(rx.recv().await.unwrap().len(), 1);
+        // ...so a later send finds none free, although the first has not run yet.
+        let mut second = pin!(tx.send(bytes(3)));
+        assert!(
+            poll_once(second.as_mut()).is_pending(),
+            "a later send overtook the sender waiting for a slot"
+        );
+        assert!(matches!(poll_once(first.as_mut()), Poll::Ready(Ok(()))));
+        assert_eq!(rx.recv().await.unwrap().len(), 2);
+        assert!(matches!(poll_once(second.as_mut()), Poll::Ready(Ok(()))));
+        assert_eq!(rx.recv().await.unwrap().len(), 3);
+    });
+}
+
+#[test]
+fn a_sender_that_never_finds_the_mailbox_full_still_yields_to_the_scheduler() {
+    // Block's fast path takes a free slot without waiting, but spends the task's
+    // cooperative budget as tokio's `reserve` does: after at most a budget's worth of sends
+    // the task yields, and the other task runs.
+    current_thread().block_on(async {
+        let (tx, mut rx) = Mailbox::new(8, 1000).open::<SmallPayload>();
+        let other_ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = other_ran.clone();
+        tokio::spawn(async move { flag.store(true, std::sync::atomic::Ordering::SeqCst) });
+        let mut sends = 0;
+        while !other_ran.load(std::sync::atomic::Ordering::SeqCst) && sends < 10_000 {
+            tx.send(SmallPayload::Empty).await.unwrap();
+            rx.try_recv().unwrap();
+            sends += 1;
+        }
+        assert!(
+            other_ran.load(std::sync::atomic::Ordering::SeqCst),
+            "10,000 sends that never waited never let the other task run"
+        );
+        assert!(sends <= 200, "the other task ran only after {sends} sends");
+    });
+}
