@@ -149,6 +149,18 @@ pub struct Measure {
     /// A run whose system time exceeds this share of its CPU time was disturbed.
     pub max_sys_fraction: f64,
     pub workloads: Vec<Workload>,
+    /// Lockstep mode: pairs of measured workloads compared on the same build, paired in the
+    /// same sessions (`versus.rs`), e.g. the mailbox against bare tokio.
+    #[serde(default)]
+    pub versus: Vec<Versus>,
+}
+
+/// `subject`'s cost over `reference`'s, both names of measured workloads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Versus {
+    pub subject: String,
+    pub reference: String,
 }
 
 /// Instructions per message from `valgrind --tool=callgrind`: deterministic where wall time
@@ -279,6 +291,19 @@ pub fn parse(text: &str) -> Result<Config> {
             names.join(", ")
         );
     }
+    for name in config
+        .measure
+        .versus
+        .iter()
+        .flat_map(|v| [&v.subject, &v.reference])
+    {
+        if !names.contains(&name.as_str()) {
+            bail!(
+                "`measure.versus` names `{name}`, which is not a measured workload ({})",
+                names.join(", ")
+            );
+        }
+    }
     for name in &config.check.workloads {
         if !names.contains(&name.as_str()) {
             bail!(
@@ -392,6 +417,13 @@ timeout_secs = 60
         check_err(
             &GOOD.replace(r#"workloads = ["lat"]"#, r#"workloads = ["nope"]"#),
             &["`check.workloads` names `nope`, which is not a measured workload (lat)"],
+        );
+        check_err(
+            &GOOD.replace(
+                "[instructions]",
+                "versus = [{ subject = \"lat\", reference = \"tokio\" }]\n[instructions]",
+            ),
+            &["`measure.versus` names `tokio`, which is not a measured workload (lat)"],
         );
         check_err(
             &GOOD.replace(

@@ -17,7 +17,7 @@ use crate::config::{Instructions, Workload};
 use crate::exec::Cmd;
 use crate::insight::{Simulated, parse_events, simulated};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstructionCount {
     pub workload: String,
     pub build: String,

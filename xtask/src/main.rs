@@ -24,6 +24,7 @@ mod stats;
 #[cfg(test)]
 mod testutil;
 mod toolchain;
+mod versus;
 mod warnings;
 
 use std::process::ExitCode;

@@ -25,6 +25,7 @@ pub fn render_markdown(report: &Report) -> String {
     numbers(&mut md, report);
     insight(&mut md, report);
     simulated(&mut md, report);
+    crate::versus::render_markdown(&mut md, &report.versus);
     comparators(&mut md, report);
     recorded(&mut md, report);
     raw_nanos(&mut md, report);

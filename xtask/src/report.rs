@@ -39,6 +39,12 @@ pub struct Report {
     /// Lockstep mode: every session, every batch.
     #[serde(default)]
     pub sessions: Vec<crate::lockstep::Session>,
+    /// Lockstep mode: `measure.versus`'s workload-against-workload ratios per build.
+    #[serde(default)]
+    pub versus: Vec<crate::versus::VersusResult>,
+    /// ...and their sessions, every batch.
+    #[serde(default)]
+    pub versus_sessions: Vec<crate::lockstep::Session>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -148,6 +154,7 @@ pub fn render_table(report: &Report) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&crate::versus::render_table(&report.versus));
     out.push_str(&apply_line(report));
     if !report.comparators.is_empty() {
         out.push('\n');
@@ -390,6 +397,8 @@ pub mod tests {
             comparators: Vec::new(),
             runs,
             sessions: Vec::new(),
+            versus: Vec::new(),
+            versus_sessions: Vec::new(),
         }
     }
 
@@ -460,6 +469,13 @@ pub mod tests {
             &r.sessions,
             &r.instructions,
             &r.config.config.measure,
+        )
+        .unwrap();
+        r.versus_sessions = crate::versus::tests::sessions(1.08);
+        r.versus = crate::versus::analyze(
+            &r.versus_sessions,
+            &r.instructions,
+            &crate::versus::tests::cfg(),
         )
         .unwrap();
         r

@@ -261,6 +261,45 @@ fn the_report_documents_hold_every_build() {
         assert!(md.contains(&line), "report.md lacks {line:?}:\n{md}");
     }
 
+    // The mailbox against bare tokio on release and lto+pgo, paired in the same sessions
+    // (quick.toml's `measure.versus`), in report.json and report.md.
+    let versus = report["versus"].as_array().unwrap();
+    let on: Vec<&str> = versus
+        .iter()
+        .map(|v| v["build"].as_str().unwrap())
+        .collect();
+    assert_eq!(on, ["release", "lto+pgo"], "{versus:?}");
+    for v in versus {
+        assert_eq!(v["subject"], "agent_send_latency");
+        assert_eq!(v["reference"], "tokio_mpsc_send_latency");
+        let e = &v["median"];
+        assert_eq!(e["pairs"].as_u64(), Some(4), "{v}");
+        let (lo, mid, hi) = (
+            e["ci_low_pct"].as_f64().unwrap(),
+            e["change_pct"].as_f64().unwrap(),
+            e["ci_high_pct"].as_f64().unwrap(),
+        );
+        assert!(
+            lo <= mid && mid <= hi && (-50.0..100.0).contains(&mid),
+            "{v}"
+        );
+        if testutil::on_path("valgrind") {
+            let r = v["instructions_ratio"].as_f64().unwrap();
+            assert!((0.5..3.0).contains(&r), "{v}");
+        }
+        let row = format!(
+            "| `agent_send_latency` / `tokio_mpsc_send_latency` | {} | {:.3}× [",
+            v["build"].as_str().unwrap(),
+            e["ratio"].as_f64().unwrap()
+        );
+        assert!(md.contains(&row), "report.md lacks {row:?}:\n{md}");
+    }
+    assert_eq!(
+        report["versus_sessions"].as_array().unwrap().len(),
+        4,
+        "one record per session"
+    );
+
     // latency.svg: valid XML, one series and one legend entry per build and workload.
     let svg = std::fs::read_to_string(data.join("latency.svg")).unwrap();
     let doc = roxmltree::Document::parse(&svg).expect("latency.svg parses as XML");

@@ -225,6 +225,8 @@ pub struct Measurements {
     pub runs: Vec<Run>,
     /// Lockstep mode: every session.
     pub sessions: Vec<Session>,
+    /// Lockstep mode: the sessions of `measure.versus`, workload against workload.
+    pub versus_sessions: Vec<Session>,
     pub instructions: Vec<InstructionCount>,
     pub comparators: Vec<crate::compare::Row>,
 }

@@ -28,6 +28,11 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
             Vec::new(),
         ),
     };
+    // Workload against workload on the same build, paired the same way.
+    let versus_sessions = match mode {
+        Mode::Lockstep => crate::versus::run(&builds, &cfg.measure)?,
+        Mode::Processes => Vec::new(),
+    };
     let latency_secs = started.elapsed().as_secs_f64();
     // The deterministic metric beside the noisy one.
     let started = std::time::Instant::now();
@@ -65,6 +70,7 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
         builds,
         runs,
         sessions,
+        versus_sessions,
         instructions,
         comparators,
     })
@@ -120,6 +126,12 @@ pub(super) fn report(
         comparators: measured.comparators.clone(),
         runs: measured.runs.clone(),
         sessions: measured.sessions.clone(),
+        versus: crate::versus::analyze(
+            &measured.versus_sessions,
+            &measured.instructions,
+            &cfg.measure,
+        )?,
+        versus_sessions: measured.versus_sessions.clone(),
     };
     // Everything below is rendered from `report`, the same value report.json holds.
     let path = ctx.data.join("report.json");

@@ -1,0 +1,294 @@
+//! One workload against another on the same build, paired in lockstep: "the mailbox costs
+//! 1.04× bare tokio, 95 % CI [1.03, 1.05]". The builds' comparison (`analysis`) pairs builds
+//! of one workload; this pairs workloads of one build, with the same protocol and statistics,
+//! so the ratio rests on batches run moments apart rather than on two measurements of a
+//! machine whose speed flips between them.
+//!
+//! Each session runs, for every shipped build (release and lto+pgo), a live process of the
+//! subject workload and one of the reference workload, all taking turns on one core.
+
+use std::fmt::Write as _;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::build::{Build, Built};
+use crate::config::{Measure, Versus, Workload};
+use crate::instructions::InstructionCount;
+use crate::lockstep::Session;
+use crate::measure::{self, MeasuredArm};
+use crate::stats::{self, Estimate};
+
+/// The builds compared across workloads: what is shipped without PGO, and with it.
+pub const BUILDS: [Build; 2] = [Build::Release, Build::LtoPgo];
+
+/// One pair of workloads on one build.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VersusResult {
+    pub subject: String,
+    pub reference: String,
+    pub build: String,
+    /// ln(subject batch / reference batch of the same round), nested as the builds' are:
+    /// `ratio` is subject / reference; `change_pct` > 0 means the subject is slower.
+    pub median: Estimate,
+    /// Instructions per message, subject / reference, when both were counted.
+    #[serde(default)]
+    pub instructions_ratio: Option<f64>,
+}
+
+fn arm_name(build: &str, workload: &str) -> String {
+    format!("{build}:{workload}")
+}
+
+fn session_name(v: &Versus) -> String {
+    format!("{} vs {}", v.subject, v.reference)
+}
+
+fn workload<'a>(cfg: &'a Measure, name: &str) -> Result<&'a Workload> {
+    cfg.workloads
+        .iter()
+        .find(|w| w.name == name)
+        .with_context(|| format!("`measure.versus` names `{name}`, which is not measured"))
+}
+
+/// Runs `measure.versus`'s pairs on the shipped builds among `builds`, in lockstep.
+pub fn run(builds: &[Built], cfg: &Measure) -> Result<Vec<Session>> {
+    let mut sessions = Vec::new();
+    for v in &cfg.versus {
+        let mut arms = Vec::new();
+        for b in builds.iter().filter(|b| BUILDS.contains(&b.build)) {
+            for name in [&v.subject, &v.reference] {
+                arms.push(MeasuredArm {
+                    name: arm_name(b.name(), name),
+                    exe: b.exe.clone(),
+                    extra: workload(cfg, name)?.args.clone(),
+                });
+            }
+        }
+        // The arms carry their whole command line; the session's "workload" only names it.
+        let one = Measure {
+            workloads: vec![Workload {
+                name: session_name(v),
+                args: Vec::new(),
+            }],
+            ..cfg.clone()
+        };
+        sessions.extend(measure::run_lockstep(&arms, &one)?);
+    }
+    Ok(sessions)
+}
+
+/// The ratios, per pair and build, from the sessions `run` recorded.
+pub fn analyze(
+    sessions: &[Session],
+    instructions: &[InstructionCount],
+    cfg: &Measure,
+) -> Result<Vec<VersusResult>> {
+    let mut out = Vec::new();
+    for v in &cfg.versus {
+        let name = session_name(v);
+        let mine: Vec<&Session> = sessions.iter().filter(|s| s.workload == name).collect();
+        for build in BUILDS.map(Build::name) {
+            let (subject, reference) = (arm_name(build, &v.subject), arm_name(build, &v.reference));
+            if !mine.iter().any(|s| s.arm(&subject).is_some()) {
+                continue; // this build was not measured (e.g. a run without PGO)
+            }
+            let ratios = mine
+                .iter()
+                .map(|s| match (s.arm(&subject), s.arm(&reference)) {
+                    (Some(a), Some(b)) => Ok(a
+                        .iter()
+                        .zip(b)
+                        .map(|(a, b)| (a.median_ns / b.median_ns).ln())
+                        .collect::<Vec<f64>>()),
+                    _ => bail!(
+                        "session {} of `{name}` lacks the arm `{subject}` or `{reference}`",
+                        s.session
+                    ),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let median = stats::compare_nested(&ratios, cfg.bootstrap_resamples, cfg.seed)
+                .with_context(|| format!("`{name}` on {build}"))?;
+            let count = |w: &str| {
+                instructions
+                    .iter()
+                    .find(|i| i.workload == w && i.build == build)
+                    .and_then(|i| i.per_message)
+            };
+            out.push(VersusResult {
+                subject: v.subject.clone(),
+                reference: v.reference.clone(),
+                build: build.to_string(),
+                median,
+                instructions_ratio: count(&v.subject)
+                    .zip(count(&v.reference))
+                    .map(|(a, b)| a / b),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// "1.04× [1.03, 1.05]".
+pub fn describe(e: &Estimate) -> String {
+    let r = |pct: f64| 1.0 + pct / 100.0;
+    format!(
+        "{:.3}× [{:.3}, {:.3}]",
+        e.ratio,
+        r(e.ci_low_pct),
+        r(e.ci_high_pct)
+    )
+}
+
+fn instr(r: &VersusResult) -> String {
+    r.instructions_ratio
+        .map_or_else(|| "not counted".to_string(), |x| format!("{x:.3}×"))
+}
+
+/// The terminal lines (none when nothing was compared).
+pub fn render_table(results: &[VersusResult]) -> String {
+    let mut out = String::new();
+    for r in results {
+        let _ = writeln!(
+            out,
+            "{} / {} on {}, paired in lockstep: median {}, instructions per message {}",
+            r.subject,
+            r.reference,
+            r.build,
+            describe(&r.median),
+            instr(r)
+        );
+    }
+    out
+}
+
+/// report.md's section (none when nothing was compared).
+pub fn render_markdown(md: &mut String, results: &[VersusResult]) {
+    let Some(first) = results.first() else {
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "## Workload against workload\n\nThe same build running two workloads, taking turns batch by batch in the same sessions \
+         ({} sessions; the lockstep protocol and statistics of the builds' comparison): the subject's median per message over the \
+         reference's, with its 95 % interval; instructions per message from callgrind.\n",
+        first.median.pairs
+    );
+    let _ = writeln!(
+        md,
+        "| subject / reference | build | median latency ratio, 95 % CI | instructions ratio |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|");
+    for r in results {
+        let _ = writeln!(
+            md,
+            "| `{}` / `{}` | {} | {} | {} |",
+            r.subject,
+            r.reference,
+            r.build,
+            describe(&r.median),
+            instr(r)
+        );
+    }
+    md.push('\n');
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use crate::lockstep::Batch;
+
+    fn batch(ns: f64) -> Batch {
+        Batch {
+            median_ns: ns,
+            p95_ns: ns,
+            p99_ns: ns,
+            mean_ns: ns,
+            inject_ns: None,
+        }
+    }
+
+    pub fn cfg() -> Measure {
+        let mut m = crate::measure::tests::measure_config();
+        m.workloads = ["mailbox", "tokio"]
+            .map(|n| Workload {
+                name: n.to_string(),
+                args: vec![n.to_string()],
+            })
+            .to_vec();
+        m.versus = vec![Versus {
+            subject: "mailbox".into(),
+            reference: "tokio".into(),
+        }];
+        m
+    }
+
+    /// Sessions where the subject costs `ratio` times the reference, on a machine whose
+    /// speed flips between rounds and sessions (both arms of a round share the state).
+    pub fn sessions(ratio: f64) -> Vec<Session> {
+        let arms = ["release:mailbox", "release:tokio"];
+        (0..12)
+            .map(|s| {
+                let speeds: Vec<f64> = (0..10)
+                    .map(|r| if (r + s) % 3 == 0 { 1.4 } else { 1.0 } * (1.0 + s as f64 / 50.0))
+                    .collect();
+                let wobble = |r: usize| 1.0 + ((r * 7 + s as usize) % 5) as f64 / 1000.0;
+                Session {
+                    workload: "mailbox vs tokio".into(),
+                    session: s,
+                    arms: arms.map(String::from).to_vec(),
+                    order: vec![vec![0, 1]; 10],
+                    batches: vec![
+                        speeds
+                            .iter()
+                            .enumerate()
+                            .map(|(r, v)| batch(100.0 * ratio * v * wobble(r)))
+                            .collect(),
+                        speeds.iter().map(|v| batch(100.0 * v)).collect(),
+                    ],
+                    totals: Vec::new(),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_known_ratio_is_recovered_through_speed_flips() {
+        let instructions = ["mailbox", "tokio"]
+            .iter()
+            .zip([780.0, 700.0])
+            .map(|(w, n)| InstructionCount {
+                workload: w.to_string(),
+                build: "release".into(),
+                per_message: Some(n),
+                ..InstructionCount::default()
+            })
+            .collect::<Vec<_>>();
+        let got = analyze(&sessions(1.08), &instructions, &cfg()).unwrap();
+        assert_eq!(got.len(), 1, "only release was measured: {got:?}");
+        let r = &got[0];
+        assert_eq!((r.build.as_str(), r.median.pairs), ("release", 12));
+        assert!(
+            r.median.ci_low_pct > 7.9 && r.median.ci_high_pct < 8.6,
+            "{r:?}"
+        );
+        assert!(r.median.ci_low_pct <= r.median.change_pct);
+        assert_eq!(r.instructions_ratio, Some(780.0 / 700.0));
+        let line = render_table(&got);
+        assert!(line.contains("mailbox / tokio on release"), "{line}");
+        assert!(line.contains("instructions per message 1.114×"), "{line}");
+    }
+
+    #[test]
+    fn a_session_missing_an_arm_is_an_error_naming_it() {
+        let mut s = sessions(1.0);
+        s[3].arms[1] = "release:other".into();
+        let err = analyze(&s, &[], &cfg()).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "session 3 of `mailbox vs tokio` lacks the arm `release:mailbox` or `release:tokio`"
+            ),
+            "{err}"
+        );
+    }
+}
