@@ -122,7 +122,11 @@ fn the_whole_pipeline_on_the_quick_config() {
     // Every session: the five arms, each with a batch in every round, every round a
     // permutation of the arms, and each arm's closing report.
     let sessions = report["sessions"].as_array().unwrap();
-    assert_eq!(sessions.len(), 4);
+    assert_eq!(
+        sessions.len(),
+        4 * 2,
+        "4 sessions of each of quick.toml's 2 workloads"
+    );
     for s in sessions {
         assert_eq!(
             s["arms"],
@@ -467,9 +471,10 @@ fn the_processes_mode_still_measures_in_blocks() {
     assert_eq!(w["pairs_total"].as_u64(), Some(6), "quick.toml has 6 pairs");
     assert_eq!(
         report["runs"].as_array().unwrap().len(),
-        6 * 5,
-        "5 runs a block"
+        6 * 5 * 2,
+        "5 runs a block, 6 blocks of each of 2 workloads"
     );
+    assert_eq!(report["versus"], serde_json::json!([]), "lockstep only");
     assert_eq!(report["sessions"], serde_json::json!([]));
     assert!(!data.join("rounds.svg").exists());
     let md = std::fs::read_to_string(data.join("report.md")).unwrap();

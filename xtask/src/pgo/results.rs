@@ -31,7 +31,14 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
     // Workload against workload on the same build, paired the same way.
     let versus_sessions = match mode {
         Mode::Lockstep => crate::versus::run(&builds, &cfg.measure)?,
-        Mode::Processes => Vec::new(),
+        Mode::Processes => {
+            if !cfg.measure.versus.is_empty() {
+                eprintln!(
+                    "measure: `measure.versus` is measured in lockstep mode only; skipped in processes mode"
+                );
+            }
+            Vec::new()
+        }
     };
     let latency_secs = started.elapsed().as_secs_f64();
     // The deterministic metric beside the noisy one.
