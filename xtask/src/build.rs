@@ -106,6 +106,13 @@ pub struct Built {
     pub rustflags: String,
     /// [`Build::description`], kept in report.json for its readers.
     pub description: String,
+    /// The executable's content hash ([`crate::fsx::file_hash`]): what later stages key on.
+    #[serde(default)]
+    pub hash: String,
+    /// How many crates cargo compiled for this build (0: everything was fresh). Not
+    /// recorded: a stage's record must not change when nothing but this did.
+    #[serde(skip)]
+    pub compiled: u64,
 }
 
 impl Built {
@@ -116,6 +123,8 @@ impl Built {
             cargo_profile: build.cargo_profile().to_string(),
             rustflags,
             description: build.description().to_string(),
+            hash: String::new(),
+            compiled: 0,
         }
     }
 

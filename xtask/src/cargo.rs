@@ -96,8 +96,11 @@ fn reachable(resolve: &cargo_metadata::Resolve, start: &PackageId) -> u64 {
 /// What cargo produced for one build.
 pub struct CargoOutput {
     pub exe: PathBuf,
-    /// The text of every diagnostic rustc emitted while building (all crates).
+    /// The text of every diagnostic rustc emitted while building (all crates; cargo replays
+    /// a fresh crate's cached ones).
     pub diagnostics: Vec<String>,
+    /// Artifacts cargo compiled rather than found fresh.
+    pub compiled: u64,
 }
 
 /// `cargo build` of the configured binary for `host`, with a progress bar of crates compiled.
@@ -153,11 +156,13 @@ pub fn build(
     let reader = cmd.stream_stdout(&log)?;
     let mut exe = None;
     let mut diagnostics = Vec::new();
+    let mut compiled = 0;
     for message in Message::parse_stream(BufReader::new(&reader)) {
         match message
             .with_context(|| format!("cannot read cargo's JSON output of `{}`", cmd.display()))?
         {
             Message::CompilerArtifact(artifact) => {
+                compiled += u64::from(!artifact.fresh);
                 if !artifact.target.kind.contains(&TargetKind::CustomBuild) {
                     if bar.position() >= bar.length().unwrap_or(0) {
                         bar.inc_length(1);
@@ -199,10 +204,18 @@ pub fn build(
         )
     })?;
     eprintln!(
-        "{:>12} {} ({} diagnostics)",
+        "{:>12} {} ({} diagnostics; {})",
         build.name(),
         exe.display(),
-        diagnostics.len()
+        diagnostics.len(),
+        match compiled {
+            0 => "cargo: fresh".to_string(),
+            n => format!("cargo compiled {n} crate(s)"),
+        }
     );
-    Ok(CargoOutput { exe, diagnostics })
+    Ok(CargoOutput {
+        exe,
+        diagnostics,
+        compiled,
+    })
 }

@@ -45,7 +45,7 @@ const COMMON: [FlagSpec; 4] = [
 ];
 
 /// Flags only `cargo xtask pgo` takes.
-const PGO_ONLY: [FlagSpec; 4] = [
+const PGO_ONLY: [FlagSpec; 6] = [
     flag(
         "--check",
         None,
@@ -68,6 +68,16 @@ const PGO_ONLY: [FlagSpec; 4] = [
         None,
         "optimise with a profile whose sources, toolchain or training config changed, instead \
          of retraining (the report shows the hash mismatches)",
+    ),
+    flag(
+        "--force",
+        Some("[STAGE]"),
+        "run every stage (or STAGE and every later one) although it is up to date",
+    ),
+    flag(
+        "--remeasure",
+        None,
+        "measure again although the measured executables and the measure config are unchanged",
     ),
 ];
 
@@ -131,6 +141,10 @@ pub struct PgoFlags {
     pub allow_stale: bool,
     /// `cargo xtask pgo calibrate`: the sensitivity check instead of the pipeline.
     pub calibrate: bool,
+    /// `--force [STAGE]`: from this stage on (`doctor`: all), run although up to date.
+    pub force: Option<Stage>,
+    /// `--remeasure`: measure although the measurement's inputs are unchanged.
+    pub remeasure: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -179,6 +193,13 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                             }
                             "--skip-bad-profiles" => flags.skip_bad_profiles = true,
                             "--allow-stale" => flags.allow_stale = true,
+                            "--force" => {
+                                flags.force = Some(match value.as_deref() {
+                                    None => Stage::Doctor,
+                                    Some(s) => Stage::parse(s).expect("only a stage is taken"),
+                                })
+                            }
+                            "--remeasure" => flags.remeasure = true,
                             other => unreachable!("{other} is in the table but not handled"),
                         }
                     }
@@ -231,7 +252,7 @@ enum Arg<'a> {
 /// Walks one command's arguments against its flag table. `Ok(Some(help))` when `--help` was
 /// asked for.
 fn parse_command(
-    mut argv: impl Iterator<Item = String>,
+    argv: impl Iterator<Item = String>,
     command: &str,
     handle: &mut dyn FnMut(Arg) -> Result<(), String>,
 ) -> Result<Option<String>, UsageError> {
@@ -244,6 +265,7 @@ fn parse_command(
         message,
         usage: usage(),
     };
+    let mut argv = argv.peekable();
     while let Some(arg) = argv.next() {
         if arg == "--help" || arg == "-h" {
             return Ok(Some(usage()));
@@ -256,6 +278,10 @@ fn parse_command(
             };
             let value =
                 match spec.value {
+                    // `[STAGE]`: optional, taken only when the next word names a stage.
+                    Some(placeholder) if placeholder.starts_with('[') => {
+                        argv.next_if(|next| Stage::parse(next).is_some())
+                    }
                     Some(placeholder) => Some(argv.next().ok_or_else(|| {
                         err(format!("`{arg}` needs a value ({arg} {placeholder})"))
                     })?),
@@ -384,6 +410,24 @@ mod tests {
             "give at most one stage (or `calibrate`)"
         );
         assert!(pgo("calibrate").calibrate);
+        // `--force [STAGE]`: the stage is its value only when it names one.
+        assert_eq!(pgo("--force").force, Some(Stage::Doctor));
+        assert_eq!(pgo("--force").stage, None);
+        assert_eq!(pgo("--force train").force, Some(Stage::Train));
+        assert_eq!(pgo("--force train").stage, None);
+        let alone = pgo("train --force --remeasure");
+        assert_eq!(
+            (alone.stage, alone.force),
+            (Some(Stage::Train), Some(Stage::Doctor))
+        );
+        assert!(alone.remeasure);
+        assert_eq!(
+            (
+                pgo("--force measure report").force,
+                pgo("--force measure report").stage
+            ),
+            (Some(Stage::Measure), Some(Stage::Report))
+        );
         assert_eq!(
             usage_error("pgo calibrate merge"),
             "give at most one stage (or `calibrate`)"
@@ -432,7 +476,12 @@ mod tests {
             let help = command_help(command);
             let default = parse_words(command).unwrap();
             for f in flags {
-                let line = format!("{command} {} {}", f.name, f.value.map_or("", |_| "v"));
+                let value = match f.value {
+                    Some(v) if v.starts_with('[') => "",
+                    Some(_) => "v",
+                    None => "",
+                };
+                let line = format!("{command} {} {value}", f.name);
                 let parsed = parse_words(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
                 assert_ne!(parsed, default, "`{line}` changed nothing");
                 let shown = match f.value {

@@ -38,6 +38,17 @@ pub fn rename(from: &Path, to: &Path) -> Result<()> {
     })
 }
 
+/// Moves a content-addressed `from` into place at `to`, unless `to` already holds the same
+/// bytes: then the old file stays, with its modification time, and `from` is removed. (rustc
+/// records a `-Cprofile-use` file as a dependency, so cargo rebuilds when its time changes.)
+pub fn rename_content_addressed(from: &Path, to: &Path) -> Result<()> {
+    if to.is_file() && file_hash(to)? == file_hash(from)? {
+        std::fs::remove_file(from).with_context(|| format!("cannot remove {}", from.display()))?;
+        return Ok(());
+    }
+    rename(from, to)
+}
+
 /// A sibling of `path` for a temporary file: `.<name>.tmp-<pid>`.
 pub fn temp_path(path: &Path) -> PathBuf {
     let name = path
@@ -80,6 +91,12 @@ pub fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
     })
 }
 
+/// A file's content hash, as 16 hex digits (the form every artifact name and fingerprint uses).
+pub fn file_hash(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(format!("{:016x}", fnv1a64(&bytes)))
+}
+
 /// FNV-1a, 64 bits: a stable content hash for naming files (not for security).
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -113,6 +130,30 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("a.json")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_content_addressed_file_with_the_same_bytes_keeps_its_time() {
+        let dir = std::env::temp_dir().join(format!("xtask-fsx-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (tmp, to) = (dir.join("tmp"), dir.join("merged-x.profdata"));
+        std::fs::write(&to, b"profile").unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(&to)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        std::fs::write(&tmp, b"profile").unwrap();
+        rename_content_addressed(&tmp, &to).unwrap();
+        assert!(!tmp.exists());
+        assert_eq!(std::fs::metadata(&to).unwrap().modified().unwrap(), old);
+        std::fs::write(&tmp, b"another").unwrap();
+        rename_content_addressed(&tmp, &to).unwrap();
+        assert_eq!(std::fs::read(&to).unwrap(), b"another");
+        assert_ne!(std::fs::metadata(&to).unwrap().modified().unwrap(), old);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -45,6 +45,10 @@ pub struct Report {
     /// ...and their sessions, every batch.
     #[serde(default)]
     pub versus_sessions: Vec<crate::lockstep::Session>,
+    /// The stages of the run that wrote this report, before the report itself: which ran
+    /// and which were reused (up to date), with their fingerprints and seconds.
+    #[serde(default)]
+    pub stages: Vec<crate::pgo::StageRun>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -399,6 +403,7 @@ pub mod tests {
             sessions: Vec::new(),
             versus: Vec::new(),
             versus_sessions: Vec::new(),
+            stages: Vec::new(),
         }
     }
 

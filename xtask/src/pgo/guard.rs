@@ -84,40 +84,15 @@ pub fn remove_leftover_temps(data: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// A hash of everything a profile depends on: the toolchain, the training config and binary,
-/// and the sources (every .rs and .toml under `runtime/`, the workspace manifests and
-/// Cargo.lock). A profile whose fingerprint differs from the current one is stale.
+/// and the sources ([`super::fresh::sources`]). A profile whose fingerprint differs from the
+/// current one is stale.
 pub fn fingerprint(root: &Path, rustc_vv: &str, config: &Config) -> Result<String> {
-    let mut files = vec![root.join("Cargo.toml"), root.join("Cargo.lock")];
-    collect_sources(&root.join("runtime"), &mut files)?;
-    files.sort();
     let mut bytes = Vec::new();
     bytes.extend_from_slice(rustc_vv.as_bytes());
     bytes.extend_from_slice(config.binary.as_bytes());
     bytes.extend_from_slice(serde_json::to_string(&config.train)?.as_bytes());
-    for file in &files {
-        let rel = file.strip_prefix(root).unwrap_or(file);
-        bytes.extend_from_slice(rel.to_string_lossy().as_bytes());
-        bytes.push(0);
-        bytes.extend_from_slice(
-            &std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?,
-        );
-        bytes.push(0);
-    }
+    bytes.extend_from_slice(super::fresh::sources(root)?.as_bytes());
     Ok(format!("{:016x}", fsx::fnv1a64(&bytes)))
-}
-
-fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_dir() {
-            if path.file_name().is_some_and(|n| n != "target") {
-                collect_sources(&path, out)?;
-            }
-        } else if path.extension().is_some_and(|x| x == "rs" || x == "toml") {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

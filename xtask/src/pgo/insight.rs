@@ -185,7 +185,7 @@ pub(super) fn oracle(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Resu
         "oracle-{:016x}.profdata",
         crate::fsx::fnv1a64(&bytes)
     ));
-    crate::fsx::rename(&tmp, &path)?;
+    crate::fsx::rename_content_addressed(&tmp, &path)?;
     for entry in std::fs::read_dir(&dir)?.filter_map(|e| e.ok()) {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with("oracle-") && entry.path() != path {

@@ -4,7 +4,6 @@
 //! written to `pgo-data/stages/<stage>.json`, so any stage can run alone.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -21,86 +20,20 @@ use crate::report::{ProfileInfo, Report};
 use crate::toolchain::{self, Toolchain};
 use crate::warnings::ApplyReport;
 
+mod fresh;
 mod guard;
+mod inputs;
 pub mod insight;
 mod profile;
 mod results;
+mod stages;
 pub use insight::InsightReport;
 pub use profile::check_applied;
 use profile::{instrument, load_merged, merge, optimize, stale, train};
 pub use results::run_comparators;
 use results::{measure, report};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    Doctor,
-    Instrument,
-    Train,
-    Merge,
-    Optimize,
-    Insight,
-    Oracle,
-    Baselines,
-    Measure,
-    Report,
-}
-
-impl Stage {
-    /// Every stage, in the order the pipeline runs them.
-    pub const ALL: [Stage; 10] = [
-        Stage::Doctor,
-        Stage::Instrument,
-        Stage::Train,
-        Stage::Merge,
-        Stage::Optimize,
-        Stage::Insight,
-        Stage::Oracle,
-        Stage::Baselines,
-        Stage::Measure,
-        Stage::Report,
-    ];
-
-    /// Its name on the command line, in the timing table and in `pgo-data/stages/<name>.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Doctor => "doctor",
-            Stage::Instrument => "instrument",
-            Stage::Train => "train",
-            Stage::Merge => "merge",
-            Stage::Optimize => "optimize",
-            Stage::Insight => "insight",
-            Stage::Oracle => "oracle",
-            Stage::Baselines => "baselines",
-            Stage::Measure => "measure",
-            Stage::Report => "report",
-        }
-    }
-
-    pub fn help(self) -> &'static str {
-        match self {
-            Stage::Doctor => "rustc and a version-matched llvm-profdata",
-            Stage::Instrument => "the -Cprofile-generate build (cargo profile release-pgo)",
-            Stage::Train => "the training workloads; raw profiles into pgo-data/raw/",
-            Stage::Merge => "raw profiles -> pgo-data/merged-<hash>.profdata",
-            Stage::Optimize => "the lto+pgo build, and the check that the profile applied",
-            Stage::Insight => {
-                "what the profile holds; each measured workload profiled alone and compared with the training"
-            }
-            Stage::Oracle => {
-                "the oracle build: PGO from the measured workloads' own profiles (never shipped)"
-            }
-            Stage::Baselines => "the release (no LTO, no PGO) and lto (fat LTO only) builds",
-            Stage::Measure => "the measured workloads on every build, interleaved",
-            Stage::Report => {
-                "statistics, the table, report.json, report.md, latency.svg, benchmark.json, history.jsonl"
-            }
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Stage> {
-        Stage::ALL.into_iter().find(|s| s.name() == name)
-    }
-}
+use stages::Timer;
+pub use stages::{Stage, StageRun};
 
 /// Everything the stages share, and the lock on pgo-data/ for as long as it lives.
 pub struct Ctx {
@@ -108,6 +41,10 @@ pub struct Ctx {
     pub ws: Workspace,
     pub data: PathBuf,
     pub target_root: PathBuf,
+    /// `--force [STAGE]`: this stage and every later one run even when up to date.
+    pub force_from: Option<Stage>,
+    /// `--remeasure`: measure (and report) again even when the builds are unchanged.
+    pub remeasure: bool,
     _lock: guard::Lock,
 }
 
@@ -144,6 +81,8 @@ impl Ctx {
             ws,
             data,
             target_root,
+            force_from: None,
+            remeasure: false,
             _lock: lock,
         })
     }
@@ -170,6 +109,26 @@ impl Ctx {
     fn record<T: Serialize>(&self, stage: Stage, out: &T) -> Result<()> {
         fsx::write_json(&self.stage_file(stage), out)
     }
+    fn inputs_file(&self, stage: Stage) -> PathBuf {
+        self.data
+            .join("stages")
+            .join(format!("{}.inputs.json", stage.name()))
+    }
+    /// The inputs the stage's recorded output was made from; `None` when there is no
+    /// readable record (it then runs).
+    fn load_inputs(&self, stage: Stage) -> Option<fresh::Recorded> {
+        fsx::read_json(&self.inputs_file(stage), "stage inputs").ok()
+    }
+    fn record_inputs(&self, stage: Stage, inputs: &fresh::Recorded) -> Result<()> {
+        fsx::write_json(&self.inputs_file(stage), inputs)
+    }
+    /// Whether `stage` must run although it may be up to date.
+    fn forced(&self, stage: Stage) -> bool {
+        let index = |s: Stage| Stage::ALL.iter().position(|x| *x == s);
+        self.force_from
+            .is_some_and(|from| index(stage) >= index(from))
+            || (self.remeasure && stage == Stage::Measure)
+    }
 
     /// Builds `build` with `rustflags` in its own target folder.
     pub fn build(
@@ -186,7 +145,10 @@ impl Ctx {
             &self.target_root,
             &self.logs(),
         )?;
-        Ok((Built::new(build, out.exe, rustflags), out.diagnostics))
+        let mut built = Built::new(build, out.exe, rustflags);
+        built.hash = fsx::file_hash(&built.exe)?;
+        built.compiled = out.compiled;
+        Ok((built, out.diagnostics))
     }
 }
 
@@ -257,20 +219,11 @@ pub fn run(flags: PgoFlags) -> Result<()> {
     result
 }
 
-/// Runs `f` as `stage` in a timed section, then records its output.
-fn stage<T: Serialize>(
-    ctx: &Ctx,
-    timer: &mut Timer,
-    stage: Stage,
-    f: impl FnOnce() -> Result<T>,
-) -> Result<T> {
-    let out = timer.section(stage, f)?;
-    ctx.record(stage, &out)?;
-    Ok(out)
-}
-
 fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
-    let ctx = Ctx::open(&flags.common)?;
+    let mut ctx = Ctx::open(&flags.common)?;
+    ctx.force_from = flags.force;
+    ctx.remeasure = flags.remeasure;
+    let ctx = ctx;
     eprintln!(
         "pgo: config {}, artifacts in {}, builds in {}",
         ctx.config.path.display(),
@@ -279,7 +232,8 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     );
     // Stage 1: a version-matched llvm-profdata, or nothing works. Cheap, so every
     // invocation runs it.
-    let tc = stage(&ctx, timer, Stage::Doctor, doctor)?;
+    let tc = timer.section(Stage::Doctor, doctor)?;
+    ctx.record(Stage::Doctor, &tc)?;
     if flags.calibrate {
         let release = crate::calibrate::release_build(&ctx, &tc)?;
         return timer
@@ -289,44 +243,117 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     if let Some(only) = flags.stage {
         return one_stage(&ctx, &tc, flags, timer, only);
     }
+    // Every stage below is reused when its inputs are unchanged (`stages::run`).
     // Stage 2: the instrumented build, under the SAME cargo profile as the optimised one.
-    let instrumented = stage(&ctx, timer, Stage::Instrument, || instrument(&ctx, &tc))?;
+    let instrumented = stages::run(
+        &ctx,
+        timer,
+        Stage::Instrument,
+        inputs::instrument(&ctx, &tc)?,
+        || instrument(&ctx, &tc),
+    )?;
     // Stage 3: run the training mix through that very executable.
-    let training = stage(&ctx, timer, Stage::Train, || {
-        train(&ctx, &tc, &instrumented)
-    })?;
+    let training = stages::run(
+        &ctx,
+        timer,
+        Stage::Train,
+        inputs::train(&ctx, &instrumented),
+        || train(&ctx, &tc, &instrumented),
+    )?;
     // Stage 4: raw profiles -> one indexed, content-addressed profile.
-    let merged = stage(&ctx, timer, Stage::Merge, || {
-        merge(&ctx, &tc, &training, flags.skip_bad_profiles)
-    })?;
+    let merged = stages::run(
+        &ctx,
+        timer,
+        Stage::Merge,
+        inputs::merge(&tc, &training, flags.skip_bad_profiles)?,
+        || merge(&ctx, &tc, &training, flags.skip_bad_profiles),
+    )?;
     // Stage 5: the PGO build, and the proof from rustc's own warnings that it applied
     // (recorded before the verdict, so the counts are on file either way).
-    let optimized = stage(&ctx, timer, Stage::Optimize, || {
-        optimize(&ctx, &tc, &merged)
-    })?;
+    let optimized = stages::run(
+        &ctx,
+        timer,
+        Stage::Optimize,
+        inputs::optimize(&ctx, &tc, &merged)?,
+        || optimize(&ctx, &tc, &merged),
+    )?;
     check_applied(&optimized, flags.allow_stale)?;
     // Stage 6: why: what the profile holds, and whether the training looks like each
     // measured workload (profiled alone on the instrumented binary).
-    let insight = stage(&ctx, timer, Stage::Insight, || {
-        insight::insight(&ctx, &tc, &instrumented, &merged)
-    })?;
+    let insight = stages::run(
+        &ctx,
+        timer,
+        Stage::Insight,
+        inputs::insight(&ctx, &tc, &instrumented, &merged)?,
+        || insight::insight(&ctx, &tc, &instrumented, &merged),
+    )?;
     // Stage 7: the oracle, a PGO build trained on the measured workloads themselves: how much
     // of the attainable gain the held-out training gets. Never shipped.
-    let oracle = stage(&ctx, timer, Stage::Oracle, || {
-        insight::oracle(&ctx, &tc, &insight)
-    })?;
+    let oracle = stages::run(
+        &ctx,
+        timer,
+        Stage::Oracle,
+        inputs::oracle(&ctx, &tc, &insight)?,
+        || insight::oracle(&ctx, &tc, &insight),
+    )?;
     check_applied(&oracle, false).context("the oracle build")?;
     // Stage 8: what we compare against: no LTO and no PGO; fat LTO without PGO.
-    let base = stage(&ctx, timer, Stage::Baselines, || baselines(&ctx, &tc))?;
+    let base = stages::run(
+        &ctx,
+        timer,
+        Stage::Baselines,
+        inputs::baselines(&ctx, &tc)?,
+        || baselines(&ctx, &tc),
+    )?;
     // Stage 9: the held-out workloads on every build (lockstep by default), and
     // instructions per message with simulated branches and caches.
     let builds = Measurements::builds_of(&optimized, &base, &oracle);
-    let measured = stage(&ctx, timer, Stage::Measure, || measure(&ctx, builds))?;
+    stages::run(
+        &ctx,
+        timer,
+        Stage::Measure,
+        inputs::measure(&ctx, &builds)?,
+        || measure(&ctx, builds.clone()),
+    )?;
     // Stage 10: the statistics, the table, report.json, report.md, the plots, history.
-    let report = timer.section(Stage::Report, || {
-        report(&ctx, &tc, &merged, &optimized, Some(&insight), &measured)
-    })?;
+    let report = report_stage(&ctx, &tc, timer)?;
     gate(flags, &report)
+}
+
+/// The report stage (reused like the others: then report.json is read back, and its table
+/// shown again); it renders from the recorded outputs of the stages before it.
+fn report_stage(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Report> {
+    let so_far = timer.runs.clone();
+    let rendered = stages::run(ctx, timer, Stage::Report, inputs::report(ctx)?, || {
+        // The insight is optional here: a pgo-data/ from before the stage existed.
+        let insight: Option<InsightReport> = ctx
+            .stage_file(Stage::Insight)
+            .is_file()
+            .then(|| ctx.load(Stage::Insight))
+            .transpose()?;
+        report(
+            ctx,
+            tc,
+            &load_merged(ctx)?,
+            &ctx.load(Stage::Optimize)?,
+            insight.as_ref(),
+            &ctx.load(Stage::Measure)?,
+            so_far,
+        )
+    })?;
+    let report: Report = fsx::read_json(&rendered.report_json, "the report")?;
+    if timer
+        .runs
+        .last()
+        .is_some_and(|r| r.outcome == stages::Outcome::Reused)
+    {
+        println!("\n{}", crate::report::render_table(&report));
+        println!(
+            "nothing changed since {} was written: it is this run's result",
+            rendered.report_json.display()
+        );
+    }
+    Ok(report)
 }
 
 /// `cargo xtask pgo <stage>`: that stage alone, on the recorded outputs of the earlier ones.
@@ -340,17 +367,26 @@ fn one_stage(
     match only {
         Stage::Doctor => {}
         Stage::Instrument => {
-            stage(ctx, timer, only, || instrument(ctx, tc))?;
+            stages::run(ctx, timer, only, inputs::instrument(ctx, tc)?, || {
+                instrument(ctx, tc)
+            })?;
         }
         Stage::Train => {
-            stage(ctx, timer, only, || {
-                train(ctx, tc, &ctx.load(Stage::Instrument)?)
+            let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
+            stages::run(ctx, timer, only, inputs::train(ctx, &instrumented), || {
+                train(ctx, tc, &instrumented)
             })?;
         }
         Stage::Merge => {
-            stage(ctx, timer, only, || {
-                merge(ctx, tc, &ctx.load(Stage::Train)?, flags.skip_bad_profiles)
-            })?;
+            let training: TrainingRun = ctx.load(Stage::Train)?;
+            let skip = flags.skip_bad_profiles;
+            stages::run(
+                ctx,
+                timer,
+                only,
+                inputs::merge(tc, &training, skip)?,
+                || merge(ctx, tc, &training, skip),
+            )?;
         }
         Stage::Optimize => {
             let merged = load_merged(ctx)?;
@@ -363,59 +399,74 @@ fn one_stage(
                 Some(why) => {
                     // The default retrains: a stale profile only half applies.
                     eprintln!("{why}: retraining (pass --allow-stale to use it anyway)");
-                    let instrumented =
-                        stage(ctx, timer, Stage::Instrument, || instrument(ctx, tc))?;
-                    let training =
-                        stage(ctx, timer, Stage::Train, || train(ctx, tc, &instrumented))?;
-                    stage(ctx, timer, Stage::Merge, || {
-                        merge(ctx, tc, &training, flags.skip_bad_profiles)
-                    })?
+                    let instrumented = stages::run(
+                        ctx,
+                        timer,
+                        Stage::Instrument,
+                        inputs::instrument(ctx, tc)?,
+                        || instrument(ctx, tc),
+                    )?;
+                    let training = stages::run(
+                        ctx,
+                        timer,
+                        Stage::Train,
+                        inputs::train(ctx, &instrumented),
+                        || train(ctx, tc, &instrumented),
+                    )?;
+                    let skip = flags.skip_bad_profiles;
+                    stages::run(
+                        ctx,
+                        timer,
+                        Stage::Merge,
+                        inputs::merge(tc, &training, skip)?,
+                        || merge(ctx, tc, &training, skip),
+                    )?
                 }
             };
-            let optimized = stage(ctx, timer, only, || optimize(ctx, tc, &merged))?;
+            let optimized = stages::run(
+                ctx,
+                timer,
+                only,
+                inputs::optimize(ctx, tc, &merged)?,
+                || optimize(ctx, tc, &merged),
+            )?;
             check_applied(&optimized, flags.allow_stale)?;
         }
         Stage::Insight => {
-            stage(ctx, timer, only, || {
-                insight::insight(ctx, tc, &ctx.load(Stage::Instrument)?, &load_merged(ctx)?)
-            })?;
+            let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
+            let merged = load_merged(ctx)?;
+            stages::run(
+                ctx,
+                timer,
+                only,
+                inputs::insight(ctx, tc, &instrumented, &merged)?,
+                || insight::insight(ctx, tc, &instrumented, &merged),
+            )?;
         }
         Stage::Oracle => {
-            let oracle = stage(ctx, timer, only, || {
-                insight::oracle(ctx, tc, &ctx.load(Stage::Insight)?)
+            let insight: InsightReport = ctx.load(Stage::Insight)?;
+            let oracle = stages::run(ctx, timer, only, inputs::oracle(ctx, tc, &insight)?, || {
+                insight::oracle(ctx, tc, &insight)
             })?;
             check_applied(&oracle, false).context("the oracle build")?;
         }
         Stage::Baselines => {
-            stage(ctx, timer, only, || baselines(ctx, tc))?;
+            stages::run(ctx, timer, only, inputs::baselines(ctx, tc)?, || {
+                baselines(ctx, tc)
+            })?;
         }
         Stage::Measure => {
-            stage(ctx, timer, only, || {
-                let builds = Measurements::builds_of(
-                    &ctx.load(Stage::Optimize)?,
-                    &ctx.load(Stage::Baselines)?,
-                    &ctx.load(Stage::Oracle)?,
-                );
-                measure(ctx, builds)
+            let builds = Measurements::builds_of(
+                &ctx.load(Stage::Optimize)?,
+                &ctx.load(Stage::Baselines)?,
+                &ctx.load(Stage::Oracle)?,
+            );
+            stages::run(ctx, timer, only, inputs::measure(ctx, &builds)?, || {
+                measure(ctx, builds.clone())
             })?;
         }
         Stage::Report => {
-            let report = timer.section(only, || {
-                // The insight is optional here: a pgo-data/ from before the stage existed.
-                let insight: Option<InsightReport> = ctx
-                    .stage_file(Stage::Insight)
-                    .is_file()
-                    .then(|| ctx.load(Stage::Insight))
-                    .transpose()?;
-                report(
-                    ctx,
-                    tc,
-                    &load_merged(ctx)?,
-                    &ctx.load(Stage::Optimize)?,
-                    insight.as_ref(),
-                    &ctx.load(Stage::Measure)?,
-                )
-            })?;
+            let report = report_stage(ctx, tc, timer)?;
             gate(flags, &report)?;
         }
     }
@@ -470,42 +521,6 @@ fn baselines(ctx: &Ctx, tc: &Toolchain) -> Result<Baselines> {
     let (release, _) = ctx.build(tc, Build::Release, Build::Release.rustflags(None))?;
     let (lto, _) = ctx.build(tc, Build::Lto, Build::Lto.rustflags(None))?;
     Ok(Baselines { release, lto })
-}
-
-/// Times each stage; prints a table of them at the end, even when the pipeline failed.
-#[derive(Default)]
-struct Timer {
-    sections: Vec<(&'static str, Duration, bool)>,
-}
-
-impl Timer {
-    fn section<T>(&mut self, stage: Stage, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        self.section_named(stage.name(), f)
-    }
-
-    fn section_named<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        let start = Instant::now();
-        let result = f().with_context(|| format!("stage `{name}` failed"));
-        self.sections.push((name, start.elapsed(), result.is_ok()));
-        result
-    }
-
-    fn print(&self) {
-        if self.sections.is_empty() {
-            return;
-        }
-        let total: f64 = self.sections.iter().map(|s| s.1.as_secs_f64()).sum();
-        eprintln!("\n{:<12} {:>9} {:>7}", "stage", "seconds", "share");
-        for (name, took, ok) in &self.sections {
-            let s = took.as_secs_f64();
-            let share = if total > 0.0 { 100.0 * s / total } else { 0.0 };
-            eprintln!(
-                "{name:<12} {s:>9.1} {share:>6.1}%{}",
-                if *ok { "" } else { "  FAILED" }
-            );
-        }
-        eprintln!("{:<12} {total:>9.1}", "total");
-    }
 }
 
 #[cfg(test)]

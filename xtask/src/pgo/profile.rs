@@ -160,7 +160,7 @@ pub(super) fn merge(
     // so a new profile must get a new name or cargo would not rebuild.
     let hash = format!("{:016x}", fsx::fnv1a64(&bytes));
     let path = ctx.data.join(format!("merged-{hash}.profdata"));
-    fsx::rename(&tmp, &path)?;
+    fsx::rename_content_addressed(&tmp, &path)?;
     // The newest older profile becomes the previous one (the insight stage compares the two
     // trainings); the rest go.
     let mut older: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&ctx.data)?

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 
 use super::{Ctx, Measurements, MergedProfile, OptimizedBuild};
 use crate::build::Built;
@@ -90,7 +91,8 @@ pub(super) fn report(
     optimized: &OptimizedBuild,
     insight: Option<&super::InsightReport>,
     measured: &Measurements,
-) -> Result<Report> {
+    stages: Vec<super::StageRun>,
+) -> Result<Rendered> {
     let builds = measured.builds.clone();
     let cfg = &ctx.config.config;
     let workload_names: Vec<String> = cfg
@@ -139,6 +141,7 @@ pub(super) fn report(
             &cfg.measure,
         )?,
         versus_sessions: measured.versus_sessions.clone(),
+        stages,
     };
     // Everything below is rendered from `report`, the same value report.json holds.
     let path = ctx.data.join("report.json");
@@ -179,7 +182,24 @@ pub(super) fn report(
             ", rounds.svg"
         }
     );
-    Ok(report)
+    Ok(Rendered {
+        hash: fsx::file_hash(&path)?,
+        report_json: path,
+    })
+}
+
+/// What the report stage records: where report.json is, and its content hash (the other
+/// documents are rendered from it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rendered {
+    pub report_json: std::path::PathBuf,
+    pub hash: String,
+}
+
+impl super::fresh::Artifacts for Rendered {
+    fn artifacts(&self) -> Vec<(std::path::PathBuf, Option<String>)> {
+        vec![(self.report_json.clone(), Some(self.hash.clone()))]
+    }
 }
 
 /// The comparator rows: Mighty and tokio on `builds`, then C++ and Go (`cargo xtask

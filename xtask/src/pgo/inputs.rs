@@ -1,0 +1,201 @@
+//! What each stage's output depends on ([`Inputs`]), and what each output points to
+//! ([`Artifacts`]): the two halves of "up to date" (`fresh.rs`, `stages.rs`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::fresh::{Artifacts, Inputs, sources};
+use super::{
+    Baselines, Ctx, InsightReport, InstrumentedBuild, Measurements, MergedProfile, OptimizedBuild,
+    TrainingRun,
+};
+use crate::build::{Build, Built};
+use crate::toolchain::Toolchain;
+
+/// What every build depends on: the toolchain, the sources that go into mty-bench, the
+/// binary's name, and this build's cargo profile and flags.
+fn build(ctx: &Ctx, tc: &Toolchain, build: Build, rustflags: &str) -> Result<Inputs> {
+    Ok(Inputs::new()
+        .text("toolchain", tc.rustc_vv.clone())
+        .text("sources", sources(&ctx.ws.root)?)
+        .text("binary", ctx.config.config.binary.clone())
+        .text(
+            &format!("{}.cargo_profile", build.name()),
+            build.cargo_profile(),
+        )
+        .text(&format!("{}.rustflags", build.name()), rustflags))
+}
+
+pub fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
+    let flags = Build::Instrumented.rustflags(Some(&ctx.raw_dir()));
+    build(ctx, tc, Build::Instrumented, &flags)
+}
+
+pub fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Inputs {
+    Inputs::new()
+        .built(&instrumented.0)
+        .json("config.train", &ctx.config.config.train)
+}
+
+pub fn merge(tc: &Toolchain, training: &TrainingRun, skip_bad: bool) -> Result<Inputs> {
+    let mut inputs = Inputs::new()
+        .text("llvm-profdata", tc.llvm_profdata_version.clone())
+        .text("skip_bad_profiles", skip_bad.to_string())
+        .text("fingerprint", training.fingerprint.clone());
+    for raw in &training.profraw {
+        let name = raw.file_name().unwrap_or_default().to_string_lossy();
+        inputs = inputs.file(&format!("raw/{name}"), raw)?;
+    }
+    Ok(inputs)
+}
+
+pub fn optimize(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<Inputs> {
+    let flags = Build::LtoPgo.rustflags(Some(&merged.0.path));
+    Ok(build(ctx, tc, Build::LtoPgo, &flags)?.text("profile", merged.0.hash.clone()))
+}
+
+pub fn insight(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    instrumented: &InstrumentedBuild,
+    merged: &MergedProfile,
+) -> Result<Inputs> {
+    let cfg = &ctx.config.config;
+    Inputs::new()
+        .built(&instrumented.0)
+        .text("profile", merged.0.hash.clone())
+        .text("llvm-profdata", tc.llvm_profdata_version.clone())
+        .json("config.measure.workloads", &cfg.measure.workloads)
+        .json("config.insight", &cfg.insight)
+        .json("config.apply_check", &cfg.apply_check)
+        .file(
+            "previous.profdata",
+            &ctx.data.join(super::profile::PREVIOUS_PROFILE),
+        )
+}
+
+pub fn oracle(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Result<Inputs> {
+    // The oracle's profile is named by its content: its flags carry the profiles' hash.
+    let mut inputs = build(ctx, tc, Build::Oracle, "")?;
+    for w in &insight.workloads {
+        inputs = inputs.file(&format!("workload/{}", w.workload), &w.profile)?;
+    }
+    Ok(inputs)
+}
+
+pub fn baselines(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
+    Ok(build(ctx, tc, Build::Release, "")?
+        .text("lto.cargo_profile", Build::Lto.cargo_profile())
+        .text("lto.rustflags", ""))
+}
+
+/// The measured executables by content, the measurement's config, and the comparators'
+/// sources: `--remeasure` measures again anyway.
+pub fn measure(ctx: &Ctx, builds: &[Built]) -> Result<Inputs> {
+    let cfg = &ctx.config.config;
+    let mut inputs = Inputs::new()
+        .json("config.measure", &cfg.measure)
+        .json("config.instructions", &cfg.instructions)
+        .json("config.compare", &cfg.compare)
+        .text("comparators", tree_hash(&ctx.ws.root.join("comparators"))?);
+    for b in builds {
+        inputs = inputs.built(b);
+    }
+    Ok(inputs)
+}
+
+/// The report is rendered from the recorded outputs and the whole config, by this xtask.
+pub fn report(ctx: &Ctx) -> Result<Inputs> {
+    let mut inputs = Inputs::new().json("config", &ctx.config.config);
+    for stage in ["merge", "optimize", "insight", "measure"] {
+        inputs = inputs.file(
+            &format!("stages/{stage}.json"),
+            &ctx.data.join("stages").join(format!("{stage}.json")),
+        )?;
+    }
+    let me = std::env::current_exe()?;
+    inputs.file("xtask", &me)
+}
+
+/// Every file under `dir`, by path and content.
+fn tree_hash(dir: &Path) -> Result<String> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if !d.is_dir() {
+            continue;
+        }
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut inputs = Inputs::new();
+    for f in &files {
+        inputs = inputs.file(&f.strip_prefix(dir).unwrap_or(f).to_string_lossy(), f)?;
+    }
+    Ok(inputs.fingerprint())
+}
+
+impl Artifacts for InstrumentedBuild {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.0.artifacts()
+    }
+    fn compiled(&self) -> u64 {
+        self.0.compiled
+    }
+}
+
+impl Artifacts for TrainingRun {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.profraw.iter().map(|p| (p.clone(), None)).collect()
+    }
+}
+
+impl Artifacts for MergedProfile {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        vec![(self.0.path.clone(), Some(self.0.hash.clone()))]
+    }
+}
+
+impl Artifacts for OptimizedBuild {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.build.artifacts()
+    }
+    fn compiled(&self) -> u64 {
+        self.build.compiled
+    }
+}
+
+impl Artifacts for InsightReport {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.workloads
+            .iter()
+            .map(|w| (w.profile.clone(), None))
+            .collect()
+    }
+}
+
+impl Artifacts for Baselines {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        [&self.release, &self.lto]
+            .iter()
+            .flat_map(|b| b.artifacts())
+            .collect()
+    }
+    fn compiled(&self) -> u64 {
+        self.release.compiled + self.lto.compiled
+    }
+}
+
+impl Artifacts for Measurements {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        Vec::new()
+    }
+}
