@@ -11,6 +11,8 @@ use serde_json::Value;
 
 #[path = "pgo_e2e/faults.rs"]
 mod faults;
+#[path = "pgo_e2e/rerun.rs"]
+mod rerun;
 #[path = "pgo_e2e/support.rs"]
 mod support;
 #[path = "../src/testutil.rs"]
@@ -356,11 +358,20 @@ fn the_report_documents_hold_every_build() {
         }
     }
 
-    // history.jsonl: the report stage appends exactly one line, for this run.
+    // history.jsonl: the report stage appends exactly one line when it runs, none when it is
+    // up to date (nothing new was measured).
     let lines = |p: &std::path::Path| std::fs::read_to_string(p).unwrap().lines().count();
     let before = lines(&data.join("history.jsonl"));
+    let out = xtask(&["pgo", "report", "--force"], data, &run.target);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(lines(&data.join("history.jsonl")), before + 1);
     let out = xtask(&["pgo", "report"], data, &run.target);
     assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("report: up to date (fingerprint "),
+        "{}",
+        stderr_of(&out)
+    );
     assert_eq!(lines(&data.join("history.jsonl")), before + 1);
 }
 

@@ -49,11 +49,13 @@ impl Inputs {
         Ok(self.text(name, hash))
     }
 
-    /// A finished build: its executable's content hash and the flags it was built with.
-    pub fn built(self, built: &Built) -> Self {
+    /// A finished build: its executable's content hash (of the file as it is now, not as
+    /// recorded) and the flags it was built with.
+    pub fn built(self, built: &Built) -> Result<Self> {
         let name = built.name();
-        self.text(&format!("{name}.exe"), built.hash.clone())
-            .text(&format!("{name}.rustflags"), built.rustflags.clone())
+        Ok(self
+            .file(&format!("{name}.exe"), &built.exe)?
+            .text(&format!("{name}.rustflags"), built.rustflags.clone()))
     }
 
     pub fn fingerprint(&self) -> String {

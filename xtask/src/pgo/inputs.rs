@@ -32,10 +32,10 @@ pub fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
     build(ctx, tc, Build::Instrumented, &flags)
 }
 
-pub fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Inputs {
-    Inputs::new()
-        .built(&instrumented.0)
-        .json("config.train", &ctx.config.config.train)
+pub fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<Inputs> {
+    Ok(Inputs::new()
+        .built(&instrumented.0)?
+        .json("config.train", &ctx.config.config.train))
 }
 
 pub fn merge(tc: &Toolchain, training: &TrainingRun, skip_bad: bool) -> Result<Inputs> {
@@ -63,7 +63,7 @@ pub fn insight(
 ) -> Result<Inputs> {
     let cfg = &ctx.config.config;
     Inputs::new()
-        .built(&instrumented.0)
+        .built(&instrumented.0)?
         .text("profile", merged.0.hash.clone())
         .text("llvm-profdata", tc.llvm_profdata_version.clone())
         .json("config.measure.workloads", &cfg.measure.workloads)
@@ -100,7 +100,7 @@ pub fn measure(ctx: &Ctx, builds: &[Built]) -> Result<Inputs> {
         .json("config.compare", &cfg.compare)
         .text("comparators", tree_hash(&ctx.ws.root.join("comparators"))?);
     for b in builds {
-        inputs = inputs.built(b);
+        inputs = inputs.built(b)?;
     }
     Ok(inputs)
 }

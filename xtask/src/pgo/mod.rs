@@ -257,7 +257,7 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         &ctx,
         timer,
         Stage::Train,
-        inputs::train(&ctx, &instrumented),
+        inputs::train(&ctx, &instrumented)?,
         || train(&ctx, &tc, &instrumented),
     )?;
     // Stage 4: raw profiles -> one indexed, content-addressed profile.
@@ -352,6 +352,13 @@ fn report_stage(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Report> 
             "nothing changed since {} was written: it is this run's result",
             rendered.report_json.display()
         );
+        // A CI job that reuses the report still shows the page.
+        if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+            let page = ctx.data.join("report.md");
+            let markdown = std::fs::read_to_string(&page)
+                .with_context(|| format!("cannot read {}", page.display()))?;
+            fsx::append_line(std::path::Path::new(&summary), &markdown)?;
+        }
     }
     Ok(report)
 }
@@ -373,7 +380,7 @@ fn one_stage(
         }
         Stage::Train => {
             let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
-            stages::run(ctx, timer, only, inputs::train(ctx, &instrumented), || {
+            stages::run(ctx, timer, only, inputs::train(ctx, &instrumented)?, || {
                 train(ctx, tc, &instrumented)
             })?;
         }
@@ -410,7 +417,7 @@ fn one_stage(
                         ctx,
                         timer,
                         Stage::Train,
-                        inputs::train(ctx, &instrumented),
+                        inputs::train(ctx, &instrumented)?,
                         || train(ctx, tc, &instrumented),
                     )?;
                     let skip = flags.skip_bad_profiles;

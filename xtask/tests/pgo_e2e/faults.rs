@@ -234,7 +234,7 @@ fn an_interrupt_during_measurement_keeps_the_artifacts() {
     let report_before = std::fs::read(data.join("report.json")).unwrap();
     {
         use std::os::unix::process::ExitStatusExt;
-        let (mut child, mut lines) = spawn(&["pgo", "measure"], data, target);
+        let (mut child, mut lines) = spawn(&["pgo", "measure", "--remeasure"], data, target);
         let started = lines
             .by_ref()
             .map(|l| l.unwrap())
