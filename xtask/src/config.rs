@@ -110,7 +110,7 @@ impl Default for Calibrate {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Train {
     /// Seconds each training workload may run before it is killed.
@@ -199,7 +199,7 @@ pub struct Check {
     pub min_pgo_gain_pct: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
     /// The name in the report.

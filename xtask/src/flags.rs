@@ -45,7 +45,7 @@ const COMMON: [FlagSpec; 4] = [
 ];
 
 /// Flags only `cargo xtask pgo` takes.
-const PGO_ONLY: [FlagSpec; 6] = [
+const PGO_ONLY: [FlagSpec; 9] = [
     flag(
         "--check",
         None,
@@ -78,6 +78,24 @@ const PGO_ONLY: [FlagSpec; 6] = [
         "--remeasure",
         None,
         "measure again although the measured executables and the measure config are unchanged",
+    ),
+    flag(
+        "--profile",
+        Some("PATH"),
+        "build from this stored profile instead of training: a bundle directory (checked against \
+         these sources and toolchain) or an indexed .profdata; skips instrument, train, merge, \
+         insight and oracle; the apply check runs as always",
+    ),
+    flag(
+        "--bundle",
+        Some("DIR"),
+        "with `train` or `merge`: also write the resulting profile and its manifest into DIR",
+    ),
+    flag(
+        "--input",
+        Some("DIR[:WEIGHT]"),
+        "with `merge`, repeatable: merge these bundles (llvm-profdata's weighted inputs, weight 1 \
+         when not given) instead of this pgo-data's raw profiles",
     ),
 ];
 
@@ -145,6 +163,14 @@ pub struct PgoFlags {
     pub force: Option<Stage>,
     /// `--remeasure`: measure although the measurement's inputs are unchanged.
     pub remeasure: bool,
+    /// `--profile PATH`: a stored profile or bundle instead of training.
+    pub profile: Option<PathBuf>,
+    /// `--bundle DIR` (train, merge): also write the profile as a bundle into DIR.
+    pub bundle: Option<PathBuf>,
+    /// `--input DIR[:WEIGHT]` (merge), in order.
+    pub inputs: Vec<String>,
+    /// `cargo xtask pgo export DIR`.
+    pub export: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -182,6 +208,8 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             let mut flags = PgoFlags::default();
             let mut stage = None;
             let mut calibrate = false;
+            // `export` takes the next positional word as its directory.
+            let mut export: Option<Option<PathBuf>> = None;
             let help = parse_command(argv, "pgo", &mut |arg| match arg {
                 Arg::Flag(name, value) => {
                     if !flags.common.set(name, value.clone()) {
@@ -200,14 +228,25 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                                 })
                             }
                             "--remeasure" => flags.remeasure = true,
+                            "--profile" => flags.profile = value.map(PathBuf::from),
+                            "--bundle" => flags.bundle = value.map(PathBuf::from),
+                            "--input" => flags.inputs.extend(value),
                             other => unreachable!("{other} is in the table but not handled"),
                         }
                     }
                     Ok(())
                 }
                 Arg::Positional(word) => match (Stage::parse(&word), stage) {
-                    _ if stage.is_some() || calibrate => {
-                        Err("give at most one stage (or `calibrate`)".to_string())
+                    _ if export == Some(None) => {
+                        export = Some(Some(PathBuf::from(word)));
+                        Ok(())
+                    }
+                    _ if stage.is_some() || calibrate || export.is_some() => {
+                        Err("give at most one stage (or `calibrate`, or `export DIR`)".to_string())
+                    }
+                    _ if word == "export" => {
+                        export = Some(None);
+                        Ok(())
                     }
                     _ if word == "calibrate" => {
                         calibrate = true;
@@ -222,6 +261,37 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             })?;
             flags.stage = stage;
             flags.calibrate = calibrate;
+            if help.is_none() {
+                flags.export = match export {
+                    Some(None) => {
+                        return Err(UsageError {
+                            message: "`export` needs a directory (cargo xtask pgo export DIR)"
+                                .into(),
+                            usage: command_help("pgo"),
+                        });
+                    }
+                    Some(dir) => dir,
+                    None => None,
+                };
+                let misplaced = |flag: &str, wanted: &str| UsageError {
+                    message: format!("`{flag}` is for {wanted}"),
+                    usage: command_help("pgo"),
+                };
+                if flags.bundle.is_some()
+                    && !matches!(flags.stage, Some(Stage::Train | Stage::Merge))
+                {
+                    return Err(misplaced("--bundle", "`cargo xtask pgo train` or `merge`"));
+                }
+                if !flags.inputs.is_empty() && flags.stage != Some(Stage::Merge) {
+                    return Err(misplaced("--input", "`cargo xtask pgo merge`"));
+                }
+                if flags.profile.is_some() && (flags.stage.is_some() || flags.export.is_some()) {
+                    return Err(misplaced(
+                        "--profile",
+                        "the whole pipeline (`cargo xtask pgo --profile PATH`)",
+                    ));
+                }
+            }
             Ok(help.map_or(Command::Pgo(flags), Command::Help))
         }
         Some("compare") => {
@@ -407,7 +477,28 @@ mod tests {
         );
         assert_eq!(
             usage_error("pgo merge train"),
-            "give at most one stage (or `calibrate`)"
+            "give at most one stage (or `calibrate`, or `export DIR`)"
+        );
+        assert_eq!(pgo("export out/b").export, Some(PathBuf::from("out/b")));
+        assert_eq!(pgo("export out/b").stage, None);
+        assert_eq!(
+            usage_error("pgo export"),
+            "`export` needs a directory (cargo xtask pgo export DIR)"
+        );
+        let merge = pgo("merge --input a --input b:3 --bundle m");
+        assert_eq!(merge.inputs, ["a", "b:3"]);
+        assert_eq!(merge.bundle, Some(PathBuf::from("m")));
+        assert_eq!(
+            usage_error("pgo --input a"),
+            "`--input` is for `cargo xtask pgo merge`"
+        );
+        assert_eq!(
+            usage_error("pgo measure --bundle a"),
+            "`--bundle` is for `cargo xtask pgo train` or `merge`"
+        );
+        assert_eq!(
+            usage_error("pgo train --profile p"),
+            "`--profile` is for the whole pipeline (`cargo xtask pgo --profile PATH`)"
         );
         assert!(pgo("calibrate").calibrate);
         // `--force [STAGE]`: the stage is its value only when it names one.
@@ -430,7 +521,7 @@ mod tests {
         );
         assert_eq!(
             usage_error("pgo calibrate merge"),
-            "give at most one stage (or `calibrate`)"
+            "give at most one stage (or `calibrate`, or `export DIR`)"
         );
         assert_eq!(
             usage_error("pgo --pgo-data"),
@@ -474,14 +565,20 @@ mod tests {
             ("compare", compare_flags().collect()),
         ] {
             let help = command_help(command);
-            let default = parse_words(command).unwrap();
             for f in flags {
                 let value = match f.value {
                     Some(v) if v.starts_with('[') => "",
                     Some(_) => "v",
                     None => "",
                 };
-                let line = format!("{command} {} {value}", f.name);
+                // The flags of one stage are tried with that stage.
+                let context = match f.name {
+                    "--bundle" => format!("{command} train"),
+                    "--input" => format!("{command} merge"),
+                    _ => command.to_string(),
+                };
+                let default = parse_words(&context).unwrap();
+                let line = format!("{context} {} {value}", f.name);
                 let parsed = parse_words(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
                 assert_ne!(parsed, default, "`{line}` changed nothing");
                 let shown = match f.value {

@@ -76,6 +76,10 @@ pub struct ProfileInfo {
     /// Raw profiles left out by `--skip-bad-profiles`, with the reason.
     #[serde(default)]
     pub skipped_raw: Vec<String>,
+    /// Where the profile came from, in words: trained in this run, or a stored profile or
+    /// bundle (`--profile`), or bundles merged (`merge --input`).
+    #[serde(default)]
+    pub origin: String,
 }
 
 impl Report {
@@ -264,9 +268,8 @@ pub fn history_line(report: &Report) -> String {
     line.to_string()
 }
 
-/// The host and checkout the numbers were measured on.
-pub fn environment(root: &Path, toolchain: &crate::toolchain::Toolchain) -> Environment {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+/// The checkout's commit ("unknown" outside git) and whether it has local changes.
+pub fn git_state(root: &Path) -> (String, bool) {
     let git = |args: &[&str]| {
         Cmd::new("git")
             .arg("-C")
@@ -275,6 +278,18 @@ pub fn environment(root: &Path, toolchain: &crate::toolchain::Toolchain) -> Envi
             .read()
             .ok()
     };
+    (
+        git(&["rev-parse", "HEAD"])
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| "unknown".into()),
+        git(&["status", "--porcelain"]).is_some_and(|s| !s.trim().is_empty()),
+    )
+}
+
+/// The host and checkout the numbers were measured on.
+pub fn environment(root: &Path, toolchain: &crate::toolchain::Toolchain) -> Environment {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let (git_commit, git_dirty) = git_state(root);
     Environment {
         rustc_vv: toolchain.rustc_vv.clone(),
         llvm_profdata: toolchain.llvm_profdata.clone(),
@@ -293,10 +308,8 @@ pub fn environment(root: &Path, toolchain: &crate::toolchain::Toolchain) -> Envi
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
-        git_commit: git(&["rev-parse", "HEAD"])
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|| "unknown".into()),
-        git_dirty: git(&["status", "--porcelain"]).is_some_and(|s| !s.trim().is_empty()),
+        git_commit,
+        git_dirty,
     }
 }
 
@@ -392,6 +405,7 @@ pub mod tests {
                 total_count: 9704034,
                 fingerprint: "0123456789abcdef".into(),
                 skipped_raw: Vec::new(),
+                origin: String::new(),
             },
             apply_check,
             insight: Some(insight_fixture()),

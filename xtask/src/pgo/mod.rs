@@ -20,12 +20,14 @@ use crate::report::{ProfileInfo, Report};
 use crate::toolchain::{self, Toolchain};
 use crate::warnings::ApplyReport;
 
+mod bundle;
 mod fresh;
 mod guard;
 mod inputs;
 pub mod insight;
 mod profile;
 mod results;
+mod shipped;
 mod stages;
 pub use insight::InsightReport;
 pub use profile::check_applied;
@@ -194,18 +196,20 @@ pub struct Measurements {
 }
 
 impl Measurements {
+    /// The measured builds; without an oracle (`--profile`: nothing trained here to make
+    /// one from) the others.
     pub fn builds_of(
         optimized: &OptimizedBuild,
         base: &Baselines,
-        oracle: &OptimizedBuild,
+        oracle: Option<&OptimizedBuild>,
     ) -> Vec<Built> {
         Build::MEASURED
             .iter()
-            .map(|b| match b {
-                Build::Release => base.release.clone(),
-                Build::Lto => base.lto.clone(),
-                Build::LtoPgo => optimized.build.clone(),
-                Build::Oracle => oracle.build.clone(),
+            .filter_map(|b| match b {
+                Build::Release => Some(base.release.clone()),
+                Build::Lto => Some(base.lto.clone()),
+                Build::LtoPgo => Some(optimized.build.clone()),
+                Build::Oracle => oracle.map(|o| o.build.clone()),
                 Build::Instrumented => unreachable!("the instrumented build is not measured"),
             })
             .collect()
@@ -240,8 +244,14 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
             .section_named("calibrate", || crate::calibrate::run(&ctx, &release))
             .map(drop);
     }
+    if let Some(dir) = &flags.export {
+        return timer.section_named("export", || shipped::export(&ctx, &tc, dir));
+    }
     if let Some(only) = flags.stage {
         return one_stage(&ctx, &tc, flags, timer, only);
+    }
+    if let Some(path) = &flags.profile {
+        return from_profile(&ctx, &tc, flags, timer, path);
     }
     // Every stage below is reused when its inputs are unchanged (`stages::run`).
     // Stage 2: the instrumented build, under the SAME cargo profile as the optimised one.
@@ -307,7 +317,7 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     )?;
     // Stage 9: the held-out workloads on every build (lockstep by default), and
     // instructions per message with simulated branches and caches.
-    let builds = Measurements::builds_of(&optimized, &base, &oracle);
+    let builds = Measurements::builds_of(&optimized, &base, Some(&oracle));
     stages::run(
         &ctx,
         timer,
@@ -317,6 +327,64 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     )?;
     // Stage 10: the statistics, the table, report.json, report.md, the plots, history.
     let report = report_stage(&ctx, &tc, timer)?;
+    gate(flags, &report)
+}
+
+/// `cargo xtask pgo --profile PATH`: the pipeline on a stored profile, without training.
+/// The insight and the oracle need the instrumented build and its training, so they are
+/// skipped too, and their records of an earlier training removed: they describe another
+/// profile than this run's.
+fn from_profile(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    flags: &PgoFlags,
+    timer: &mut Timer,
+    path: &std::path::Path,
+) -> Result<()> {
+    let why = format!("--profile {}", path.display());
+    for stage in [Stage::Instrument, Stage::Train] {
+        timer.skip(stage, &why);
+    }
+    let merged = stages::run(
+        ctx,
+        timer,
+        Stage::Merge,
+        shipped::inputs(path, flags.allow_stale)?,
+        || shipped::use_profile(ctx, tc, path, flags.allow_stale),
+    )?;
+    let optimized = stages::run(
+        ctx,
+        timer,
+        Stage::Optimize,
+        inputs::optimize(ctx, tc, &merged)?,
+        || optimize(ctx, tc, &merged),
+    )?;
+    check_applied(&optimized, flags.allow_stale)?;
+    for stage in [Stage::Insight, Stage::Oracle] {
+        for file in [ctx.stage_file(stage), ctx.inputs_file(stage)] {
+            if file.exists() {
+                std::fs::remove_file(&file)
+                    .with_context(|| format!("cannot remove {}", file.display()))?;
+            }
+        }
+        timer.skip(stage, "it needs this run's instrumented build and training");
+    }
+    let base = stages::run(
+        ctx,
+        timer,
+        Stage::Baselines,
+        inputs::baselines(ctx, tc)?,
+        || baselines(ctx, tc),
+    )?;
+    let builds = Measurements::builds_of(&optimized, &base, None);
+    stages::run(
+        ctx,
+        timer,
+        Stage::Measure,
+        inputs::measure(ctx, &builds)?,
+        || measure(ctx, builds.clone()),
+    )?;
+    let report = report_stage(ctx, tc, timer)?;
     gate(flags, &report)
 }
 
@@ -378,11 +446,51 @@ fn one_stage(
                 instrument(ctx, tc)
             })?;
         }
+        Stage::Train if flags.bundle.is_some() => {
+            // One machine's share of a training across machines: build, train, merge, and
+            // write the bundle, from a fresh checkout in one command.
+            let instrumented = stages::run(
+                ctx,
+                timer,
+                Stage::Instrument,
+                inputs::instrument(ctx, tc)?,
+                || instrument(ctx, tc),
+            )?;
+            let training =
+                stages::run(ctx, timer, only, inputs::train(ctx, &instrumented)?, || {
+                    train(ctx, tc, &instrumented)
+                })?;
+            let skip = flags.skip_bad_profiles;
+            stages::run(
+                ctx,
+                timer,
+                Stage::Merge,
+                inputs::merge(tc, &training, skip)?,
+                || merge(ctx, tc, &training, skip),
+            )?;
+            let dir = flags.bundle.as_deref().expect("matched");
+            timer.section_named("bundle", || shipped::export(ctx, tc, dir))?;
+        }
         Stage::Train => {
             let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
             stages::run(ctx, timer, only, inputs::train(ctx, &instrumented)?, || {
                 train(ctx, tc, &instrumented)
             })?;
+        }
+        Stage::Merge if !flags.inputs.is_empty() => {
+            let bundles = shipped::read_inputs(&flags.inputs)?;
+            let merged = stages::run(
+                ctx,
+                timer,
+                only,
+                shipped::merge_inputs_fingerprint(&bundles, tc)?,
+                || shipped::merge_bundles(ctx, tc, &bundles),
+            )?;
+            if let Some(dir) = &flags.bundle {
+                timer.section_named("bundle", || {
+                    shipped::write_merged_bundle(dir, &merged, &bundles)
+                })?;
+            }
         }
         Stage::Merge => {
             let training: TrainingRun = ctx.load(Stage::Train)?;
@@ -394,6 +502,9 @@ fn one_stage(
                 inputs::merge(tc, &training, skip)?,
                 || merge(ctx, tc, &training, skip),
             )?;
+            if let Some(dir) = &flags.bundle {
+                timer.section_named("bundle", || shipped::export(ctx, tc, dir))?;
+            }
         }
         Stage::Optimize => {
             let merged = load_merged(ctx)?;
@@ -463,10 +574,16 @@ fn one_stage(
             })?;
         }
         Stage::Measure => {
+            // No oracle record: a run from a stored profile (`--profile`) has none.
+            let oracle: Option<OptimizedBuild> = ctx
+                .stage_file(Stage::Oracle)
+                .is_file()
+                .then(|| ctx.load(Stage::Oracle))
+                .transpose()?;
             let builds = Measurements::builds_of(
                 &ctx.load(Stage::Optimize)?,
                 &ctx.load(Stage::Baselines)?,
-                &ctx.load(Stage::Oracle)?,
+                oracle.as_ref(),
             );
             stages::run(ctx, timer, only, inputs::measure(ctx, &builds)?, || {
                 measure(ctx, builds.clone())

@@ -185,6 +185,7 @@ pub(super) fn merge(
     let mut info = parse_show(&show, path, hash)?;
     info.fingerprint = training.fingerprint.clone();
     info.skipped_raw = bad;
+    info.origin = "trained in this pgo-data (`cargo xtask pgo train`)".to_string();
     eprintln!(
         "merge: {} ({} functions, max function count {}, total count {})",
         info.path.display(),
@@ -210,7 +211,17 @@ pub fn parse_show(text: &str, path: PathBuf, hash: String) -> Result<ProfileInfo
         total_count: field("Total count:")?,
         fingerprint: String::new(),
         skipped_raw: Vec::new(),
+        origin: String::new(),
     })
+}
+
+/// `llvm-profdata show` of an indexed profile, summarised.
+pub fn show(tc: &Toolchain, path: &Path) -> Result<ProfileInfo> {
+    let text = Cmd::new(tc.llvm_profdata.display().to_string())
+        .arg("show")
+        .arg(path.display().to_string())
+        .read()?;
+    parse_show(&text, path.to_path_buf(), fsx::file_hash(path)?)
 }
 
 /// Why llvm-profdata cannot read this raw profile, or `None` when it can.

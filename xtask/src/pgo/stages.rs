@@ -96,6 +96,8 @@ pub enum Outcome {
     Ran,
     /// Up to date: its recorded output was reused (a build stage: cargo found it fresh).
     Reused,
+    /// Not needed in this run (e.g. no training with `--profile`).
+    Skipped,
     Failed,
 }
 
@@ -137,6 +139,17 @@ impl Timer {
         result
     }
 
+    /// A stage this run does not need, said on the terminal and in the table.
+    pub fn skip(&mut self, stage: Stage, why: &str) {
+        eprintln!("{}: skipped ({why})", stage.name());
+        self.runs.push(StageRun {
+            stage: stage.name().to_string(),
+            seconds: 0.0,
+            outcome: Outcome::Skipped,
+            fingerprint: None,
+        });
+    }
+
     fn last_is(&mut self, outcome: Outcome, fingerprint: &str) {
         if let Some(last) = self.runs.last_mut() {
             last.outcome = outcome;
@@ -159,6 +172,7 @@ impl Timer {
             let mark = match run.outcome {
                 Outcome::Ran => "",
                 Outcome::Reused => "  reused",
+                Outcome::Skipped => "  skipped",
                 Outcome::Failed => "  FAILED",
             };
             eprintln!("{:<12} {:>9.1} {share:>6.1}%{mark}", run.stage, run.seconds);
