@@ -337,6 +337,25 @@ fn recorded(md: &mut String, report: &Report) {
         a.missing_total,
         a.mismatch_total
     );
+    if !report.profile.origin.is_empty() {
+        let _ = writeln!(md, "- Profile origin: {}.", report.profile.origin);
+    }
+    if !report.stages.is_empty() {
+        let stages: Vec<String> = report
+            .stages
+            .iter()
+            .map(|s| {
+                let outcome = match s.outcome {
+                    crate::pgo::Outcome::Ran => "ran",
+                    crate::pgo::Outcome::Reused => "reused (up to date)",
+                    crate::pgo::Outcome::Skipped => "skipped",
+                    crate::pgo::Outcome::Failed => "failed",
+                };
+                format!("{} {outcome}", s.stage)
+            })
+            .collect();
+        let _ = writeln!(md, "- Stages of the run that wrote this report: {}.", stages.join(", "));
+    }
     let _ = writeln!(
         md,
         "- llvm-profdata: `{}` ({})",

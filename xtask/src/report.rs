@@ -207,6 +207,9 @@ fn apply_line(report: &Report) -> String {
             format!(" (crate missing/mismatch: {crates})")
         }
     );
+    if !report.profile.origin.is_empty() {
+        line.push_str(&format!("  origin: {}\n", report.profile.origin));
+    }
     if !report.profile.skipped_raw.is_empty() {
         line.push_str(&format!(
             "  merged without {} unreadable raw profile(s) (--skip-bad-profiles): {}\n",
@@ -490,6 +493,19 @@ pub mod tests {
             &r.config.config.measure,
         )
         .unwrap();
+        r.profile.origin = "bundle /ci/bundles/merged: trained at commit 0123456789ab with rustc 1.95.0, 1 training workload(s)".into();
+        r.stages = [
+            ("instrument", crate::pgo::Outcome::Skipped),
+            ("merge", crate::pgo::Outcome::Reused),
+            ("measure", crate::pgo::Outcome::Ran),
+        ]
+        .map(|(stage, outcome)| crate::pgo::StageRun {
+            stage: stage.into(),
+            seconds: 1.0,
+            outcome,
+            fingerprint: None,
+        })
+        .to_vec();
         r.versus_sessions = crate::versus::tests::sessions(1.08);
         r.versus = crate::versus::analyze(
             &r.versus_sessions,

@@ -35,7 +35,7 @@ use profile::{instrument, load_merged, merge, optimize, stale, train};
 pub use results::run_comparators;
 use results::{measure, report};
 use stages::Timer;
-pub use stages::{Stage, StageRun};
+pub use stages::{Outcome, Stage, StageRun};
 
 /// Everything the stages share, and the lock on pgo-data/ for as long as it lives.
 pub struct Ctx {
