@@ -354,7 +354,11 @@ fn recorded(md: &mut String, report: &Report) {
                 format!("{} {outcome}", s.stage)
             })
             .collect();
-        let _ = writeln!(md, "- Stages of the run that wrote this report: {}.", stages.join(", "));
+        let _ = writeln!(
+            md,
+            "- Stages of the run that wrote this report: {}.",
+            stages.join(", ")
+        );
     }
     let _ = writeln!(
         md,

@@ -9,6 +9,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+#[path = "pgo_e2e/bundles.rs"]
+mod bundles;
 #[path = "pgo_e2e/faults.rs"]
 mod faults;
 #[path = "pgo_e2e/rerun.rs"]
