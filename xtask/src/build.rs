@@ -34,6 +34,15 @@ pub enum Build {
 impl Build {
     /// The builds measured, in the order every table and plot shows them.
     pub const MEASURED: [Build; 4] = [Build::Release, Build::Lto, Build::LtoPgo, Build::Oracle];
+    /// Every build, the instrumented one too.
+    #[cfg(test)]
+    pub const ALL: [Build; 5] = [
+        Build::Instrumented,
+        Build::Release,
+        Build::Lto,
+        Build::LtoPgo,
+        Build::Oracle,
+    ];
     /// What every other measured build is compared against.
     pub const BASELINE: Build = Build::Release;
 
@@ -106,6 +115,13 @@ pub struct Built {
     pub rustflags: String,
     /// [`Build::description`], kept in report.json for its readers.
     pub description: String,
+    /// Every flag it was built with, exactly (`rustflags` joins them with spaces): the
+    /// user's own first (`rustflags.rs`), then the pipeline's.
+    #[serde(default)]
+    pub rustflags_exact: Vec<String>,
+    /// Where the user's flags came from ("" for none).
+    #[serde(default)]
+    pub user_rustflags_source: String,
     /// The executable's content hash ([`crate::fsx::file_hash`]): what later stages key on.
     #[serde(default)]
     pub hash: String,
@@ -123,6 +139,8 @@ impl Built {
             cargo_profile: build.cargo_profile().to_string(),
             rustflags,
             description: build.description().to_string(),
+            rustflags_exact: Vec::new(),
+            user_rustflags_source: String::new(),
             hash: String::new(),
             compiled: 0,
         }

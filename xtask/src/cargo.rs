@@ -113,7 +113,7 @@ pub fn build(
     ws: &Workspace,
     host: &str,
     build: Build,
-    rustflags: &str,
+    rustflags: &[String],
     target_root: &Path,
     log_dir: &Path,
 ) -> Result<CargoOutput> {
@@ -138,12 +138,11 @@ pub fn build(
             &ws.root.join("Cargo.toml").display().to_string(),
         ])
         .arg("--message-format=json")
-        // RUSTFLAGS must be the only flags: CARGO_ENCODED_RUSTFLAGS would win over it, and
-        // one inherited from a surrounding `cargo test` would silently change the build.
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        // Every flag in the one source cargo reads first: the user's own (found as cargo
+        // would, `rustflags.rs`) and the pipeline's, nothing dropped silently.
+        .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
-        .env("RUSTFLAGS", rustflags);
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"));
     let bar = ProgressBar::new(ws.crate_count)
         .with_prefix(build.name())
         .with_style(

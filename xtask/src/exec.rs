@@ -206,6 +206,14 @@ pub fn stderr_tail(stderr: &str) -> String {
 }
 
 fn quote(s: &str) -> String {
+    // CARGO_ENCODED_RUSTFLAGS separates flags with \x1f: shown, not swallowed.
+    if s.contains('\x1f') {
+        let escaped = s
+            .replace('\\', "\\\\")
+            .replace('\'', "\\'")
+            .replace('\x1f', "\\x1f");
+        return format!("$'{escaped}'");
+    }
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,%+@".contains(c))

@@ -20,6 +20,7 @@ mod measure;
 mod pgo;
 mod plot;
 mod report;
+mod rustflags;
 mod stats;
 #[cfg(test)]
 mod testutil;

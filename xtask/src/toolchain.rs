@@ -22,6 +22,9 @@ pub struct RustcInfo {
 /// The toolchain the pipeline runs with: the doctor's output.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Toolchain {
+    /// The user's rustflags for the host target, and their source: every build gets them.
+    #[serde(default)]
+    pub user_rustflags: crate::rustflags::UserFlags,
     pub rustc: RustcInfo,
     /// `rustc -vV`, verbatim, for the report.
     pub rustc_vv: String,
@@ -118,12 +121,20 @@ pub fn doctor() -> Result<Toolchain> {
     }
     let (llvm_profdata, llvm_profdata_version) =
         choose_profdata(&rustc, &in_sysroot, &path_dirs())?;
+    // The user's own rustflags, as cargo would take them for the host target.
+    let cfg = Cmd::new("rustc")
+        .args(["--print", "cfg", "--target", &rustc.host])
+        .read()?;
+    let user_rustflags =
+        crate::rustflags::effective(&crate::rustflags::Sources::here()?, &rustc.host, &cfg)?;
+    crate::rustflags::check_conflicts(&user_rustflags)?;
     Ok(Toolchain {
         rustc,
         rustc_vv,
         sysroot,
         llvm_profdata,
         llvm_profdata_version,
+        user_rustflags,
     })
 }
 

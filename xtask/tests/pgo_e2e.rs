@@ -19,6 +19,8 @@ mod rerun;
 mod support;
 #[path = "../src/testutil.rs"]
 mod testutil;
+#[path = "pgo_e2e/userflags.rs"]
+mod userflags;
 
 use support::*;
 

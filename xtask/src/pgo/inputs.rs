@@ -24,7 +24,8 @@ fn build(ctx: &Ctx, tc: &Toolchain, build: Build, rustflags: &str) -> Result<Inp
             &format!("{}.cargo_profile", build.name()),
             build.cargo_profile(),
         )
-        .text(&format!("{}.rustflags", build.name()), rustflags))
+        .text(&format!("{}.rustflags", build.name()), rustflags)
+        .text("user_rustflags", tc.user_rustflags.flags.join("\x1f")))
 }
 
 pub fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {

@@ -139,15 +139,18 @@ impl Ctx {
         build: Build,
         rustflags: String,
     ) -> Result<(Built, Vec<String>)> {
+        let flags = crate::rustflags::compose(&tc.user_rustflags, &rustflags);
         let out = cargo::build(
             &self.ws,
             &tc.rustc.host,
             build,
-            &rustflags,
+            &flags,
             &self.target_root,
             &self.logs(),
         )?;
-        let mut built = Built::new(build, out.exe, rustflags);
+        let mut built = Built::new(build, out.exe, flags.join(" "));
+        built.rustflags_exact = flags;
+        built.user_rustflags_source = tc.user_rustflags.source.clone();
         built.hash = fsx::file_hash(&built.exe)?;
         built.compiled = out.compiled;
         Ok((built, out.diagnostics))
@@ -637,6 +640,10 @@ fn doctor() -> Result<Toolchain> {
         tc.rustc.host,
         tc.llvm_profdata.display(),
         tc.llvm_profdata_version
+    );
+    eprintln!(
+        "doctor: the user's rustflags: {}",
+        tc.user_rustflags.describe()
     );
     Ok(tc)
 }
