@@ -4,7 +4,7 @@
 //!
 //! Build names are not cargo profile names: the cargo profile `release-pgo` (fat LTO, one
 //! codegen unit) is shared by the `instrumented`, `lto` and `lto+pgo` builds, which differ
-//! only in RUSTFLAGS (cargo's `-C metadata` hash depends on the profile, so instrumenting and
+//! only in the pipeline's own rustflags (cargo's `-C metadata` hash depends on the profile, so instrumenting and
 //! optimising under one profile is what lets a profile apply).
 
 use std::path::{Path, PathBuf};

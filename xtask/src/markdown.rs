@@ -340,6 +340,24 @@ fn recorded(md: &mut String, report: &Report) {
     if !report.profile.origin.is_empty() {
         let _ = writeln!(md, "- Profile origin: {}.", report.profile.origin);
     }
+    for b in &report.builds {
+        let flags = if b.rustflags.is_empty() {
+            "no rustflags".to_string()
+        } else {
+            format!("rustflags `{}`", b.rustflags)
+        };
+        let user = if b.user_rustflags_source.is_empty() {
+            "none of the user's".to_string()
+        } else {
+            format!("the user's from {}", b.user_rustflags_source)
+        };
+        let _ = writeln!(
+            md,
+            "- Build `{}`: cargo profile `{}`, {flags} ({user}).",
+            b.name(),
+            b.cargo_profile
+        );
+    }
     if !report.stages.is_empty() {
         let stages: Vec<String> = report
             .stages

@@ -35,7 +35,7 @@ pub(super) fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<InstrumentedBuild>
     )?;
     if !contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
         bail!(
-            "{} has no `__llvm_profile` symbols: -Cprofile-generate did not reach it (is RUSTFLAGS overridden by a cargo config?)",
+            "{} has no `__llvm_profile` symbols: -Cprofile-generate did not reach it (a RUSTC_WRAPPER or a cargo config that replaces the flags?)",
             record.exe.display()
         );
     }
