@@ -29,18 +29,29 @@ pub enum Build {
     /// get at best. Measured beside the others, never shipped.
     #[serde(rename = "oracle")]
     Oracle,
+    /// The PGO build relinked with its relocations (`-Wl,-q`), then optimised after link by
+    /// BOLT with a profile of the same training mix (the `bolt` stage).
+    #[serde(rename = "lto+pgo+bolt")]
+    Bolt,
 }
 
 impl Build {
     /// The builds measured, in the order every table and plot shows them.
-    pub const MEASURED: [Build; 4] = [Build::Release, Build::Lto, Build::LtoPgo, Build::Oracle];
+    pub const MEASURED: [Build; 5] = [
+        Build::Release,
+        Build::Lto,
+        Build::LtoPgo,
+        Build::Bolt,
+        Build::Oracle,
+    ];
     /// Every build, the instrumented one too.
     #[cfg(test)]
-    pub const ALL: [Build; 5] = [
+    pub const ALL: [Build; 6] = [
         Build::Instrumented,
         Build::Release,
         Build::Lto,
         Build::LtoPgo,
+        Build::Bolt,
         Build::Oracle,
     ];
     /// What every other measured build is compared against.
@@ -53,13 +64,16 @@ impl Build {
             Build::Lto => "lto",
             Build::LtoPgo => "lto+pgo",
             Build::Oracle => "oracle",
+            Build::Bolt => "lto+pgo+bolt",
         }
     }
 
     pub fn cargo_profile(self) -> &'static str {
         match self {
             Build::Release => "release",
-            Build::Instrumented | Build::Lto | Build::LtoPgo | Build::Oracle => "release-pgo",
+            Build::Instrumented | Build::Lto | Build::LtoPgo | Build::Oracle | Build::Bolt => {
+                "release-pgo"
+            }
         }
     }
 
@@ -71,6 +85,7 @@ impl Build {
             Build::Lto => "lto",
             Build::LtoPgo => "lto-pgo",
             Build::Oracle => "oracle",
+            Build::Bolt => "lto-pgo-relocs",
         }
     }
 
@@ -83,6 +98,7 @@ impl Build {
             Build::Oracle => {
                 "fat LTO + PGO trained on the measured workloads themselves (an upper bound, never shipped)"
             }
+            Build::Bolt => "fat LTO + PGO, then BOLT (post-link layout from the same training mix)",
         }
     }
 
@@ -99,6 +115,11 @@ impl Build {
             // The missing-function warnings are the proof that the profile applied.
             Build::LtoPgo | Build::Oracle => format!(
                 "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function",
+                path()
+            ),
+            // The same PGO build, its relocations kept in the executable for BOLT.
+            Build::Bolt => format!(
+                "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function -Clink-arg=-Wl,-q",
                 path()
             ),
             Build::Release | Build::Lto => String::new(),
@@ -158,7 +179,7 @@ mod tests {
     #[test]
     fn names_profiles_folders_and_flags() {
         let names: Vec<&str> = Build::MEASURED.iter().map(|b| b.name()).collect();
-        assert_eq!(names, ["release", "lto", "lto+pgo", "oracle"]);
+        assert_eq!(names, ["release", "lto", "lto+pgo", "lto+pgo+bolt", "oracle"]);
         assert_eq!(Build::Lto.cargo_profile(), "release-pgo");
         assert_eq!(Build::Release.cargo_profile(), "release");
         // The JSON name is the display name.
@@ -172,13 +193,14 @@ mod tests {
             Build::Lto,
             Build::LtoPgo,
             Build::Oracle,
+            Build::Bolt,
         ]
         .iter()
         .map(|b| b.target_folder())
         .collect();
         folders.sort();
         folders.dedup();
-        assert_eq!(folders.len(), 5, "one target folder each");
+        assert_eq!(folders.len(), 6, "one target folder each");
         assert_eq!(
             Build::LtoPgo.rustflags(Some(Path::new("/p/m.profdata"))),
             "-Cprofile-use=/p/m.profdata -Cllvm-args=-pgo-warn-missing-function"

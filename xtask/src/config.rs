@@ -23,6 +23,89 @@ pub struct Config {
     pub calibrate: Calibrate,
     #[serde(default)]
     pub insight: Insight,
+    #[serde(default)]
+    pub bolt: Bolt,
+}
+
+/// The `bolt` stage: BOLT on top of PGO + fat LTO, in instrumentation mode (no `perf`, no
+/// hardware counters), trained with the `[train]` mix.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bolt {
+    /// `"auto"` (run when llvm-bolt is found, else skip saying so), `true` (missing is an
+    /// error), `false`.
+    #[serde(default)]
+    pub enabled: BoltEnabled,
+    /// `llvm-bolt` options of the optimising step (after `-data=<profile>`).
+    #[serde(default = "default_bolt_options")]
+    pub options: Vec<String>,
+    /// Seconds each BOLT step and each training workload may take.
+    #[serde(default = "default_bolt_timeout")]
+    pub timeout_secs: u64,
+}
+
+fn default_bolt_options() -> Vec<String> {
+    [
+        "-reorder-blocks=ext-tsp",
+        "-reorder-functions=cdsort",
+        "-split-functions",
+        "-split-all-cold",
+        "-dyno-stats",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn default_bolt_timeout() -> u64 {
+    300
+}
+
+impl Default for Bolt {
+    fn default() -> Self {
+        Bolt {
+            enabled: BoltEnabled::Auto,
+            options: default_bolt_options(),
+            timeout_secs: default_bolt_timeout(),
+        }
+    }
+}
+
+/// `bolt.enabled`: `"auto"`, `true` or `false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BoltEnabled {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl Serialize for BoltEnabled {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BoltEnabled::Auto => s.serialize_str("auto"),
+            BoltEnabled::On => s.serialize_bool(true),
+            BoltEnabled::Off => s.serialize_bool(false),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BoltEnabled {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(BoltEnabled::On),
+            Raw::Bool(false) => Ok(BoltEnabled::Off),
+            Raw::Text(t) if t == "auto" => Ok(BoltEnabled::Auto),
+            Raw::Text(t) => Err(serde::de::Error::custom(format!(
+                "`bolt.enabled` is \"auto\", true or false, not \"{t}\""
+            ))),
+        }
+    }
 }
 
 /// The `insight` stage: what the profile holds, and whether the training looks like the
@@ -431,6 +514,24 @@ timeout_secs = 60
                 r#"[{ name = "a", args = ["x"] }, { name = "a", args = ["y"] }]"#,
             ),
             &["two measured workloads are named `a`"],
+        );
+    }
+
+    #[test]
+    fn bolt_enabled_is_auto_true_or_false() {
+        assert_eq!(parse(GOOD).unwrap().bolt.enabled, BoltEnabled::Auto);
+        for (text, want) in [
+            ("\"auto\"", BoltEnabled::Auto),
+            ("true", BoltEnabled::On),
+            ("false", BoltEnabled::Off),
+        ] {
+            let c = parse(&format!("{GOOD}[bolt]\nenabled = {text}\n")).unwrap();
+            assert_eq!(c.bolt.enabled, want);
+            assert_eq!(c.bolt.options[0], "-reorder-blocks=ext-tsp");
+        }
+        check_err(
+            &format!("{GOOD}[bolt]\nenabled = \"sometimes\"\n"),
+            &["`bolt.enabled` is \"auto\", true or false, not \"sometimes\""],
         );
     }
 

@@ -3,6 +3,7 @@
 //! its own module.
 
 mod analysis;
+mod bolt;
 mod build;
 mod calibrate;
 mod cargo;

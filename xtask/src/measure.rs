@@ -297,7 +297,10 @@ pub mod tests {
             .map(|b| Built::new(*b, PathBuf::from(format!("/{}", b.name())), String::new()))
             .collect();
         let names: Vec<String> = arms(&builds).into_iter().map(|a| a.name).collect();
-        assert_eq!(names, ["release", "release-aa", "lto", "lto+pgo", "oracle"]);
+        assert_eq!(
+            names,
+            ["release", "release-aa", "lto", "lto+pgo", "lto+pgo+bolt", "oracle"]
+        );
     }
 
     #[test]

@@ -412,7 +412,12 @@ pub mod tests {
             },
             apply_check,
             insight: Some(insight_fixture()),
-            builds: Build::MEASURED.into_iter().map(build).collect(),
+            // The synthetic data has no BOLT build (as a run without llvm-bolt).
+            builds: Build::MEASURED
+                .into_iter()
+                .filter(|b| *b != Build::Bolt)
+                .map(build)
+                .collect(),
             workloads,
             instructions,
             comparators: Vec::new(),

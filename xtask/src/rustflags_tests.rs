@@ -224,7 +224,7 @@ fn the_users_flag_reaches_every_build_by_rustc_print_cfg() {
     for build in Build::ALL {
         let pgo: Option<&Path> = match build {
             Build::Instrumented => Some(t.root.as_path()),
-            Build::LtoPgo | Build::Oracle => Some(profile.as_path()),
+            Build::LtoPgo | Build::Oracle | Build::Bolt => Some(profile.as_path()),
             Build::Release | Build::Lto => None,
         };
         let flags = compose(&user, &build.rustflags(pgo));

@@ -25,6 +25,9 @@ pub struct Toolchain {
     /// The user's rustflags for the host target, and their source: every build gets them.
     #[serde(default)]
     pub user_rustflags: crate::rustflags::UserFlags,
+    /// llvm-bolt and merge-fdata, when found (the `bolt` stage).
+    #[serde(default)]
+    pub bolt: Option<crate::bolt::BoltTools>,
     pub rustc: RustcInfo,
     /// `rustc -vV`, verbatim, for the report.
     pub rustc_vv: String,
@@ -128,7 +131,9 @@ pub fn doctor() -> Result<Toolchain> {
     let user_rustflags =
         crate::rustflags::effective(&crate::rustflags::Sources::here()?, &rustc.host, &cfg)?;
     crate::rustflags::check_conflicts(&user_rustflags)?;
+    let bolt = crate::bolt::find(rustc.llvm_major, &path_dirs());
     Ok(Toolchain {
+        bolt,
         rustc,
         rustc_vv,
         sysroot,

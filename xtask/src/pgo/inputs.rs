@@ -56,6 +56,22 @@ pub fn optimize(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<Inp
     Ok(build(ctx, tc, Build::LtoPgo, &flags)?.text("profile", merged.0.hash.clone()))
 }
 
+/// The relinked PGO build's inputs, the BOLT tools, the BOLT and training config.
+pub fn bolt(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    tools: &crate::bolt::BoltTools,
+    merged: &MergedProfile,
+) -> Result<Inputs> {
+    let flags = Build::Bolt.rustflags(Some(&merged.0.path));
+    Ok(build(ctx, tc, Build::Bolt, &flags)?
+        .text("profile", merged.0.hash.clone())
+        .text("llvm-bolt", tools.version.clone())
+        .json("config.bolt", &ctx.config.config.bolt)
+        .json("config.train", &ctx.config.config.train)
+        .json("config.apply_check", &ctx.config.config.apply_check))
+}
+
 pub fn insight(
     ctx: &Ctx,
     tc: &Toolchain,

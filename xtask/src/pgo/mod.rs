@@ -20,6 +20,7 @@ use crate::report::{ProfileInfo, Report};
 use crate::toolchain::{self, Toolchain};
 use crate::warnings::ApplyReport;
 
+mod bolt;
 mod bundle;
 mod fresh;
 mod guard;
@@ -205,6 +206,7 @@ impl Measurements {
         optimized: &OptimizedBuild,
         base: &Baselines,
         oracle: Option<&OptimizedBuild>,
+        bolt: Option<&bolt::BoltBuild>,
     ) -> Vec<Built> {
         Build::MEASURED
             .iter()
@@ -213,6 +215,7 @@ impl Measurements {
                 Build::Lto => Some(base.lto.clone()),
                 Build::LtoPgo => Some(optimized.build.clone()),
                 Build::Oracle => oracle.map(|o| o.build.clone()),
+                Build::Bolt => bolt.map(|b| b.build.clone()),
                 Build::Instrumented => unreachable!("the instrumented build is not measured"),
             })
             .collect()
@@ -291,6 +294,8 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         || optimize(&ctx, &tc, &merged),
     )?;
     check_applied(&optimized, flags.allow_stale)?;
+    // Stage 5b: BOLT after PGO, when llvm-bolt is there (or required).
+    let bolted = bolt_stage(&ctx, &tc, timer, &merged, &optimized)?;
     // Stage 6: why: what the profile holds, and whether the training looks like each
     // measured workload (profiled alone on the instrumented binary).
     let insight = stages::run(
@@ -320,7 +325,7 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     )?;
     // Stage 9: the held-out workloads on every build (lockstep by default), and
     // instructions per message with simulated branches and caches.
-    let builds = Measurements::builds_of(&optimized, &base, Some(&oracle));
+    let builds = Measurements::builds_of(&optimized, &base, Some(&oracle), bolted.as_ref());
     stages::run(
         &ctx,
         timer,
@@ -363,6 +368,7 @@ fn from_profile(
         || optimize(ctx, tc, &merged),
     )?;
     check_applied(&optimized, flags.allow_stale)?;
+    let bolted = bolt_stage(ctx, tc, timer, &merged, &optimized)?;
     for stage in [Stage::Insight, Stage::Oracle] {
         for file in [ctx.stage_file(stage), ctx.inputs_file(stage)] {
             if file.exists() {
@@ -379,7 +385,7 @@ fn from_profile(
         inputs::baselines(ctx, tc)?,
         || baselines(ctx, tc),
     )?;
-    let builds = Measurements::builds_of(&optimized, &base, None);
+    let builds = Measurements::builds_of(&optimized, &base, None, bolted.as_ref());
     stages::run(
         ctx,
         timer,
@@ -389,6 +395,49 @@ fn from_profile(
     )?;
     let report = report_stage(ctx, tc, timer)?;
     gate(flags, &report)
+}
+
+/// The `bolt` stage as `bolt.enabled` asks: skipped (saying why and what to install) when
+/// off or when llvm-bolt is missing under "auto"; an error when it is required and missing.
+/// A skipped stage's record of an earlier run is removed: it is not this run's build.
+fn bolt_stage(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    timer: &mut Timer,
+    merged: &MergedProfile,
+    optimized: &OptimizedBuild,
+) -> Result<Option<bolt::BoltBuild>> {
+    use crate::config::BoltEnabled;
+    let package = crate::bolt::package(tc.rustc.llvm_major);
+    let skip = |timer: &mut Timer, why: &str| -> Result<Option<bolt::BoltBuild>> {
+        for file in [ctx.stage_file(Stage::Bolt), ctx.inputs_file(Stage::Bolt)] {
+            if file.exists() {
+                std::fs::remove_file(&file)
+                    .with_context(|| format!("cannot remove {}", file.display()))?;
+            }
+        }
+        timer.skip(Stage::Bolt, why);
+        Ok(None)
+    };
+    match (ctx.config.config.bolt.enabled, &tc.bolt) {
+        (BoltEnabled::Off, _) => skip(timer, "bolt.enabled = false"),
+        (BoltEnabled::Auto, None) => skip(
+            timer,
+            &format!("llvm-bolt not found; install it with `apt-get install {package}`"),
+        ),
+        (BoltEnabled::On, None) => anyhow::bail!(
+            "bolt.enabled = true, but no llvm-bolt and merge-fdata were found on PATH or in /usr/lib/llvm-*/bin; \
+             install them with `apt-get install {package}`, or set bolt.enabled = \"auto\""
+        ),
+        (_, Some(tools)) => stages::run(
+            ctx,
+            timer,
+            Stage::Bolt,
+            inputs::bolt(ctx, tc, tools, merged)?,
+            || bolt::bolt(ctx, tc, tools, merged, &optimized.build),
+        )
+        .map(Some),
+    }
 }
 
 /// The report stage (reused like the others: then report.json is read back, and its table
@@ -553,6 +602,11 @@ fn one_stage(
             )?;
             check_applied(&optimized, flags.allow_stale)?;
         }
+        Stage::Bolt => {
+            let merged = load_merged(ctx)?;
+            let optimized: OptimizedBuild = ctx.load(Stage::Optimize)?;
+            bolt_stage(ctx, tc, timer, &merged, &optimized)?;
+        }
         Stage::Insight => {
             let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
             let merged = load_merged(ctx)?;
@@ -583,10 +637,16 @@ fn one_stage(
                 .is_file()
                 .then(|| ctx.load(Stage::Oracle))
                 .transpose()?;
+            let bolted: Option<bolt::BoltBuild> = ctx
+                .stage_file(Stage::Bolt)
+                .is_file()
+                .then(|| ctx.load(Stage::Bolt))
+                .transpose()?;
             let builds = Measurements::builds_of(
                 &ctx.load(Stage::Optimize)?,
                 &ctx.load(Stage::Baselines)?,
                 oracle.as_ref(),
+                bolted.as_ref(),
             );
             stages::run(ctx, timer, only, inputs::measure(ctx, &builds)?, || {
                 measure(ctx, builds.clone())
@@ -645,6 +705,18 @@ fn doctor() -> Result<Toolchain> {
         "doctor: the user's rustflags: {}",
         tc.user_rustflags.describe()
     );
+    match &tc.bolt {
+        Some(b) => eprintln!(
+            "doctor: llvm-bolt {} ({}), merge-fdata {}",
+            b.llvm_bolt.display(),
+            b.version,
+            b.merge_fdata.display()
+        ),
+        None => eprintln!(
+            "doctor: llvm-bolt not found (the bolt stage needs it: apt-get install {})",
+            crate::bolt::package(tc.rustc.llvm_major)
+        ),
+    }
     Ok(tc)
 }
 

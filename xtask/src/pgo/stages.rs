@@ -17,6 +17,7 @@ pub enum Stage {
     Train,
     Merge,
     Optimize,
+    Bolt,
     Insight,
     Oracle,
     Baselines,
@@ -26,12 +27,13 @@ pub enum Stage {
 
 impl Stage {
     /// Every stage, in the order the pipeline runs them.
-    pub const ALL: [Stage; 10] = [
+    pub const ALL: [Stage; 11] = [
         Stage::Doctor,
         Stage::Instrument,
         Stage::Train,
         Stage::Merge,
         Stage::Optimize,
+        Stage::Bolt,
         Stage::Insight,
         Stage::Oracle,
         Stage::Baselines,
@@ -47,6 +49,7 @@ impl Stage {
             Stage::Train => "train",
             Stage::Merge => "merge",
             Stage::Optimize => "optimize",
+            Stage::Bolt => "bolt",
             Stage::Insight => "insight",
             Stage::Oracle => "oracle",
             Stage::Baselines => "baselines",
@@ -62,6 +65,9 @@ impl Stage {
             Stage::Train => "the training workloads; raw profiles into pgo-data/raw/",
             Stage::Merge => "raw profiles -> pgo-data/merged-<hash>.profdata",
             Stage::Optimize => "the lto+pgo build, and the check that the profile applied",
+            Stage::Bolt => {
+                "BOLT after PGO: relinked with relocations, instrumented, trained, optimised (bolt.enabled)"
+            }
             Stage::Insight => {
                 "what the profile holds; each measured workload profiled alone and compared with the training"
             }
@@ -84,7 +90,11 @@ impl Stage {
     fn builds(self) -> bool {
         matches!(
             self,
-            Stage::Instrument | Stage::Optimize | Stage::Oracle | Stage::Baselines
+            Stage::Instrument
+                | Stage::Optimize
+                | Stage::Bolt
+                | Stage::Oracle
+                | Stage::Baselines
         )
     }
 }

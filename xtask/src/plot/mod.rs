@@ -25,6 +25,7 @@ fn color(build: &str) -> &'static str {
         "lto+pgo" => "#d62728",
         "release-aa" => "#bcbd22",
         "oracle" => "#9467bd",
+        "lto+pgo+bolt" => "#ff7f0e",
         _ => "#2ca02c",
     }
 }

@@ -1,0 +1,239 @@
+//! The `bolt` stage: BOLT on top of PGO + fat LTO, as rustc's own opt-dist does, in
+//! instrumentation mode (no `perf`, no hardware counters needed):
+//! 1. the PGO build relinked with its relocations (`-Clink-arg=-Wl,-q`) in its own target
+//!    folder (`Build::Bolt`);
+//! 2. `llvm-bolt -instrument` of it;
+//! 3. the `[train]` mix run by that instrumented executable, one `.fdata` per process;
+//! 4. `merge-fdata`;
+//! 5. `llvm-bolt -data=<merged> <bolt.options>` into the `lto+pgo+bolt` executable;
+//! 6. the proof that the profile applied: BOLT's own count of functions with a non-empty
+//!    profile, and every `apply_check.required` path among the profiled functions; the
+//!    stage fails otherwise, as the PGO apply check does.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use super::{Ctx, MergedProfile};
+use crate::bolt::{self, BoltReport, BoltTools};
+use crate::build::{Build, Built};
+use crate::exec::Cmd;
+use crate::fsx;
+use crate::toolchain::Toolchain;
+
+/// The stage's output.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BoltBuild {
+    /// The BOLT-optimised executable (`exe`), with the relinked PGO build's flags.
+    pub build: Built,
+    /// The PGO build relinked with relocations, the input of BOLT.
+    pub relinked: PathBuf,
+    pub tools: BoltTools,
+    /// The merged `.fdata` profile.
+    pub profile: PathBuf,
+    pub report: BoltReport,
+    /// Per `apply_check.required` prefix: how many of the profiled functions match it.
+    pub required: Vec<(String, usize)>,
+    /// Instructions per message of the first measured workload, relinked against the plain
+    /// lto+pgo build (the relink must not change the code); `None` without valgrind.
+    #[serde(default)]
+    pub relink_instructions: Option<(f64, f64)>,
+}
+
+impl super::fresh::Artifacts for BoltBuild {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        vec![(self.build.exe.clone(), Some(self.build.hash.clone()))]
+    }
+    fn compiled(&self) -> u64 {
+        self.build.compiled
+    }
+}
+
+fn dir(ctx: &Ctx) -> PathBuf {
+    ctx.data.join("bolt")
+}
+
+fn run(cmd: Cmd, timeout: u64, what: &str) -> Result<String> {
+    let out = cmd
+        .run_with_timeout(Duration::from_secs(timeout))
+        .with_context(|| what.to_string())?;
+    Ok(format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+pub(super) fn bolt(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    tools: &BoltTools,
+    merged: &MergedProfile,
+    pgo: &Built,
+) -> Result<BoltBuild> {
+    let cfg = &ctx.config.config;
+    let timeout = cfg.bolt.timeout_secs;
+    let dir = dir(ctx);
+    let raw = dir.join("raw");
+    for d in [&dir, &raw] {
+        std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+    }
+    // 1. Relinked with relocations.
+    let (mut built, _) = ctx.build(tc, Build::Bolt, Build::Bolt.rustflags(Some(&merged.0.path)))?;
+    let relinked = built.exe.clone();
+    check_relocations(&relinked)?;
+    let relink_instructions = relink_instructions(ctx, &built, pgo);
+    // 2. Instrumented by BOLT.
+    for old in fdata_files(&raw)? {
+        std::fs::remove_file(&old).with_context(|| format!("cannot remove {}", old.display()))?;
+    }
+    let inst = dir.join("mty-bench.bolt-inst");
+    run(
+        Cmd::new(tools.llvm_bolt.display().to_string())
+            .arg(relinked.display().to_string())
+            .args(["-instrument", "-o"])
+            .arg(inst.display().to_string())
+            .arg(format!("--instrumentation-file={}", raw.join("prof.fdata").display()))
+            .arg("--instrumentation-file-append-pid"),
+        timeout,
+        "BOLT could not instrument the relinked PGO build",
+    )?;
+    // 3. The same training mix.
+    for w in &cfg.train.workloads {
+        Cmd::new(inst.display().to_string())
+            .args(w.args.iter().cloned())
+            .run_with_timeout(Duration::from_secs(timeout))
+            .with_context(|| format!("BOLT training workload `{}` failed", w.name))?;
+    }
+    let fdata = fdata_files(&raw)?;
+    if fdata.is_empty() {
+        bail!(
+            "the BOLT-instrumented training wrote no profile (looked for *.fdata in {}): is {} instrumented by llvm-bolt -instrument?",
+            raw.display(),
+            inst.display()
+        );
+    }
+    // 4. One profile.
+    let merged_fdata = dir.join("merged.fdata");
+    let out = Cmd::new(tools.merge_fdata.display().to_string())
+        .args(fdata.iter().map(|p| p.display().to_string()))
+        .output()?;
+    if !out.status.success() || out.stdout.is_empty() {
+        bail!(
+            "merge-fdata made no profile of {} ({}): {}; rerun `cargo xtask pgo bolt`",
+            raw.display(),
+            crate::exec::describe_status(&out.status),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    fsx::write_atomic(&merged_fdata, &out.stdout)?;
+    // 5. Optimised, with BOLT's report.
+    let exe = dir.join("mty-bench.bolt");
+    let tmp = fsx::temp_path(&exe);
+    let report_text = run(
+        Cmd::new(tools.llvm_bolt.display().to_string())
+            .arg(relinked.display().to_string())
+            .arg("-o")
+            .arg(tmp.display().to_string())
+            .arg(format!("-data={}", merged_fdata.display()))
+            .args(cfg.bolt.options.iter().cloned()),
+        timeout,
+        &format!("BOLT could not optimise with the profile {}", merged_fdata.display()),
+    )
+    .inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
+    fsx::rename(&tmp, &exe)?;
+    let report = bolt::parse_report(&report_text)
+        .with_context(|| format!("reading llvm-bolt's report on {}", merged_fdata.display()))?;
+    // 6. The proof.
+    let text = std::fs::read_to_string(&merged_fdata)
+        .with_context(|| format!("cannot read {}", merged_fdata.display()))?;
+    let profiled = bolt::fdata_functions(&text)
+        .with_context(|| format!("the BOLT profile {} is corrupt", merged_fdata.display()))?;
+    let required: Vec<(String, usize)> = cfg
+        .apply_check
+        .required
+        .iter()
+        .map(|p| (p.clone(), profiled.iter().filter(|f| f.contains(p.as_str())).count()))
+        .collect();
+    eprintln!(
+        "bolt: {} of {} functions have a profile; required: {}; {}",
+        report.functions_profiled,
+        report.functions_total,
+        required
+            .iter()
+            .map(|(p, n)| format!("{p} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        report
+            .dyno
+            .iter()
+            .filter(|(w, _, _)| w == "taken branches" || w == "taken forward branches")
+            .map(|(w, _, c)| format!("{w} {c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if report.functions_profiled == 0 {
+        bail!("BOLT's profile did NOT apply: no function of {} has a non-empty profile", relinked.display());
+    }
+    if let Some((p, _)) = required.iter().find(|(_, n)| *n == 0) {
+        bail!(
+            "BOLT's profile did NOT apply to the measured code: no function of `{p}` is in the profile {}; \
+             the training does not reach it in this executable",
+            merged_fdata.display()
+        );
+    }
+    built.exe = exe;
+    built.hash = fsx::file_hash(&built.exe)?;
+    Ok(BoltBuild {
+        build: built,
+        relinked,
+        tools: tools.clone(),
+        profile: merged_fdata,
+        report,
+        required,
+        relink_instructions,
+    })
+}
+
+fn check_relocations(exe: &Path) -> Result<()> {
+    if !bolt::has_relocations(exe)? {
+        bail!(
+            "{} has no relocations (.rela.text): BOLT cannot move its code. Link it with `-Clink-arg=-Wl,-q` \
+             (--emit-relocs); a RUSTC_WRAPPER or a linker setting may have dropped it",
+            exe.display()
+        );
+    }
+    Ok(())
+}
+
+/// Instructions per message of the first measured workload on the relinked build and on
+/// the plain PGO build, when valgrind is there.
+fn relink_instructions(ctx: &Ctx, relinked: &Built, pgo: &Built) -> Option<(f64, f64)> {
+    let cfg = &ctx.config.config;
+    let w = cfg.measure.workloads.first()?;
+    let counts = crate::instructions::measure(
+        &[relinked.clone(), pgo.clone()],
+        std::slice::from_ref(w),
+        &cfg.instructions,
+    );
+    let (a, b) = (counts.first()?.per_message?, counts.get(1)?.per_message?);
+    eprintln!(
+        "bolt: relinked with relocations, `{}` runs {a:.1} instructions per message (lto+pgo: {b:.1})",
+        w.name
+    );
+    Some((a, b))
+}
+
+fn fdata_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "fdata"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
