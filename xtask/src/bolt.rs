@@ -40,7 +40,13 @@ pub fn find(llvm_major: u32, path_dirs: &[PathBuf]) -> Option<BoltTools> {
         }
     }
     let mut order = vec![Some(llvm_major)];
-    order.extend(versions.iter().rev().filter(|v| **v != llvm_major).map(|v| Some(*v)));
+    order.extend(
+        versions
+            .iter()
+            .rev()
+            .filter(|v| **v != llvm_major)
+            .map(|v| Some(*v)),
+    );
     order.push(None);
     for v in order {
         let (bolt, merge) = match v {
@@ -108,7 +114,9 @@ pub fn parse_report(text: &str) -> Result<BoltReport> {
         .iter()
         .position(|w| *w == "out")
         .context("unexpected profile line")?;
-    r.functions_profiled = words[at - 1].parse().context("the profiled-function count")?;
+    r.functions_profiled = words[at - 1]
+        .parse()
+        .context("the profiled-function count")?;
     r.functions_total = words[at + 2].parse().context("the function count")?;
     // Dyno-stats after optimisation: the lines with a change in parentheses.
     for l in text.lines() {
@@ -137,7 +145,11 @@ pub fn fdata_functions(text: &str) -> Result<BTreeSet<String>> {
             continue;
         }
         if fields.len() != 8 {
-            bail!("line {}: {} fields, a branch record has 8: {line:?}", i + 1, fields.len());
+            bail!(
+                "line {}: {} fields, a branch record has 8: {line:?}",
+                i + 1,
+                fields.len()
+            );
         }
         let count: u64 = fields[7]
             .parse()
@@ -177,7 +189,8 @@ fn section_names(b: &[u8]) -> Option<Vec<String>> {
     let str_off = u64_at(strtab + 0x18)? as usize;
     let mut names = Vec::new();
     for i in 0..shnum {
-        let name_off = u32::from_le_bytes(b.get(shoff + i * shentsize..)?.get(..4)?.try_into().ok()?);
+        let name_off =
+            u32::from_le_bytes(b.get(shoff + i * shentsize..)?.get(..4)?.try_into().ok()?);
         let start = str_off + name_off as usize;
         let end = start + b.get(start..)?.iter().position(|&c| c == 0)?;
         names.push(String::from_utf8_lossy(&b[start..end]).into_owned());
@@ -208,8 +221,16 @@ BOLT-INFO: program-wide dynostats after all optimizations before SCTC and FOP:
         assert_eq!(
             r.dyno,
             [
-                ("taken forward branches".to_string(), 6677866, "-59.8%".to_string()),
-                ("taken jump table branches".to_string(), 1387112, "=".to_string()),
+                (
+                    "taken forward branches".to_string(),
+                    6677866,
+                    "-59.8%".to_string()
+                ),
+                (
+                    "taken jump table branches".to_string(),
+                    1387112,
+                    "=".to_string()
+                ),
                 ("taken branches".to_string(), 17381414, "-42.4%".to_string()),
             ]
         );
@@ -238,15 +259,25 @@ BOLT-INFO: program-wide dynostats after all optimizations before SCTC and FOP:
         // This test binary itself: linked without -Wl,-q.
         let me = std::env::current_exe().unwrap();
         assert!(!has_relocations(&me).unwrap());
-        let err = has_relocations(Path::new("/etc/hostname")).unwrap_err().to_string();
-        assert!(err.contains("is not a 64-bit little-endian ELF file"), "{err}");
+        let err = has_relocations(Path::new("/etc/hostname"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is not a 64-bit little-endian ELF file"),
+            "{err}"
+        );
     }
 
     #[test]
     fn prefers_rustcs_llvm_major_then_the_newest() {
         let dir = std::env::temp_dir().join(format!("xtask-bolt-find-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for name in ["llvm-bolt-19", "merge-fdata-19", "llvm-bolt-21", "merge-fdata-21"] {
+        for name in [
+            "llvm-bolt-19",
+            "merge-fdata-19",
+            "llvm-bolt-21",
+            "merge-fdata-21",
+        ] {
             std::fs::write(dir.join(name), "#!/bin/sh\necho 'LLVM version 0'\n").unwrap();
         }
         let found = find(99, std::slice::from_ref(&dir)).map(|t| t.llvm_bolt);

@@ -179,7 +179,10 @@ mod tests {
     #[test]
     fn names_profiles_folders_and_flags() {
         let names: Vec<&str> = Build::MEASURED.iter().map(|b| b.name()).collect();
-        assert_eq!(names, ["release", "lto", "lto+pgo", "lto+pgo+bolt", "oracle"]);
+        assert_eq!(
+            names,
+            ["release", "lto", "lto+pgo", "lto+pgo+bolt", "oracle"]
+        );
         assert_eq!(Build::Lto.cargo_profile(), "release-pgo");
         assert_eq!(Build::Release.cargo_profile(), "release");
         // The JSON name is the display name.

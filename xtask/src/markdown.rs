@@ -25,6 +25,9 @@ pub fn render_markdown(report: &Report) -> String {
     numbers(&mut md, report);
     insight(&mut md, report);
     simulated(&mut md, report);
+    if let Some(b) = &report.bolt {
+        crate::pgo::bolt::render_markdown(&mut md, b);
+    }
     crate::versus::render_markdown(&mut md, &report.versus);
     comparators(&mut md, report);
     recorded(&mut md, report);
@@ -112,6 +115,9 @@ fn numbers(md: &mut String, report: &Report) {
                 md,
                 "Against the attainable: {line}. (`oracle` is never shipped: it was trained on the measured workload.)\n"
             );
+        }
+        if let Some(line) = w.bolt_line() {
+            let _ = writeln!(md, "BOLT on top of PGO, paired round by round: {line}.\n");
         }
     }
     let _ = writeln!(md, "![latency by percentile, per build](latency.svg)\n");

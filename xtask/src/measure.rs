@@ -299,7 +299,14 @@ pub mod tests {
         let names: Vec<String> = arms(&builds).into_iter().map(|a| a.name).collect();
         assert_eq!(
             names,
-            ["release", "release-aa", "lto", "lto+pgo", "lto+pgo+bolt", "oracle"]
+            [
+                "release",
+                "release-aa",
+                "lto",
+                "lto+pgo",
+                "lto+pgo+bolt",
+                "oracle"
+            ]
         );
     }
 

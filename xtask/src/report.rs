@@ -49,6 +49,9 @@ pub struct Report {
     /// and which were reused (up to date), with their fingerprints and seconds.
     #[serde(default)]
     pub stages: Vec<crate::pgo::StageRun>,
+    /// The BOLT stage's record, when it ran: its profile, BOLT's report, the proof.
+    #[serde(default)]
+    pub bolt: Option<crate::pgo::bolt::BoltBuild>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -155,6 +158,9 @@ pub fn render_table(report: &Report) -> String {
             }
         }
         if let Some(line) = w.capture_line() {
+            let _ = writeln!(out, "  {line}");
+        }
+        if let Some(line) = w.bolt_line() {
             let _ = writeln!(out, "  {line}");
         }
         if let Some(note) = w.rows.iter().find_map(|r| r.instructions_note.as_deref()) {
@@ -426,6 +432,7 @@ pub mod tests {
             versus: Vec::new(),
             versus_sessions: Vec::new(),
             stages: Vec::new(),
+            bolt: None,
         }
     }
 

@@ -9,6 +9,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+#[path = "pgo_e2e/bolt.rs"]
+mod bolt;
 #[path = "pgo_e2e/bundles.rs"]
 mod bundles;
 #[path = "pgo_e2e/faults.rs"]
@@ -24,7 +26,15 @@ mod userflags;
 
 use support::*;
 
-const BUILDS: [&str; 4] = ["release", "lto", "lto+pgo", "oracle"];
+/// The measured builds: with llvm-bolt here (CI installs bolt-22), the BOLT build too.
+fn measured_builds() -> Vec<&'static str> {
+    let mut b = vec!["release", "lto", "lto+pgo"];
+    if expect_bolt() {
+        b.push("lto+pgo+bolt");
+    }
+    b.push("oracle");
+    b
+}
 
 #[test]
 fn the_whole_pipeline_on_the_quick_config() {
@@ -72,7 +82,7 @@ fn the_whole_pipeline_on_the_quick_config() {
     let w = &report["workloads"][0];
     let rows = w["rows"].as_array().unwrap();
     let builds: Vec<&str> = rows.iter().map(|r| r["build"].as_str().unwrap()).collect();
-    assert_eq!(builds, BUILDS);
+    assert_eq!(builds, measured_builds());
     // Lockstep by default: quick.toml has 4 sessions of 20 rounds.
     assert_eq!(w["mode"], "lockstep");
     assert_eq!(
@@ -133,11 +143,10 @@ fn the_whole_pipeline_on_the_quick_config() {
         4 * 2,
         "4 sessions of each of quick.toml's 2 workloads"
     );
+    let mut arms = measured_builds();
+    arms.insert(1, "release-aa");
     for s in sessions {
-        assert_eq!(
-            s["arms"],
-            serde_json::json!(["release", "release-aa", "lto", "lto+pgo", "oracle"])
-        );
+        assert_eq!(s["arms"], serde_json::json!(arms));
         for arm in s["batches"].as_array().unwrap() {
             assert_eq!(arm.as_array().unwrap().len(), 20, "{s}");
             for b in arm.as_array().unwrap() {
@@ -152,9 +161,13 @@ fn the_whole_pipeline_on_the_quick_config() {
                 .map(|x| x.as_u64().unwrap())
                 .collect();
             t.sort();
-            assert_eq!(t, [0, 1, 2, 3, 4], "each round runs every arm once");
+            assert_eq!(
+                t,
+                (0..arms.len() as u64).collect::<Vec<_>>(),
+                "each round runs every arm once"
+            );
         }
-        assert_eq!(s["totals"].as_array().unwrap().len(), 5);
+        assert_eq!(s["totals"].as_array().unwrap().len(), arms.len());
     }
     assert_eq!(
         report["runs"],
@@ -173,7 +186,7 @@ fn the_whole_pipeline_on_the_quick_config() {
         .iter()
         .map(|b| b["build"].as_str().unwrap())
         .collect();
-    assert_eq!(recorded, BUILDS, "report.json names each build");
+    assert_eq!(recorded, measured_builds(), "report.json names each build");
     assert!(
         stdout.contains("APPLIED")
             && stdout.contains("A/A noise floor")
@@ -318,9 +331,13 @@ fn the_report_documents_hold_every_build() {
         .descendants()
         .filter(|n| n.has_tag_name("polyline"))
         .count();
-    assert_eq!(polylines, BUILDS.len() * workloads.len(), "{svg}");
+    assert_eq!(
+        polylines,
+        measured_builds().len() * workloads.len(),
+        "{svg}"
+    );
     let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
-    for build in BUILDS {
+    for build in measured_builds() {
         assert!(
             texts
                 .iter()
@@ -356,7 +373,7 @@ fn the_report_documents_hold_every_build() {
         .map(|e| e["name"].as_str().unwrap())
         .collect();
     for w in &workloads {
-        for build in BUILDS {
+        for build in measured_builds() {
             let name = format!("{w} {build} median");
             assert!(names.contains(&name.as_str()), "{name} not in {names:?}");
         }
@@ -486,8 +503,8 @@ fn the_processes_mode_still_measures_in_blocks() {
     assert_eq!(w["pairs_total"].as_u64(), Some(6), "quick.toml has 6 pairs");
     assert_eq!(
         report["runs"].as_array().unwrap().len(),
-        6 * 5 * 2,
-        "5 runs a block, 6 blocks of each of 2 workloads"
+        6 * (measured_builds().len() + 1) * 2,
+        "a run of each build and the A/A run a block, 6 blocks of each of 2 workloads"
     );
     assert_eq!(report["versus"], serde_json::json!([]), "lockstep only");
     assert_eq!(report["sessions"], serde_json::json!([]));

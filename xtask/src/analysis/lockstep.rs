@@ -15,6 +15,8 @@ use crate::measure::median;
 use crate::stats::{self, Estimate};
 
 type BatchMetric = fn(&Batch) -> f64;
+const BOLT: &str = "lto+pgo+bolt";
+const PGO: &str = "lto+pgo";
 const BATCH_METRICS: [BatchMetric; 3] = [|b| b.median_ns, |b| b.p95_ns, |b| b.p99_ns];
 
 /// Lockstep sessions → the same analysis: per-round ratios within each session, nested
@@ -88,6 +90,25 @@ fn analyze_sessions(
         session_row(workload, build, sessions, instructions, vs_release)
     })?;
     let capture = capture(builds, cfg, |b| round_ratios(sessions, b, BATCH_METRICS[0]))?;
+    // BOLT on top of PGO: ln(bolt / pgo) = ln(bolt / release) − ln(pgo / release), round by round.
+    let bolt_vs_pgo = if builds.iter().any(|b| b == BOLT) && builds.iter().any(|b| b == PGO) {
+        let (bolt, pgo) = (
+            round_ratios(sessions, BOLT, BATCH_METRICS[0])?,
+            round_ratios(sessions, PGO, BATCH_METRICS[0])?,
+        );
+        let diff: Vec<Vec<f64>> = bolt
+            .iter()
+            .zip(&pgo)
+            .map(|(b, p)| b.iter().zip(p).map(|(b, p)| b - p).collect())
+            .collect();
+        Some(stats::compare_nested(
+            &diff,
+            cfg.bootstrap_resamples,
+            cfg.seed,
+        )?)
+    } else {
+        None
+    };
     Ok(WorkloadAnalysis {
         workload: workload.to_string(),
         capture,
@@ -97,6 +118,7 @@ fn analyze_sessions(
         pairs_dropped: 0,
         aa,
         rows,
+        bolt_vs_pgo,
     })
 }
 

@@ -74,6 +74,10 @@ pub struct WorkloadAnalysis {
     /// oracle was measured.
     #[serde(default)]
     pub capture: Option<stats::Capture>,
+    /// Lockstep, with a BOLT build: lto+pgo+bolt against lto+pgo, paired round by round (the
+    /// median per message): what BOLT adds on top of PGO.
+    #[serde(default)]
+    pub bolt_vs_pgo: Option<Estimate>,
 }
 
 /// The builds the capture compares: the training's PGO build and the oracle, both against lto.
@@ -92,6 +96,15 @@ impl WorkloadAnalysis {
         Some(format!(
             "the training captures {:.0} % [{:.0}, {:.0}] of the gain an oracle profile (trained on the measured workload itself) gets over lto: lto+pgo {:.1} % faster than lto, oracle {:.1} %",
             c.pct, c.ci_low_pct, c.ci_high_pct, c.candidate_gain_pct, c.oracle_gain_pct
+        ))
+    }
+
+    /// What BOLT adds on top of PGO, in words, or `None` without a BOLT build.
+    pub fn bolt_line(&self) -> Option<String> {
+        let e = self.bolt_vs_pgo.as_ref()?;
+        Some(format!(
+            "lto+pgo+bolt against lto+pgo: {}",
+            stats::describe(e)
         ))
     }
 
@@ -184,6 +197,7 @@ fn analyze_one(
         pairs_dropped: blocks.len() - clean.len(),
         aa,
         rows,
+        bolt_vs_pgo: None,
     })
 }
 

@@ -33,6 +33,9 @@ pub struct BoltBuild {
     pub tools: BoltTools,
     /// The merged `.fdata` profile.
     pub profile: PathBuf,
+    /// The optimising step's options (`bolt.options`).
+    #[serde(default)]
+    pub options: Vec<String>,
     pub report: BoltReport,
     /// Per `apply_check.required` prefix: how many of the profiled functions match it.
     pub required: Vec<(String, usize)>,
@@ -95,7 +98,10 @@ pub(super) fn bolt(
             .arg(relinked.display().to_string())
             .args(["-instrument", "-o"])
             .arg(inst.display().to_string())
-            .arg(format!("--instrumentation-file={}", raw.join("prof.fdata").display()))
+            .arg(format!(
+                "--instrumentation-file={}",
+                raw.join("prof.fdata").display()
+            ))
             .arg("--instrumentation-file-append-pid"),
         timeout,
         "BOLT could not instrument the relinked PGO build",
@@ -140,7 +146,10 @@ pub(super) fn bolt(
             .arg(format!("-data={}", merged_fdata.display()))
             .args(cfg.bolt.options.iter().cloned()),
         timeout,
-        &format!("BOLT could not optimise with the profile {}", merged_fdata.display()),
+        &format!(
+            "BOLT could not optimise with the profile {}",
+            merged_fdata.display()
+        ),
     )
     .inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
@@ -157,7 +166,12 @@ pub(super) fn bolt(
         .apply_check
         .required
         .iter()
-        .map(|p| (p.clone(), profiled.iter().filter(|f| f.contains(p.as_str())).count()))
+        .map(|p| {
+            (
+                p.clone(),
+                profiled.iter().filter(|f| f.contains(p.as_str())).count(),
+            )
+        })
         .collect();
     eprintln!(
         "bolt: {} of {} functions have a profile; required: {}; {}",
@@ -177,7 +191,10 @@ pub(super) fn bolt(
             .join(", ")
     );
     if report.functions_profiled == 0 {
-        bail!("BOLT's profile did NOT apply: no function of {} has a non-empty profile", relinked.display());
+        bail!(
+            "BOLT's profile did NOT apply: no function of {} has a non-empty profile",
+            relinked.display()
+        );
     }
     if let Some((p, _)) = required.iter().find(|(_, n)| *n == 0) {
         bail!(
@@ -193,6 +210,7 @@ pub(super) fn bolt(
         relinked,
         tools: tools.clone(),
         profile: merged_fdata,
+        options: cfg.bolt.options.clone(),
         report,
         required,
         relink_instructions,
@@ -236,4 +254,53 @@ fn fdata_files(dir: &Path) -> Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+/// report.md's BOLT section.
+pub fn render_markdown(md: &mut String, b: &BoltBuild) {
+    use std::fmt::Write as _;
+    let r = &b.report;
+    let _ = writeln!(
+        md,
+        "## BOLT after PGO\n\n`{}` ({}), instrumentation mode: the PGO build relinked with `-Wl,-q`, instrumented by BOLT, \
+         trained with the `[train]` mix, `merge-fdata`, then `llvm-bolt -data=… {}`.\n",
+        b.tools.llvm_bolt.display(),
+        b.tools.version,
+        b.options.join(" ")
+    );
+    let _ = writeln!(
+        md,
+        "- Profile applied: {} of {} functions have a non-empty profile (BOLT's count); of the required paths: {}.",
+        r.functions_profiled,
+        r.functions_total,
+        b.required
+            .iter()
+            .map(|(p, n)| format!("`{p}` {n} functions"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    match b.relink_instructions {
+        Some((relinked, plain)) => {
+            let _ = writeln!(
+                md,
+                "- Relinking with relocations: {relinked:.1} instructions per message against lto+pgo's {plain:.1} (the relink must not change the code)."
+            );
+        }
+        None => {
+            let _ = writeln!(
+                md,
+                "- Relinking with relocations: instructions per message not counted (no valgrind)."
+            );
+        }
+    }
+    if !r.dyno.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n| BOLT dyno-stats (training mix) | after | change |\n|---|---:|---|"
+        );
+        for (what, count, change) in &r.dyno {
+            let _ = writeln!(md, "| {what} | {count} | {change} |");
+        }
+    }
+    md.push('\n');
 }

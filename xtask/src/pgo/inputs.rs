@@ -125,7 +125,7 @@ pub fn measure(ctx: &Ctx, builds: &[Built]) -> Result<Inputs> {
 /// The report is rendered from the recorded outputs and the whole config, by this xtask.
 pub fn report(ctx: &Ctx) -> Result<Inputs> {
     let mut inputs = Inputs::new().json("config", &ctx.config.config);
-    for stage in ["merge", "optimize", "insight", "measure"] {
+    for stage in ["merge", "optimize", "bolt", "insight", "measure"] {
         inputs = inputs.file(
             &format!("stages/{stage}.json"),
             &ctx.data.join("stages").join(format!("{stage}.json")),

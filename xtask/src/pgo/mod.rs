@@ -20,7 +20,7 @@ use crate::report::{ProfileInfo, Report};
 use crate::toolchain::{self, Toolchain};
 use crate::warnings::ApplyReport;
 
-mod bolt;
+pub mod bolt;
 mod bundle;
 mod fresh;
 mod guard;
@@ -451,6 +451,12 @@ fn report_stage(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Report> 
             .is_file()
             .then(|| ctx.load(Stage::Insight))
             .transpose()?;
+        // The BOLT build, when this pgo-data has one (a skipped stage removes its record).
+        let bolt: Option<bolt::BoltBuild> = ctx
+            .stage_file(Stage::Bolt)
+            .is_file()
+            .then(|| ctx.load(Stage::Bolt))
+            .transpose()?;
         report(
             ctx,
             tc,
@@ -459,6 +465,7 @@ fn report_stage(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Report> 
             insight.as_ref(),
             &ctx.load(Stage::Measure)?,
             so_far,
+            bolt,
         )
     })?;
     let report: Report = fsx::read_json(&rendered.report_json, "the report")?;

@@ -92,6 +92,7 @@ pub(super) fn report(
     insight: Option<&super::InsightReport>,
     measured: &Measurements,
     stages: Vec<super::StageRun>,
+    bolt: Option<super::bolt::BoltBuild>,
 ) -> Result<Rendered> {
     let builds = measured.builds.clone();
     let cfg = &ctx.config.config;
@@ -142,6 +143,7 @@ pub(super) fn report(
         )?,
         versus_sessions: measured.versus_sessions.clone(),
         stages,
+        bolt,
     };
     // Everything below is rendered from `report`, the same value report.json holds.
     let path = ctx.data.join("report.json");

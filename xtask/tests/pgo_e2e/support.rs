@@ -251,3 +251,34 @@ pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
     }
     check()
 }
+
+/// Whether the pipeline will make the BOLT build: llvm-bolt is installed (Debian's
+/// `bolt-<N>`: `/usr/lib/llvm-<N>/bin/llvm-bolt`, or `llvm-bolt*` on PATH). Without it the
+/// BOLT checks skip, saying so (or fail under `MTY_TEST_REQUIRE_ALL=1`).
+pub fn expect_bolt() -> bool {
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PRESENT.get_or_init(|| {
+        let in_lib = std::fs::read_dir("/usr/lib")
+            .map(|d| {
+                d.flatten().any(|e| {
+                    e.file_name().to_string_lossy().starts_with("llvm-")
+                        && e.path().join("bin/llvm-bolt").is_file()
+                })
+            })
+            .unwrap_or(false);
+        let on_path = std::env::var_os("PATH").is_some_and(|p| {
+            std::env::split_paths(&p).any(|d| {
+                std::fs::read_dir(d).is_ok_and(|mut entries| {
+                    entries.any(|e| {
+                        e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("llvm-bolt"))
+                    })
+                })
+            })
+        });
+        super::testutil::have(
+            "the BOLT build (llvm-bolt)",
+            in_lib || on_path,
+            "apt-get install bolt-22",
+        )
+    })
+}
