@@ -13,6 +13,8 @@ use serde_json::Value;
 mod bolt;
 #[path = "pgo_e2e/bundles.rs"]
 mod bundles;
+#[path = "pgo_e2e/documents.rs"]
+mod documents;
 #[path = "pgo_e2e/faults.rs"]
 mod faults;
 #[path = "pgo_e2e/rerun.rs"]
@@ -259,142 +261,6 @@ fn the_whole_pipeline_on_the_quick_config() {
         );
     }
     assert!(stdout.contains("comparators ("), "{stdout}");
-}
-
-/// The documents the report stage writes, checked by what they hold.
-#[test]
-fn the_report_documents_hold_every_build() {
-    let run = good_run();
-    let data = &run.data;
-    let report = json(&data.join("report.json"));
-    let workloads: Vec<&str> = report["workloads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["workload"].as_str().unwrap())
-        .collect();
-
-    // report.md: the table has a row per build with its figures.
-    let md = std::fs::read_to_string(data.join("report.md")).unwrap();
-    for row in report["workloads"][0]["rows"].as_array().unwrap() {
-        let line = format!(
-            "| {} | {:.1} |",
-            row["build"].as_str().unwrap(),
-            row["median_ns"].as_f64().unwrap()
-        );
-        assert!(md.contains(&line), "report.md lacks {line:?}:\n{md}");
-    }
-
-    // The mailbox against bare tokio on release and lto+pgo, paired in the same sessions
-    // (quick.toml's `measure.versus`), in report.json and report.md.
-    let versus = report["versus"].as_array().unwrap();
-    let on: Vec<&str> = versus
-        .iter()
-        .map(|v| v["build"].as_str().unwrap())
-        .collect();
-    assert_eq!(on, ["release", "lto+pgo"], "{versus:?}");
-    for v in versus {
-        assert_eq!(v["subject"], "agent_send_latency");
-        assert_eq!(v["reference"], "tokio_mpsc_send_latency");
-        let e = &v["median"];
-        assert_eq!(e["pairs"].as_u64(), Some(4), "{v}");
-        let (lo, mid, hi) = (
-            e["ci_low_pct"].as_f64().unwrap(),
-            e["change_pct"].as_f64().unwrap(),
-            e["ci_high_pct"].as_f64().unwrap(),
-        );
-        assert!(
-            lo <= mid && mid <= hi && (-50.0..100.0).contains(&mid),
-            "{v}"
-        );
-        if testutil::on_path("valgrind") {
-            let r = v["instructions_ratio"].as_f64().unwrap();
-            assert!((0.5..3.0).contains(&r), "{v}");
-        }
-        let row = format!(
-            "| `agent_send_latency` / `tokio_mpsc_send_latency` | {} | {:.3}× [",
-            v["build"].as_str().unwrap(),
-            e["ratio"].as_f64().unwrap()
-        );
-        assert!(md.contains(&row), "report.md lacks {row:?}:\n{md}");
-    }
-    assert_eq!(
-        report["versus_sessions"].as_array().unwrap().len(),
-        4,
-        "one record per session"
-    );
-
-    // latency.svg: valid XML, one series and one legend entry per build and workload.
-    let svg = std::fs::read_to_string(data.join("latency.svg")).unwrap();
-    let doc = roxmltree::Document::parse(&svg).expect("latency.svg parses as XML");
-    assert_eq!(doc.root_element().tag_name().name(), "svg");
-    let polylines = doc
-        .descendants()
-        .filter(|n| n.has_tag_name("polyline"))
-        .count();
-    assert_eq!(
-        polylines,
-        measured_builds().len() * workloads.len(),
-        "{svg}"
-    );
-    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
-    for build in measured_builds() {
-        assert!(
-            texts
-                .iter()
-                .any(|t| t.starts_with(&format!("{build}: median "))),
-            "no legend entry for {build}: {texts:?}"
-        );
-    }
-
-    // rounds.svg (lockstep): three panels, linked from report.md with latency.svg.
-    let rounds = std::fs::read_to_string(data.join("rounds.svg")).unwrap();
-    let doc = roxmltree::Document::parse(&rounds).expect("rounds.svg parses as XML");
-    assert_eq!(
-        doc.descendants().filter(|n| n.has_tag_name("rect")).count(),
-        1 + 3,
-        "a background and three panels"
-    );
-    assert!(
-        md.contains("(latency.svg)") && md.contains("(rounds.svg)"),
-        "{md}"
-    );
-    assert!(md.contains("Protocol: **lockstep**"), "{md}");
-    assert!(
-        md.contains("## Profile insight") && md.contains("| agent_send_latency | "),
-        "{md}"
-    );
-
-    // benchmark.json: a median entry for every build of every workload.
-    let entries = json(&data.join("benchmark.json"));
-    let names: Vec<&str> = entries
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
-    for w in &workloads {
-        for build in measured_builds() {
-            let name = format!("{w} {build} median");
-            assert!(names.contains(&name.as_str()), "{name} not in {names:?}");
-        }
-    }
-
-    // history.jsonl: the report stage appends exactly one line when it runs, none when it is
-    // up to date (nothing new was measured).
-    let lines = |p: &std::path::Path| std::fs::read_to_string(p).unwrap().lines().count();
-    let before = lines(&data.join("history.jsonl"));
-    let out = xtask(&["pgo", "report", "--force"], data, &run.target);
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    assert_eq!(lines(&data.join("history.jsonl")), before + 1);
-    let out = xtask(&["pgo", "report"], data, &run.target);
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    assert!(
-        stderr_of(&out).contains("report: up to date (fingerprint "),
-        "{}",
-        stderr_of(&out)
-    );
-    assert_eq!(lines(&data.join("history.jsonl")), before + 1);
 }
 
 /// Instructions per message are deterministic: measuring again gives the same counts.
