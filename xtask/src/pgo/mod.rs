@@ -114,6 +114,23 @@ impl Ctx {
     fn record<T: Serialize>(&self, stage: Stage, out: &T) -> Result<()> {
         fsx::write_json(&self.stage_file(stage), out)
     }
+    /// A stage's recorded output when there is one (a stage that was skipped has none).
+    fn load_optional<T: serde::de::DeserializeOwned>(&self, stage: Stage) -> Result<Option<T>> {
+        self.stage_file(stage)
+            .is_file()
+            .then(|| self.load(stage))
+            .transpose()
+    }
+    /// Removes a stage's records: what they describe is not this run's.
+    fn forget(&self, stage: Stage) -> Result<()> {
+        for file in [self.stage_file(stage), self.inputs_file(stage)] {
+            if file.exists() {
+                std::fs::remove_file(&file)
+                    .with_context(|| format!("cannot remove {}", file.display()))?;
+            }
+        }
+        Ok(())
+    }
     fn inputs_file(&self, stage: Stage) -> PathBuf {
         self.data
             .join("stages")
@@ -346,17 +363,9 @@ fn report_stage(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Report> 
     let so_far = timer.runs.clone();
     let rendered = stages::run(ctx, timer, Stage::Report, inputs::report(ctx)?, || {
         // The insight is optional here: a pgo-data/ from before the stage existed.
-        let insight: Option<InsightReport> = ctx
-            .stage_file(Stage::Insight)
-            .is_file()
-            .then(|| ctx.load(Stage::Insight))
-            .transpose()?;
+        let insight: Option<InsightReport> = ctx.load_optional(Stage::Insight)?;
         // The BOLT build, when this pgo-data has one (a skipped stage removes its record).
-        let bolt: Option<bolt::BoltBuild> = ctx
-            .stage_file(Stage::Bolt)
-            .is_file()
-            .then(|| ctx.load(Stage::Bolt))
-            .transpose()?;
+        let bolt: Option<bolt::BoltBuild> = ctx.load_optional(Stage::Bolt)?;
         report(
             ctx,
             tc,

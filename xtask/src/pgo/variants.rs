@@ -44,12 +44,7 @@ pub(super) fn from_profile(
     check_applied(&optimized, flags.allow_stale)?;
     let bolted = bolt_stage(ctx, tc, timer, &merged, &optimized)?;
     for stage in [Stage::Insight, Stage::Oracle] {
-        for file in [ctx.stage_file(stage), ctx.inputs_file(stage)] {
-            if file.exists() {
-                std::fs::remove_file(&file)
-                    .with_context(|| format!("cannot remove {}", file.display()))?;
-            }
-        }
+        ctx.forget(stage)?;
         timer.skip(stage, "it needs this run's instrumented build and training");
     }
     let base = stages::run(
@@ -84,12 +79,7 @@ pub(super) fn bolt_stage(
     use crate::config::BoltEnabled;
     let package = crate::bolt::package(tc.rustc.llvm_major);
     let skip = |timer: &mut Timer, why: &str| -> Result<Option<bolt::BoltBuild>> {
-        for file in [ctx.stage_file(Stage::Bolt), ctx.inputs_file(Stage::Bolt)] {
-            if file.exists() {
-                std::fs::remove_file(&file)
-                    .with_context(|| format!("cannot remove {}", file.display()))?;
-            }
-        }
+        ctx.forget(Stage::Bolt)?;
         timer.skip(Stage::Bolt, why);
         Ok(None)
     };
@@ -132,25 +122,7 @@ pub(super) fn one_stage(
         Stage::Train if flags.bundle.is_some() => {
             // One machine's share of a training across machines: build, train, merge, and
             // write the bundle, from a fresh checkout in one command.
-            let instrumented = stages::run(
-                ctx,
-                timer,
-                Stage::Instrument,
-                inputs::instrument(ctx, tc)?,
-                || instrument(ctx, tc),
-            )?;
-            let training =
-                stages::run(ctx, timer, only, inputs::train(ctx, &instrumented)?, || {
-                    train(ctx, tc, &instrumented)
-                })?;
-            let skip = flags.skip_bad_profiles;
-            stages::run(
-                ctx,
-                timer,
-                Stage::Merge,
-                inputs::merge(tc, &training, skip)?,
-                || merge(ctx, tc, &training, skip),
-            )?;
+            train_from_scratch(ctx, tc, flags, timer)?;
             let dir = flags.bundle.as_deref().expect("matched");
             timer.section_named("bundle", || shipped::export(ctx, tc, dir))?;
         }
@@ -200,28 +172,7 @@ pub(super) fn one_stage(
                 Some(why) => {
                     // The default retrains: a stale profile only half applies.
                     eprintln!("{why}: retraining (pass --allow-stale to use it anyway)");
-                    let instrumented = stages::run(
-                        ctx,
-                        timer,
-                        Stage::Instrument,
-                        inputs::instrument(ctx, tc)?,
-                        || instrument(ctx, tc),
-                    )?;
-                    let training = stages::run(
-                        ctx,
-                        timer,
-                        Stage::Train,
-                        inputs::train(ctx, &instrumented)?,
-                        || train(ctx, tc, &instrumented),
-                    )?;
-                    let skip = flags.skip_bad_profiles;
-                    stages::run(
-                        ctx,
-                        timer,
-                        Stage::Merge,
-                        inputs::merge(tc, &training, skip)?,
-                        || merge(ctx, tc, &training, skip),
-                    )?
+                    train_from_scratch(ctx, tc, flags, timer)?
                 }
             };
             let optimized = stages::run(
@@ -263,16 +214,8 @@ pub(super) fn one_stage(
         }
         Stage::Measure => {
             // No oracle record: a run from a stored profile (`--profile`) has none.
-            let oracle: Option<OptimizedBuild> = ctx
-                .stage_file(Stage::Oracle)
-                .is_file()
-                .then(|| ctx.load(Stage::Oracle))
-                .transpose()?;
-            let bolted: Option<bolt::BoltBuild> = ctx
-                .stage_file(Stage::Bolt)
-                .is_file()
-                .then(|| ctx.load(Stage::Bolt))
-                .transpose()?;
+            let oracle: Option<OptimizedBuild> = ctx.load_optional(Stage::Oracle)?;
+            let bolted: Option<bolt::BoltBuild> = ctx.load_optional(Stage::Bolt)?;
             let builds = Measurements::builds_of(
                 &ctx.load(Stage::Optimize)?,
                 &ctx.load(Stage::Baselines)?,
@@ -289,4 +232,35 @@ pub(super) fn one_stage(
         }
     }
     Ok(())
+}
+
+/// Instrument, train and merge, each reused when up to date: a profile of this tree.
+fn train_from_scratch(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    flags: &PgoFlags,
+    timer: &mut Timer,
+) -> Result<MergedProfile> {
+    let instrumented = stages::run(
+        ctx,
+        timer,
+        Stage::Instrument,
+        inputs::instrument(ctx, tc)?,
+        || instrument(ctx, tc),
+    )?;
+    let training = stages::run(
+        ctx,
+        timer,
+        Stage::Train,
+        inputs::train(ctx, &instrumented)?,
+        || train(ctx, tc, &instrumented),
+    )?;
+    let skip = flags.skip_bad_profiles;
+    stages::run(
+        ctx,
+        timer,
+        Stage::Merge,
+        inputs::merge(tc, &training, skip)?,
+        || merge(ctx, tc, &training, skip),
+    )
 }
