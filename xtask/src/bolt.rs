@@ -175,6 +175,40 @@ pub fn has_relocations(exe: &Path) -> Result<bool> {
     Ok(names.iter().any(|n| n == ".rela.text"))
 }
 
+/// Fails, naming the file and the fix, unless `exe` kept its relocations.
+pub fn require_relocations(exe: &Path) -> Result<()> {
+    if !has_relocations(exe)? {
+        bail!(
+            "{} has no relocations (.rela.text): BOLT cannot move its code. Link it with `-Clink-arg=-Wl,-q` \
+             (--emit-relocs); a RUSTC_WRAPPER or a linker setting may have dropped it",
+            exe.display()
+        );
+    }
+    Ok(())
+}
+
+/// What `bolt.enabled` and the tools found make of the stage: run it, or skip it saying
+/// why; an error when it is required and the tools are missing.
+pub fn decide(
+    enabled: crate::config::BoltEnabled,
+    tools: Option<&BoltTools>,
+    llvm_major: u32,
+) -> Result<Result<&BoltTools, String>> {
+    use crate::config::BoltEnabled;
+    let package = package(llvm_major);
+    match (enabled, tools) {
+        (BoltEnabled::Off, _) => Ok(Err("bolt.enabled = false".into())),
+        (BoltEnabled::Auto, None) => Ok(Err(format!(
+            "llvm-bolt not found; install it with `apt-get install {package}`"
+        ))),
+        (BoltEnabled::On, None) => bail!(
+            "bolt.enabled = true, but no llvm-bolt and merge-fdata were found on PATH or in /usr/lib/llvm-*/bin; \
+             install them with `apt-get install {package}`, or set bolt.enabled = \"auto\""
+        ),
+        (_, Some(tools)) => Ok(Ok(tools)),
+    }
+}
+
 fn section_names(b: &[u8]) -> Option<Vec<String>> {
     if b.get(..4)? != b"\x7fELF" || *b.get(4)? != 2 || *b.get(5)? != 1 {
         return None;
@@ -259,11 +293,44 @@ BOLT-INFO: program-wide dynostats after all optimizations before SCTC and FOP:
         // This test binary itself: linked without -Wl,-q.
         let me = std::env::current_exe().unwrap();
         assert!(!has_relocations(&me).unwrap());
+        let err = require_relocations(&me).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{} has no relocations (.rela.text)", me.display()))
+                && err.contains("Link it with `-Clink-arg=-Wl,-q`"),
+            "{err}"
+        );
         let err = has_relocations(Path::new("/etc/hostname"))
             .unwrap_err()
             .to_string();
         assert!(
             err.contains("is not a 64-bit little-endian ELF file"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bolt_enabled_runs_skips_or_refuses() {
+        use crate::config::BoltEnabled;
+        let tools = BoltTools {
+            llvm_bolt: "/usr/bin/llvm-bolt-22".into(),
+            merge_fdata: "/usr/bin/merge-fdata-22".into(),
+            version: "LLVM version 22".into(),
+        };
+        for on in [BoltEnabled::Auto, BoltEnabled::On] {
+            assert_eq!(decide(on, Some(&tools), 22).unwrap(), Ok(&tools));
+        }
+        assert_eq!(
+            decide(BoltEnabled::Off, Some(&tools), 22).unwrap(),
+            Err("bolt.enabled = false".to_string())
+        );
+        assert_eq!(
+            decide(BoltEnabled::Auto, None, 22).unwrap(),
+            Err("llvm-bolt not found; install it with `apt-get install bolt-22`".to_string())
+        );
+        let err = decide(BoltEnabled::On, None, 22).unwrap_err().to_string();
+        assert!(
+            err.starts_with("bolt.enabled = true, but no llvm-bolt")
+                && err.contains("`apt-get install bolt-22`"),
             "{err}"
         );
     }

@@ -86,7 +86,7 @@ pub(super) fn bolt(
     // 1. Relinked with relocations.
     let (mut built, _) = ctx.build(tc, Build::Bolt, Build::Bolt.rustflags(Some(&merged.0.path)))?;
     let relinked = built.exe.clone();
-    check_relocations(&relinked)?;
+    bolt::require_relocations(&relinked)?;
     let relink_instructions = relink_instructions(ctx, &built, pgo);
     // 2. Instrumented by BOLT.
     for old in fdata_files(&raw)? {
@@ -215,17 +215,6 @@ pub(super) fn bolt(
         required,
         relink_instructions,
     })
-}
-
-fn check_relocations(exe: &Path) -> Result<()> {
-    if !bolt::has_relocations(exe)? {
-        bail!(
-            "{} has no relocations (.rela.text): BOLT cannot move its code. Link it with `-Clink-arg=-Wl,-q` \
-             (--emit-relocs); a RUSTC_WRAPPER or a linker setting may have dropped it",
-            exe.display()
-        );
-    }
-    Ok(())
 }
 
 /// Instructions per message of the first measured workload on the relinked build and on

@@ -76,24 +76,19 @@ pub(super) fn bolt_stage(
     merged: &MergedProfile,
     optimized: &OptimizedBuild,
 ) -> Result<Option<bolt::BoltBuild>> {
-    use crate::config::BoltEnabled;
-    let package = crate::bolt::package(tc.rustc.llvm_major);
-    let skip = |timer: &mut Timer, why: &str| -> Result<Option<bolt::BoltBuild>> {
-        ctx.forget(Stage::Bolt)?;
-        timer.skip(Stage::Bolt, why);
-        Ok(None)
-    };
-    match (ctx.config.config.bolt.enabled, &tc.bolt) {
-        (BoltEnabled::Off, _) => skip(timer, "bolt.enabled = false"),
-        (BoltEnabled::Auto, None) => skip(
-            timer,
-            &format!("llvm-bolt not found; install it with `apt-get install {package}`"),
-        ),
-        (BoltEnabled::On, None) => anyhow::bail!(
-            "bolt.enabled = true, but no llvm-bolt and merge-fdata were found on PATH or in /usr/lib/llvm-*/bin; \
-             install them with `apt-get install {package}`, or set bolt.enabled = \"auto\""
-        ),
-        (_, Some(tools)) => stages::run(
+    let decided = crate::bolt::decide(
+        ctx.config.config.bolt.enabled,
+        tc.bolt.as_ref(),
+        tc.rustc.llvm_major,
+    )?;
+    match decided {
+        Err(why) => {
+            // A skipped stage's record of an earlier run is not this run's build.
+            ctx.forget(Stage::Bolt)?;
+            timer.skip(Stage::Bolt, &why);
+            Ok(None)
+        }
+        Ok(tools) => stages::run(
             ctx,
             timer,
             Stage::Bolt,
