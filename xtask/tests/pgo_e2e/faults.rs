@@ -221,7 +221,7 @@ fn a_held_lock_names_its_holder_and_wait_queues() {
         assert!(first.starts_with("waiting for the lock on"), "{first}");
         lock.unlock().unwrap();
         let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
-        assert!(waiting.wait().unwrap().success(), "{rest:?}");
+        assert!(waiting.0.wait().unwrap().success(), "{rest:?}");
     }
 }
 
@@ -247,7 +247,7 @@ fn an_interrupt_during_measurement_keeps_the_artifacts() {
                 .unwrap()
                 .success()
         );
-        let status = child.wait().unwrap();
+        let status = child.0.wait().unwrap();
         assert_eq!(status.signal(), Some(2), "xtask died of SIGINT");
     }
     assert_kept(
@@ -268,15 +268,15 @@ fn leftovers_are_removed_and_the_step_summary_gets_the_page() {
     std::fs::write(&leftover, b"half a report").unwrap();
     // ... and, with $GITHUB_STEP_SUMMARY set, appends the page to it.
     let summary = tmp.join("step-summary.md");
-    let out = command(
-        &root().join("profiles/quick.toml"),
-        &["pgo", "report"],
-        data,
-        target,
-    )
-    .env("GITHUB_STEP_SUMMARY", &summary)
-    .output()
-    .unwrap();
+    let out = bounded_output(
+        command(
+            &root().join("profiles/quick.toml"),
+            &["pgo", "report"],
+            data,
+            target,
+        )
+        .env("GITHUB_STEP_SUMMARY", &summary),
+    );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let page = std::fs::read_to_string(&summary).unwrap();
     assert!(
@@ -370,18 +370,24 @@ fn full_disk(tmp: &Path, data: &Path, target: &Path) {
 
 /// Starts `pgo measure` on a config whose lockstep sessions last (a million rounds), waits
 /// until the lto+pgo arm is running, and hands its pid to `provoke`; returns what xtask said.
+/// Arms are looked for among this xtask's own descendants, by the lto+pgo executable's path;
+/// whatever happens, the process group dies with the test.
 fn disturb_a_lockstep_arm(edits: &[(&str, &str)], provoke: impl FnOnce(u32)) -> String {
     let run = good_run();
     let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
     let mut all = vec![("rounds = 20 ", "rounds = 1000000 ")];
     all.extend_from_slice(edits);
     let config = config_edits(&tmp.join("long-sessions.toml"), &all);
-    let mut child = command(&config, &["pgo", "measure"], data, target)
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
+    let lto_pgo = json(&data.join("stages/optimize.json"))["build"]["exe"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut child = Group::spawn(
+        command(&config, &["pgo", "measure"], data, target)
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null()),
+    );
+    let stderr = child.0.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         use std::io::Read;
         let mut text = String::new();
@@ -390,20 +396,23 @@ fn disturb_a_lockstep_arm(edits: &[(&str, &str)], provoke: impl FnOnce(u32)) -> 
             .unwrap();
         text
     });
-    let needles = ["lto-pgo", "--lockstep"];
+    let xtask_pid = child.id();
+    let needles = [lto_pgo.as_str(), "--lockstep"];
     assert!(
-        eventually(60, || processes_with(&needles).len() == 1),
-        "the lto+pgo arm started"
+        eventually(60, || descendants_with(xtask_pid, &needles).len() == 1),
+        "the lto+pgo arm started: {:?}",
+        descendants_with(xtask_pid, &["--lockstep"])
     );
-    let pid = processes_with(&needles)[0];
+    let pid = descendants_with(xtask_pid, &needles)[0];
     provoke(pid);
-    let status = child.wait().unwrap();
+    let status = child.0.wait().unwrap();
     let err = reader.join().unwrap();
     assert!(!status.success(), "{err}");
     assert!(
-        eventually(10, || processes_with(&["--lockstep"]).is_empty()),
+        eventually(10, || group_members_with(xtask_pid, &["--lockstep"])
+            .is_empty()),
         "no arm outlives the failed session: {:?}",
-        processes_with(&["--lockstep"])
+        group_members_with(xtask_pid, &["--lockstep"])
     );
     err
 }
@@ -429,10 +438,11 @@ fn a_killed_lockstep_arm_is_named() {
 }
 
 /// A lockstep arm that stops answering (a real SIGSTOP): killed at `measure.timeout_secs`,
-/// and named.
+/// and named. The timeout is 5 s, not 1: it also bounds each arm's setup, and every arm sets
+/// up at once on one core, which on a slow machine can take over a second.
 #[test]
 fn a_hung_lockstep_arm_is_killed_at_its_timeout() {
-    let err = disturb_a_lockstep_arm(&[("timeout_secs = 60\n", "timeout_secs = 1\n")], |pid| {
+    let err = disturb_a_lockstep_arm(&[("timeout_secs = 60\n", "timeout_secs = 5\n")], |pid| {
         assert!(
             Command::new("kill")
                 .args(["-STOP", &pid.to_string()])
@@ -442,7 +452,7 @@ fn a_hung_lockstep_arm_is_killed_at_its_timeout() {
         );
     });
     assert!(
-        err.contains("lockstep arm `lto+pgo` did not answer within 1 s and was killed"),
+        err.contains("lockstep arm `lto+pgo` did not answer within 5 s and was killed"),
         "{err}"
     );
 }

@@ -148,9 +148,92 @@ pub fn xtask_with(
     data: &Path,
     target: &Path,
 ) -> std::process::Output {
-    command(config, args, data, target)
-        .output()
-        .expect("xtask runs")
+    bounded_output(&mut command(config, args, data, target))
+}
+
+/// How long one xtask run of a test may take before it is killed and the test fails: a
+/// hang must fail the run with what it printed, not hold CI until its own deadline. The good
+/// run on a cold target directory is the longest (a few minutes here);
+/// `MTY_TEST_XTASK_TIMEOUT_SECS` changes it.
+fn xtask_deadline() -> std::time::Duration {
+    let secs = std::env::var("MTY_TEST_XTASK_TIMEOUT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1500);
+    std::time::Duration::from_secs(secs)
+}
+
+/// `cmd.output()`, in a process group of its own, killed with everything it started when it
+/// outlives [`xtask_deadline`] (then the test fails with what it had printed).
+pub fn bounded_output(cmd: &mut Command) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Group::spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()));
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.0.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.0.stderr.take().unwrap()));
+    let deadline = std::time::Instant::now() + xtask_deadline();
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let Some(status) = status else {
+        child.kill_all();
+        let err = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
+        panic!(
+            "`{cmd:?}` ran longer than {} s and was killed (MTY_TEST_XTASK_TIMEOUT_SECS); it had printed:\n{err}",
+            xtask_deadline().as_secs()
+        );
+    };
+    // Whatever it started dies with it, so nothing holds the pipes (or the lock) after it.
+    child.kill_all();
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
+/// A child started in a process group of its own. Dropping it (also when the test fails)
+/// kills the whole group: nothing xtask started (a lockstep arm, a stopped one, a training)
+/// outlives the test to hold the lock or a core while the next test runs.
+pub struct Group(pub std::process::Child);
+
+impl Group {
+    pub fn spawn(cmd: &mut Command) -> Group {
+        use std::os::unix::process::CommandExt;
+        Group(cmd.process_group(0).spawn().expect("xtask starts"))
+    }
+
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// SIGKILL to every process of the group, then reaps the leader.
+    pub fn kill_all(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
 }
 
 /// quick.toml with `from` replaced by `to`, written to `path`.
@@ -175,16 +258,16 @@ pub fn spawn(
     data: &Path,
     target: &Path,
 ) -> (
-    std::process::Child,
+    Group,
     std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
 ) {
     use std::io::BufRead;
-    let mut child = command(&root().join("profiles/quick.toml"), args, data, target)
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut child = Group::spawn(
+        command(&root().join("profiles/quick.toml"), args, data, target)
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null()),
+    );
+    let lines = std::io::BufReader::new(child.0.stderr.take().unwrap()).lines();
     (child, lines)
 }
 
@@ -222,22 +305,80 @@ pub fn instrumented_profraw(data: &Path) -> PathBuf {
     PathBuf::from(train["profraw"][0].as_str().unwrap())
 }
 
-/// The processes whose command line holds every one of `needles`, by pid.
-pub fn processes_with(needles: &[&str]) -> Vec<u32> {
+/// A process as /proc shows it.
+struct Proc {
+    pid: u32,
+    ppid: u32,
+    pgrp: u32,
+    cmdline: String,
+}
+
+fn processes() -> Vec<Proc> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
+        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let fields: Vec<u32> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| {
+                rest.split_whitespace()
+                    .skip(1)
+                    .take(2)
+                    .filter_map(|f| f.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if needles.iter().all(|n| cmdline.contains(n)) {
-            found.push(pid);
+        if let [ppid, pgrp] = fields[..] {
+            found.push(Proc {
+                pid,
+                ppid,
+                pgrp,
+                cmdline: String::from_utf8_lossy(&cmdline).replace('\0', " "),
+            });
         }
     }
     found
+}
+
+/// The descendants of process `root` whose command line holds every one of `needles`, by
+/// pid. Only descendants: another test's processes, or a stray one, never match.
+pub fn descendants_with(root: u32, needles: &[&str]) -> Vec<u32> {
+    let all = processes();
+    let parent: BTreeMap<u32, u32> = all.iter().map(|p| (p.pid, p.ppid)).collect();
+    let descends = |mut pid: u32| {
+        while let Some(&up) = parent.get(&pid) {
+            if up == root {
+                return true;
+            }
+            if up <= 1 {
+                return false;
+            }
+            pid = up;
+        }
+        false
+    };
+    all.iter()
+        .filter(|p| needles.iter().all(|n| p.cmdline.contains(n)) && descends(p.pid))
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// The live members of process group `pgrp` (a [`Group`]'s id) whose command line holds
+/// every one of `needles`: what a child left running, even after the child itself exited.
+pub fn group_members_with(pgrp: u32, needles: &[&str]) -> Vec<u32> {
+    processes()
+        .into_iter()
+        .filter(|p| p.pgrp == pgrp && needles.iter().all(|n| p.cmdline.contains(n)))
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Polls `check` until it holds or `secs` pass; whether it held.
@@ -247,7 +388,8 @@ pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
         if check() {
             return true;
         }
-        std::thread::yield_now();
+        // Not a busy loop: on two cores that would take one from the processes watched.
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     check()
 }

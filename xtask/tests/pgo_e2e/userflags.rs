@@ -43,11 +43,11 @@ fn the_users_rustflags_reach_every_build_and_the_profile_still_applies() {
     let run = good_run();
     let (data, target) = (run.tmp.join("user-data"), run.tmp.join("user-target"));
     let with_flags = |args: &[&str]| {
-        let out = command(&root().join("profiles/quick.toml"), args, &data, &target)
-            .env("RUSTFLAGS", "-Ctarget-cpu=x86-64-v3")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .output()
-            .unwrap();
+        let out = bounded_output(
+            command(&root().join("profiles/quick.toml"), args, &data, &target)
+                .env("RUSTFLAGS", "-Ctarget-cpu=x86-64-v3")
+                .env_remove("CARGO_ENCODED_RUSTFLAGS"),
+        );
         let err = stderr_of(&out);
         assert!(out.status.success(), "{args:?}: {err}");
         err
@@ -91,16 +91,16 @@ fn the_users_rustflags_reach_every_build_and_the_profile_still_applies() {
 #[test]
 fn a_flag_the_pipeline_owns_is_refused_naming_its_source() {
     let run = good_run();
-    let out = command(
-        &root().join("profiles/quick.toml"),
-        &["pgo", "doctor"],
-        &run.data,
-        &run.target,
-    )
-    .env("RUSTFLAGS", "-Ctarget-cpu=x86-64-v3 -C lto=thin")
-    .env_remove("CARGO_ENCODED_RUSTFLAGS")
-    .output()
-    .unwrap();
+    let out = bounded_output(
+        command(
+            &root().join("profiles/quick.toml"),
+            &["pgo", "doctor"],
+            &run.data,
+            &run.target,
+        )
+        .env("RUSTFLAGS", "-Ctarget-cpu=x86-64-v3 -C lto=thin")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS"),
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = stderr_of(&out);
     assert!(
