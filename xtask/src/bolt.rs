@@ -166,6 +166,34 @@ pub fn fdata_functions(text: &str) -> Result<BTreeSet<String>> {
     Ok(out)
 }
 
+/// The functions a merged `.fdata` profile file counts; an unreadable, empty or malformed
+/// file, or one without a single non-zero count, is an error naming the file and the fix.
+pub fn read_fdata(path: &Path) -> Result<BTreeSet<String>> {
+    const FIX: &str = "a BOLT profile is merge-fdata's output for this relinked executable, \
+        as `cargo xtask pgo bolt` writes it to pgo-data/bolt/merged.fdata; remove `bolt.profile` to train one";
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read the BOLT profile {}", path.display()))?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        bail!("the BOLT profile {} is empty: {FIX}", path.display());
+    }
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        bail!("the BOLT profile {} is not text: {FIX}", path.display());
+    };
+    let functions = fdata_functions(text).map_err(|e| {
+        anyhow::anyhow!(
+            "the BOLT profile {} is corrupt ({e:#}): {FIX}",
+            path.display()
+        )
+    })?;
+    if functions.is_empty() {
+        bail!(
+            "the BOLT profile {} counts no branch (every count is 0): {FIX}",
+            path.display()
+        );
+    }
+    Ok(functions)
+}
+
 /// Whether an ELF executable kept its relocations (a `.rela.text` section, from
 /// `-Wl,-q` / `--emit-relocs`): BOLT needs them to move functions.
 pub fn has_relocations(exe: &Path) -> Result<bool> {
@@ -286,6 +314,54 @@ BOLT-INFO: program-wide dynostats after all optimizations before SCTC and FOP:
         );
         let err = fdata_functions("1 a 0 1 b\n").unwrap_err().to_string();
         assert!(err.contains("line 1: 5 fields"), "{err}");
+    }
+
+    #[test]
+    fn a_given_profile_file_that_is_empty_corrupt_or_all_zero_is_refused_naming_it() {
+        let dir = std::env::temp_dir().join(format!("mty-fdata-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good =
+            "1 _ZN3foo3bar17h0123456789abcdefE 10 1 _ZN3foo3bar17h0123456789abcdefE 20 0 7\n";
+        for (name, bytes, says) in [
+            ("empty.fdata", &b"\n"[..], "is empty: "),
+            (
+                "cut.fdata",
+                &good.as_bytes()[..40],
+                "is corrupt (line 1: 5 fields",
+            ),
+            ("binary.fdata", &[0xff, 0xfe, 0x00][..], "is not text: "),
+            (
+                "zero.fdata",
+                &good.replace(" 7\n", " 0\n").into_bytes()[..],
+                "counts no branch",
+            ),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let err = format!("{:#}", read_fdata(&path).unwrap_err());
+            assert!(
+                err.starts_with(&format!("the BOLT profile {} ", path.display()))
+                    && err.contains(says)
+                    && err.contains("remove `bolt.profile` to train one"),
+                "{name}: {err}"
+            );
+        }
+        let path = dir.join("good.fdata");
+        std::fs::write(&path, good).unwrap();
+        assert_eq!(
+            read_fdata(&path).unwrap().into_iter().collect::<Vec<_>>(),
+            ["foo::bar"]
+        );
+        let missing = dir.join("missing.fdata");
+        let err = format!("{:#}", read_fdata(&missing).unwrap_err());
+        assert!(
+            err.starts_with(&format!(
+                "cannot read the BOLT profile {}",
+                missing.display()
+            )),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

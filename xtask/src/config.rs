@@ -42,6 +42,11 @@ pub struct Bolt {
     /// Seconds each BOLT step and each training workload may take.
     #[serde(default = "default_bolt_timeout")]
     pub timeout_secs: u64,
+    /// A merged `.fdata` profile to optimise with instead of training (a shipped
+    /// `pgo-data/bolt/merged.fdata`, say); a relative path is taken from the config file's
+    /// folder. It must come from the same relinked executable, or the proof fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<PathBuf>,
 }
 
 fn default_bolt_options() -> Vec<String> {
@@ -66,6 +71,7 @@ impl Default for Bolt {
             enabled: BoltEnabled::Auto,
             options: default_bolt_options(),
             timeout_secs: default_bolt_timeout(),
+            profile: None,
         }
     }
 }
@@ -310,8 +316,13 @@ pub struct LoadedConfig {
 pub fn load(path: &Path) -> Result<LoadedConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read pipeline config {}", path.display()))?;
-    let config = parse(&text)
+    let mut config = parse(&text)
         .map_err(|err| anyhow::anyhow!("invalid pipeline config {}: {err}", path.display()))?;
+    if let Some(profile) = &mut config.bolt.profile
+        && profile.is_relative()
+    {
+        *profile = path.parent().unwrap_or(Path::new(".")).join(&*profile);
+    }
     Ok(LoadedConfig {
         path: path.to_path_buf(),
         config,

@@ -4,7 +4,8 @@
 //!    folder (`Build::Bolt`);
 //! 2. `llvm-bolt -instrument` of it;
 //! 3. the `[train]` mix run by that instrumented executable, one `.fdata` per process;
-//! 4. `merge-fdata`;
+//! 4. `merge-fdata` (steps 2–4 are skipped when `bolt.profile` gives a merged profile; a
+//!    given or trained profile is read and checked before llvm-bolt sees it);
 //! 5. `llvm-bolt -data=<merged> <bolt.options>` into the `lto+pgo+bolt` executable;
 //! 6. the proof that the profile applied: BOLT's own count of functions with a non-empty
 //!    profile, and every `apply_check.required` path among the profiled functions; the
@@ -33,6 +34,9 @@ pub struct BoltBuild {
     pub tools: BoltTools,
     /// The merged `.fdata` profile.
     pub profile: PathBuf,
+    /// The profile was given (`bolt.profile`), not trained in this run.
+    #[serde(default)]
+    pub given: bool,
     /// The optimising step's options (`bolt.options`).
     #[serde(default)]
     pub options: Vec<String>,
@@ -79,62 +83,25 @@ pub(super) fn bolt(
     let cfg = &ctx.config.config;
     let timeout = cfg.bolt.timeout_secs;
     let dir = dir(ctx);
-    let raw = dir.join("raw");
-    for d in [&dir, &raw] {
-        std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
-    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // 1. Relinked with relocations.
     let (mut built, _) = ctx.build(tc, Build::Bolt, Build::Bolt.rustflags(Some(&merged.0.path)))?;
     let relinked = built.exe.clone();
     bolt::require_relocations(&relinked)?;
     let relink_instructions = relink_instructions(ctx, &built, pgo);
-    // 2. Instrumented by BOLT.
-    for old in fdata_files(&raw)? {
-        std::fs::remove_file(&old).with_context(|| format!("cannot remove {}", old.display()))?;
-    }
-    let inst = dir.join("mty-bench.bolt-inst");
-    run(
-        Cmd::new(tools.llvm_bolt.display().to_string())
-            .arg(relinked.display().to_string())
-            .args(["-instrument", "-o"])
-            .arg(inst.display().to_string())
-            .arg(format!(
-                "--instrumentation-file={}",
-                raw.join("prof.fdata").display()
-            ))
-            .arg("--instrumentation-file-append-pid"),
-        timeout,
-        "BOLT could not instrument the relinked PGO build",
-    )?;
-    // 3. The same training mix.
-    for w in &cfg.train.workloads {
-        Cmd::new(inst.display().to_string())
-            .args(w.args.iter().cloned())
-            .run_with_timeout(Duration::from_secs(timeout))
-            .with_context(|| format!("BOLT training workload `{}` failed", w.name))?;
-    }
-    let fdata = fdata_files(&raw)?;
-    if fdata.is_empty() {
-        bail!(
-            "the BOLT-instrumented training wrote no profile (looked for *.fdata in {}): is {} instrumented by llvm-bolt -instrument?",
-            raw.display(),
-            inst.display()
-        );
-    }
-    // 4. One profile.
-    let merged_fdata = dir.join("merged.fdata");
-    let out = Cmd::new(tools.merge_fdata.display().to_string())
-        .args(fdata.iter().map(|p| p.display().to_string()))
-        .output()?;
-    if !out.status.success() || out.stdout.is_empty() {
-        bail!(
-            "merge-fdata made no profile of {} ({}): {}; rerun `cargo xtask pgo bolt`",
-            raw.display(),
-            crate::exec::describe_status(&out.status),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    fsx::write_atomic(&merged_fdata, &out.stdout)?;
+    // 2–4. The profile: given (`bolt.profile`), else trained.
+    let merged_fdata = match &cfg.bolt.profile {
+        Some(given) => {
+            eprintln!(
+                "bolt: optimising with the given profile {} (bolt.profile), no training",
+                given.display()
+            );
+            given.clone()
+        }
+        None => train(ctx, tools, &relinked, &dir)?,
+    };
+    // Checked before llvm-bolt reads it: its own errors on a bad profile name no fix.
+    let profiled = bolt::read_fdata(&merged_fdata)?;
     // 5. Optimised, with BOLT's report.
     let exe = dir.join("mty-bench.bolt");
     let tmp = fsx::temp_path(&exe);
@@ -158,10 +125,6 @@ pub(super) fn bolt(
     let report = bolt::parse_report(&report_text)
         .with_context(|| format!("reading llvm-bolt's report on {}", merged_fdata.display()))?;
     // 6. The proof.
-    let text = std::fs::read_to_string(&merged_fdata)
-        .with_context(|| format!("cannot read {}", merged_fdata.display()))?;
-    let profiled = bolt::fdata_functions(&text)
-        .with_context(|| format!("the BOLT profile {} is corrupt", merged_fdata.display()))?;
     let required: Vec<(String, usize)> = cfg
         .apply_check
         .required
@@ -209,12 +172,75 @@ pub(super) fn bolt(
         build: built,
         relinked,
         tools: tools.clone(),
+        given: cfg.bolt.profile.is_some(),
         profile: merged_fdata,
         options: cfg.bolt.options.clone(),
         report,
         required,
         relink_instructions,
     })
+}
+
+/// Steps 2–4: `relinked` instrumented by BOLT, the `[train]` mix run by it, its profiles
+/// merged into `dir/merged.fdata`.
+fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<PathBuf> {
+    let cfg = &ctx.config.config;
+    let timeout = cfg.bolt.timeout_secs;
+    let raw = dir.join("raw");
+    std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
+    for old in fdata_files(&raw)? {
+        std::fs::remove_file(&old).with_context(|| format!("cannot remove {}", old.display()))?;
+    }
+    let inst = dir.join("mty-bench.bolt-inst");
+    run(
+        Cmd::new(tools.llvm_bolt.display().to_string())
+            .arg(relinked.display().to_string())
+            .args(["-instrument", "-o"])
+            .arg(inst.display().to_string())
+            .arg(format!(
+                "--instrumentation-file={}",
+                raw.join("prof.fdata").display()
+            ))
+            .arg("--instrumentation-file-append-pid"),
+        timeout,
+        "BOLT could not instrument the relinked PGO build",
+    )?;
+    for w in &cfg.train.workloads {
+        Cmd::new(inst.display().to_string())
+            .args(w.args.iter().cloned())
+            .run_with_timeout(Duration::from_secs(timeout))
+            .with_context(|| {
+                format!(
+                    "BOLT training workload `{}` failed. The BOLT-instrumented executable writes its profile \
+                     into {} as it exits, and ends with status 1 when it cannot: is that folder writable, \
+                     with space left?",
+                    w.name,
+                    raw.display()
+                )
+            })?;
+    }
+    let fdata = fdata_files(&raw)?;
+    if fdata.is_empty() {
+        bail!(
+            "the BOLT-instrumented training wrote no profile (looked for *.fdata in {}): is {} instrumented by llvm-bolt -instrument?",
+            raw.display(),
+            inst.display()
+        );
+    }
+    let merged = dir.join("merged.fdata");
+    let out = Cmd::new(tools.merge_fdata.display().to_string())
+        .args(fdata.iter().map(|p| p.display().to_string()))
+        .output()?;
+    if !out.status.success() || out.stdout.is_empty() {
+        bail!(
+            "merge-fdata made no profile of {} ({}): {}; rerun `cargo xtask pgo bolt`",
+            raw.display(),
+            crate::exec::describe_status(&out.status),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    fsx::write_atomic(&merged, &out.stdout)?;
+    Ok(merged)
 }
 
 /// Instructions per message of the first measured workload on the relinked build and on
@@ -251,10 +277,17 @@ pub fn render_markdown(md: &mut String, b: &BoltBuild) {
     let r = &b.report;
     let _ = writeln!(
         md,
-        "## BOLT after PGO\n\n`{}` ({}), instrumentation mode: the PGO build relinked with `-Wl,-q`, instrumented by BOLT, \
-         trained with the `[train]` mix, `merge-fdata`, then `llvm-bolt -data=… {}`.\n",
+        "## BOLT after PGO\n\n`{}` ({}), instrumentation mode: the PGO build relinked with `-Wl,-q`, {}, then `llvm-bolt -data=… {}`.\n",
         b.tools.llvm_bolt.display(),
         b.tools.version,
+        if b.given {
+            format!(
+                "optimised with the given profile `{}` (`bolt.profile`: not trained in this run)",
+                b.profile.display()
+            )
+        } else {
+            "instrumented by BOLT, trained with the `[train]` mix, `merge-fdata`".to_string()
+        },
         b.options.join(" ")
     );
     let _ = writeln!(

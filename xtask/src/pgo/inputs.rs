@@ -64,12 +64,17 @@ pub fn bolt(
     merged: &MergedProfile,
 ) -> Result<Inputs> {
     let flags = Build::Bolt.rustflags(Some(&merged.0.path));
-    Ok(build(ctx, tc, Build::Bolt, &flags)?
+    let inputs = build(ctx, tc, Build::Bolt, &flags)?
         .text("profile", merged.0.hash.clone())
         .text("llvm-bolt", tools.version.clone())
         .json("config.bolt", &ctx.config.config.bolt)
         .json("config.train", &ctx.config.config.train)
-        .json("config.apply_check", &ctx.config.config.apply_check))
+        .json("config.apply_check", &ctx.config.config.apply_check);
+    match &ctx.config.config.bolt.profile {
+        // A given profile's bytes, not only its path: a new one in the same place reruns.
+        Some(given) => inputs.file("bolt.profile", given),
+        None => Ok(inputs),
+    }
 }
 
 pub fn insight(

@@ -82,3 +82,95 @@ fn the_bolt_build_is_made_proven_and_measured_or_skipped_saying_why() {
         "{bench}"
     );
 }
+
+/// BOLT's faults, provoked for real on the good run's relinked build: a given profile that
+/// is empty or cut short is refused naming the file and the fix before llvm-bolt reads it; a
+/// good given profile (a copy of the trained one) builds without training and passes the
+/// proof; a training whose profile folder is read-only (a real read-only mount) fails naming
+/// the workload, the profile file the instrumented binary could not open, and the fix.
+#[test]
+fn bolt_profiles_given_or_trained_are_checked_and_named() {
+    if !expect_bolt() {
+        return;
+    }
+    let run = good_run();
+    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
+    let trained = data.join("bolt/merged.fdata");
+    let text = std::fs::read(&trained).unwrap();
+    let given = |name: &str, bytes: &[u8]| {
+        let profile = tmp.join(name);
+        std::fs::write(&profile, bytes).unwrap();
+        let config = config_with(
+            &tmp.join(format!("{name}.toml")),
+            &format!("[bolt]\nprofile = {:?}\n", profile.display().to_string()),
+        );
+        (profile, xtask_with(&config, &["pgo", "bolt"], data, target))
+    };
+    // Empty, and cut in the middle of a record.
+    let cut = text.len() / 2 + 3;
+    for (name, bytes, says) in [
+        ("empty.fdata", &b""[..], "is empty: ".to_string()),
+        ("cut.fdata", &text[..cut], "is corrupt (line ".to_string()),
+    ] {
+        let (profile, out) = given(name, bytes);
+        let err = stderr_of(&out);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("the BOLT profile {} {says}", profile.display()))
+                && err.contains("remove `bolt.profile` to train one"),
+            "{name}: {err}"
+        );
+    }
+    // A good one: no training, the proof passes, the record says it was given.
+    let (profile, out) = given("shipped.fdata", &text);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "bolt: optimising with the given profile {} (bolt.profile), no training",
+            profile.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        !err.contains("-instrument"),
+        "no BOLT instrumentation: {err}"
+    );
+    let record = json(&data.join("stages/bolt.json"));
+    assert_eq!(record["given"], true, "{record}");
+    assert!(record["report"]["functions_profiled"].as_u64().unwrap() > 50);
+    // A training that cannot write its profile: the folder is a read-only tmpfs.
+    if !super::testutil::have(
+        "the read-only profile folder (mounting a tmpfs needs root)",
+        super::testutil::is_root(),
+        "run the tests as root, as CI does",
+    ) {
+        return;
+    }
+    let raw = data.join("bolt/raw");
+    std::fs::create_dir_all(&raw).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "ro,size=64k", "tmpfs"])
+        .arg(&raw)
+        .status()
+        .unwrap();
+    assert!(
+        mounted.success(),
+        "mount a read-only tmpfs on {}",
+        raw.display()
+    );
+    let _mount = Mount(raw.clone());
+    let out = xtask(&["pgo", "bolt", "--force", "bolt"], data, target);
+    let err = stderr_of(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("BOLT training workload `")
+            && err.contains(&format!(
+                "Error while trying to open profile file for writing: {}",
+                raw.join("prof.fdata").display()
+            ))
+            && err.contains(&format!("into {} as it exits", raw.display()))
+            && err.contains("is that folder writable"),
+        "{err}"
+    );
+}

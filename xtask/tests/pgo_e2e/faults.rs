@@ -290,14 +290,6 @@ fn leftovers_are_removed_and_the_step_summary_gets_the_page() {
     assert!(!leftover.exists());
 }
 
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 /// A full disk: a 1 MiB tmpfs holding pgo-data/, filled to the last 8 KiB.
 #[test]
 fn a_full_disk_leaves_nothing_partial() {

@@ -236,6 +236,22 @@ impl Drop for Group {
     }
 }
 
+/// quick.toml with `extra` (TOML: a section of its own) added at its end, written to `path`.
+pub fn config_with(path: &Path, extra: &str) -> PathBuf {
+    let text = std::fs::read_to_string(root().join("profiles/quick.toml")).unwrap();
+    std::fs::write(path, format!("{text}\n{extra}")).unwrap();
+    path.to_path_buf()
+}
+
+/// A mount point, unmounted when dropped (also when the test fails).
+pub struct Mount(pub PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
 /// quick.toml with `from` replaced by `to`, written to `path`.
 pub fn config_variant(path: &Path, from: &str, to: &str) -> PathBuf {
     config_edits(path, &[(from, to)])
