@@ -4,6 +4,8 @@
 //! channel. Every row emits its raw per-message values; the percentiles are computed here, in
 //! one place, the same way for all. Same-thread and cross-thread rows never share a ratio.
 
+mod cxx;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -175,45 +177,59 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
     };
 
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
-    for (name, kind, source) in [
+    let sources = [
         (ASIO_NAME, Kind::SameThread, "asio_channel"),
         (CV_NAME, Kind::CrossThread, "cv_channel"),
-    ] {
-        let Some(compiler) = find_program(&cxx) else {
-            skipped.push(skip(
-                name,
-                kind,
-                format!("C++ compiler `{cxx}` not found; install with `apt-get install g++`"),
-            ));
-            continue;
-        };
-        let exe = out.join(source);
-        let cmd = Cmd::new(compiler.display().to_string())
-            .args(["-std=c++20", "-O3", "-DNDEBUG", "-pthread", "-o"])
-            .arg(exe.display().to_string())
-            .arg(
-                root.join(format!("comparators/cpp/{source}.cpp"))
-                    .display()
-                    .to_string(),
-            );
-        let output = cmd.output()?;
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            if stderr.contains("asio") && stderr.contains("No such file") {
+    ];
+    match find_program(&cxx) {
+        None => {
+            for (name, kind, _) in sources {
                 skipped.push(skip(
                     name,
                     kind,
-                    "asio headers not found; install with `apt-get install libasio-dev`".into(),
+                    format!("C++ compiler `{cxx}` not found; install with `apt-get install g++`"),
                 ));
-                continue;
             }
-            crate::exec::check(&cmd, &output)?;
         }
-        runnable.push(Runnable {
-            name: name.into(),
-            kind,
-            cmd: args(Cmd::new(exe.display().to_string())),
-        });
+        Some(compiler) => {
+            // Both at once: asio's takes seconds on one core, the other would sit idle.
+            let built: Vec<Result<(Cmd, Option<std::process::Output>)>> =
+                std::thread::scope(|scope| {
+                    let handles: Vec<_> = sources
+                        .iter()
+                        .map(|(_, _, source)| {
+                            let (compiler, exe) = (&compiler, out.join(source));
+                            let src = root.join(format!("comparators/cpp/{source}.cpp"));
+                            scope.spawn(move || cxx::compile(compiler, &src, &exe))
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().expect("a compile thread"))
+                        .collect()
+                });
+            for ((name, kind, source), result) in sources.into_iter().zip(built) {
+                let (cmd, output) = result?;
+                if let Some(output) = output.filter(|o| !o.status.success()) {
+                    let stderr = String::from_utf8_lossy(&output.stderr);
+                    if stderr.contains("asio") && stderr.contains("No such file") {
+                        skipped.push(skip(
+                            name,
+                            kind,
+                            "asio headers not found; install with `apt-get install libasio-dev`"
+                                .into(),
+                        ));
+                        continue;
+                    }
+                    crate::exec::check(&cmd, &output)?;
+                }
+                runnable.push(Runnable {
+                    name: name.into(),
+                    kind,
+                    cmd: args(Cmd::new(out.join(source).display().to_string())),
+                });
+            }
+        }
     }
 
     let go = std::env::var("GO").unwrap_or_else(|_| "go".into());
