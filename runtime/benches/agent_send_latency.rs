@@ -5,7 +5,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mty_runtime::{Mailbox, Policy, SmallPayload};
+use mty_runtime::{Admission, Mailbox, Policy, SmallPayload};
 use tokio::runtime::Runtime;
 
 const CAPACITY: usize = 8;
@@ -25,6 +25,39 @@ fn mailbox_send_recv(rt: &Runtime, iters: u64, make: fn() -> SmallPayload) -> Du
         for _ in 0..iters {
             tx.send(make()).await.expect("send");
             black_box(rx.recv().await.expect("recv"));
+        }
+        start.elapsed()
+    })
+}
+
+/// Times `iters` 32-byte inline messages sent by four tasks on a two-worker runtime to one
+/// receiver, through a mailbox whose byte budget (128 bytes: four messages) binds before
+/// its count: the time per message under contention, with `admission`'s design.
+fn contended(rt: &Runtime, iters: u64, admission: Admission) -> Duration {
+    const SENDERS: u64 = 4;
+    rt.block_on(async {
+        let (tx, mut rx) = Mailbox::new(CAPACITY, 128)
+            .admission(admission)
+            .open::<SmallPayload>();
+        let start = Instant::now();
+        let senders: Vec<_> = (0..SENDERS)
+            .map(|i| {
+                let tx = tx.clone();
+                let share = iters / SENDERS + u64::from(i < iters % SENDERS);
+                tokio::spawn(async move {
+                    for _ in 0..share {
+                        tx.send(SmallPayload::copy_from(&[7; 32]))
+                            .await
+                            .expect("send");
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..iters {
+            black_box(rx.recv().await.expect("recv"));
+        }
+        for s in senders {
+            s.await.expect("a sender");
         }
         start.elapsed()
     })
@@ -92,6 +125,16 @@ fn benches(c: &mut Criterion) {
                 start.elapsed()
             })
         })
+    });
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("multi-thread runtime");
+    group.bench_function("send_recv_contended_inline", |b| {
+        b.iter_custom(|iters| contended(&multi, iters, Admission::Locked))
+    });
+    group.bench_function("send_recv_contended_inline_atomic", |b| {
+        b.iter_custom(|iters| contended(&multi, iters, Admission::Atomic))
     });
     group.finish();
 }

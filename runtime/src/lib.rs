@@ -42,8 +42,11 @@
 //!
 //! # Allocation
 //! Zero-byte messages (such as [`SmallPayload::Empty`]) take the fast path: a tombstone
-//! frame, no lock, no allocation, no slab slot. Other messages take the pool's lock once on
-//! admission and once on release, and share one `Arc` per frame. The channel itself
+//! frame, no lock, no allocation, no slab slot. Other messages, under the default
+//! [`Admission::Locked`], take the pool's lock once on admission and once on release, and
+//! share one `Arc` per frame; under [`Admission::Atomic`] (chosen with
+//! [`Mailbox::admission`]) they take no lock: one compare-and-swap on admission, one atomic
+//! subtraction on release, the same hard byte bound. The channel itself
 //! allocates in blocks, as tokio's does. [`SmallPayload`] keeps up to 64 bytes inline.
 //!
 //! # Closing
@@ -81,4 +84,4 @@ pub use agent::{AgentHandle, AgentReport, spawn_agent};
 pub use error::SendError;
 pub use mailbox::{Mailbox, MailboxReceiver, MailboxSender, Policy, TryRecvError};
 pub use payload::{ByteSize, INLINE_CAPACITY, InlineBytes, SmallPayload};
-pub use pool::{AdmitError, PoolStats, PooledFrame, SlabPool};
+pub use pool::{Admission, AdmitError, PoolStats, PooledFrame, SlabPool};

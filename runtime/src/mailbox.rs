@@ -4,7 +4,7 @@ use tokio::sync::mpsc;
 
 use crate::error::SendError;
 use crate::payload::ByteSize;
-use crate::pool::{AdmitError, PoolStats, PooledFrame, SlabPool};
+use crate::pool::{Admission, AdmitError, PoolStats, PooledFrame, SlabPool};
 
 pub use tokio::sync::mpsc::error::TryRecvError;
 
@@ -25,6 +25,7 @@ pub struct Mailbox {
     capacity: usize,
     byte_budget: usize,
     policy: Policy,
+    admission: Admission,
 }
 
 impl Mailbox {
@@ -39,12 +40,22 @@ impl Mailbox {
             capacity,
             byte_budget,
             policy: Policy::Block,
+            admission: Admission::Locked,
         }
     }
 
     /// The same mailbox with another policy.
     pub fn policy(self, policy: Policy) -> Self {
         Mailbox { policy, ..self }
+    }
+
+    /// The same mailbox with another admission design for non-empty messages (see
+    /// [`Admission`]; the byte budget bounds them the same way).
+    ///
+    /// # Panics
+    /// [`Admission::Atomic`] with a byte budget of 2^40 bytes or more.
+    pub fn admission(self, admission: Admission) -> Self {
+        Mailbox { admission, ..self }
     }
 
     /// The count capacity.
@@ -60,7 +71,7 @@ impl Mailbox {
     /// Opens the mailbox: one receiver and a sender to clone for each producer.
     pub fn open<M: ByteSize>(self) -> (MailboxSender<M>, MailboxReceiver<M>) {
         let (tx, rx) = mpsc::channel(self.capacity);
-        let pool = SlabPool::new(self.byte_budget);
+        let pool = SlabPool::with_admission(self.byte_budget, self.admission);
         (
             MailboxSender {
                 tx,

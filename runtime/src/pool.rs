@@ -8,12 +8,36 @@
 //!
 //! Zero-byte messages skip all of it: [`PooledFrame::tombstone`] takes no lock, allocates
 //! nothing and writes no slot.
+//!
+//! Two admission designs keep the same bound ([`Admission`]): the pool's lock around the
+//! slab (the default), or lock-free byte credits, where one atomic word counts the frames
+//! and their bytes and each frame carries its own size. Either way the budget is a hard
+//! bound: bytes are taken only when the total stays within it.
 
-use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use std::pin::pin;
 
 use slab::Slab;
 use tokio::sync::Notify;
+
+/// How a pool admits and releases non-empty frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Admission {
+    /// Every admission and release takes the pool's lock and records the frame's size in a
+    /// slab slot (the design the seed shipped).
+    #[default]
+    Locked,
+    /// Lock-free: one atomic word holds the count of frames (its high 24 bits) and their
+    /// bytes (the low 40), taken by compare-and-swap only when the bytes stay within the
+    /// budget and given back by one subtraction; each frame carries its size. Budgets up
+    /// to 2^40 - 1 bytes, up to 2^24 - 1 frames at once.
+    Atomic,
+}
+
+/// The bytes part of [`Admission::Atomic`]'s word.
+const BYTES_BITS: u32 = 40;
+const BYTES_MASK: u64 = (1 << BYTES_BITS) - 1;
+const ONE_FRAME: u64 = 1 << BYTES_BITS;
 
 /// A byte budget plus the slab that records what holds it. Cloning gives another handle to
 /// the same pool.
@@ -25,7 +49,11 @@ pub struct SlabPool {
 struct PoolInner {
     /// The most bytes admitted at once. Never changes.
     budget: usize,
+    admission: Admission,
+    /// [`Admission::Locked`]'s accounting.
     state: Mutex<PoolState>,
+    /// [`Admission::Atomic`]'s accounting: frames << 40 | bytes.
+    credits: AtomicU64,
     /// Notified (all waiters) whenever bytes are given back or the pool closes.
     released: Notify,
     /// How many `admit` calls are waiting; release skips the notification when zero.
@@ -64,15 +92,29 @@ pub struct PoolStats {
 }
 
 impl SlabPool {
-    /// A pool that admits at most `byte_budget` bytes at once.
+    /// A pool that admits at most `byte_budget` bytes at once, with [`Admission::Locked`].
     pub fn new(byte_budget: usize) -> Self {
+        SlabPool::with_admission(byte_budget, Admission::Locked)
+    }
+
+    /// A pool with the given admission design.
+    ///
+    /// # Panics
+    /// With [`Admission::Atomic`] and a budget of 2^40 bytes or more.
+    pub fn with_admission(byte_budget: usize, admission: Admission) -> Self {
+        assert!(
+            admission == Admission::Locked || (byte_budget as u64) <= BYTES_MASK,
+            "Admission::Atomic takes budgets below 2^40 bytes"
+        );
         SlabPool {
             inner: Arc::new(PoolInner {
                 budget: byte_budget,
+                admission,
                 state: Mutex::new(PoolState {
                     slots: Slab::new(),
                     bytes_in_use: 0,
                 }),
+                credits: AtomicU64::new(0),
                 released: Notify::new(),
                 waiters: AtomicUsize::new(0),
                 closed: AtomicBool::new(false),
@@ -108,6 +150,9 @@ impl SlabPool {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(AdmitError::Closed);
         }
+        if self.inner.admission == Admission::Atomic {
+            return self.try_admit_credits(bytes);
+        }
         let mut state = self.inner.lock();
         if state.bytes_in_use + bytes > self.inner.budget {
             return Err(AdmitError::Full);
@@ -118,6 +163,33 @@ impl SlabPool {
         Ok(PooledFrame {
             slot: Some((self.inner.clone(), key)),
         })
+    }
+
+    /// [`Admission::Atomic`]: takes a frame and `bytes` in one compare-and-swap, only when
+    /// the bytes stay within the budget. SeqCst, as the release's subtraction and the
+    /// waiter count: a sender that finds the bytes short and registers as a waiter, and a
+    /// release that gives them back and then looks for waiters, cannot both miss the other.
+    fn try_admit_credits(&self, bytes: usize) -> Result<PooledFrame, AdmitError> {
+        let budget = self.inner.budget as u64;
+        let mut seen = self.inner.credits.load(Ordering::SeqCst);
+        loop {
+            if (seen & BYTES_MASK) + bytes as u64 > budget {
+                return Err(AdmitError::Full);
+            }
+            match self.inner.credits.compare_exchange_weak(
+                seen,
+                seen + ONE_FRAME + bytes as u64,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => {
+                    return Ok(PooledFrame {
+                        slot: Some((self.inner.clone(), bytes)),
+                    });
+                }
+                Err(now) => seen = now,
+            }
+        }
     }
 
     /// Admits `bytes`, waiting until enough are free.
@@ -161,6 +233,14 @@ impl SlabPool {
 
     /// The current accounting.
     pub fn stats(&self) -> PoolStats {
+        if self.inner.admission == Admission::Atomic {
+            let credits = self.inner.credits.load(Ordering::SeqCst);
+            return PoolStats {
+                slots_in_use: (credits >> BYTES_BITS) as usize,
+                bytes_in_use: (credits & BYTES_MASK) as usize,
+                byte_budget: self.inner.budget,
+            };
+        }
         let state = self.inner.lock();
         PoolStats {
             slots_in_use: state.slots.len(),
@@ -179,11 +259,20 @@ impl PoolInner {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn release(&self, key: usize) {
-        let mut state = self.lock();
-        let bytes = state.slots.remove(key);
-        state.bytes_in_use -= bytes;
-        drop(state);
+    /// Gives a frame back: `slot` is its slab key ([`Admission::Locked`]) or its size
+    /// ([`Admission::Atomic`]).
+    fn release(&self, slot: usize) {
+        match self.admission {
+            Admission::Locked => {
+                let mut state = self.lock();
+                let bytes = state.slots.remove(slot);
+                state.bytes_in_use -= bytes;
+            }
+            Admission::Atomic => {
+                self.credits
+                    .fetch_sub(ONE_FRAME + slot as u64, Ordering::SeqCst);
+            }
+        }
         if self.waiters.load(Ordering::SeqCst) > 0 {
             self.released.notify_waiters();
         }
@@ -210,7 +299,8 @@ impl Drop for WaiterGuard<'_> {
 #[must_use = "dropping a frame gives its bytes back at once"]
 pub struct PooledFrame {
     /// `None` for a tombstone (zero bytes, no slot); otherwise the pool and the slab key
-    /// whose entry records this frame's size.
+    /// whose entry records this frame's size ([`Admission::Locked`]), or the size itself
+    /// ([`Admission::Atomic`]).
     slot: Option<(Arc<PoolInner>, usize)>,
 }
 

@@ -5,12 +5,22 @@
 #![cfg(mty_loom)]
 
 use loom::thread;
-use mty_runtime::{AdmitError, SlabPool};
+use mty_runtime::{Admission, AdmitError, SlabPool};
 
 #[test]
 fn concurrent_admissions_never_exceed_the_budget_and_release_exactly() {
-    loom::model(|| {
-        let pool = SlabPool::new(100);
+    concurrent_admissions(Admission::Locked);
+}
+
+/// The lock-free design: two compare-and-swaps racing for one budget.
+#[test]
+fn atomic_admissions_never_exceed_the_budget_and_release_exactly() {
+    concurrent_admissions(Admission::Atomic);
+}
+
+fn concurrent_admissions(admission: Admission) {
+    loom::model(move || {
+        let pool = SlabPool::with_admission(100, admission);
         let handles: Vec<_> = [60usize, 50]
             .into_iter()
             .map(|size| {
@@ -40,8 +50,17 @@ fn concurrent_admissions_never_exceed_the_budget_and_release_exactly() {
 
 #[test]
 fn frames_released_on_other_threads_give_back_every_byte() {
-    loom::model(|| {
-        let pool = SlabPool::new(30);
+    frames_released_elsewhere(Admission::Locked);
+}
+
+#[test]
+fn atomic_frames_released_on_other_threads_give_back_every_byte() {
+    frames_released_elsewhere(Admission::Atomic);
+}
+
+fn frames_released_elsewhere(admission: Admission) {
+    loom::model(move || {
+        let pool = SlabPool::with_admission(30, admission);
         let a = pool.try_admit(10).unwrap();
         let b = pool.try_admit(20).unwrap();
         let t1 = thread::spawn(move || drop(a));

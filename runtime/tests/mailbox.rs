@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use mty_runtime::{
-    AdmitError, ByteSize, Mailbox, Policy, PoolStats, SendError, SlabPool, SmallPayload,
+    Admission, AdmitError, ByteSize, Mailbox, Policy, PoolStats, SendError, SlabPool, SmallPayload,
     spawn_agent,
 };
 
@@ -317,6 +317,15 @@ impl ByteSize for Seq {
 
 #[test]
 fn four_senders_times_250k_arrive_exactly_once_in_per_sender_order() {
+    four_senders_arrive_in_order(Admission::Locked);
+}
+
+#[test]
+fn four_senders_arrive_exactly_once_in_order_with_atomic_admission() {
+    four_senders_arrive_in_order(Admission::Atomic);
+}
+
+fn four_senders_arrive_in_order(admission: Admission) {
     const SENDERS: usize = 4;
     const EACH: u64 = 250_000;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -325,7 +334,7 @@ fn four_senders_times_250k_arrive_exactly_once_in_per_sender_order() {
         .unwrap();
     rt.block_on(async {
         // 64 bytes: four messages at once, so byte back-pressure engages constantly.
-        let (tx, mut rx) = Mailbox::new(8, 64).open::<Seq>();
+        let (tx, mut rx) = Mailbox::new(8, 64).admission(admission).open::<Seq>();
         let tasks: Vec<_> = (0..SENDERS)
             .map(|sender| {
                 let tx = tx.clone();
@@ -369,6 +378,15 @@ impl ByteSize for Sized {
 
 #[test]
 fn stress_senders_on_worker_threads_under_constant_byte_pressure() {
+    stress_under_byte_pressure(Admission::Locked);
+}
+
+#[test]
+fn stress_with_atomic_admission_loses_nothing_and_keeps_the_budget() {
+    stress_under_byte_pressure(Admission::Atomic);
+}
+
+fn stress_under_byte_pressure(admission: Admission) {
     const SENDERS: usize = 6;
     const EACH: u64 = 30_000;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -377,7 +395,7 @@ fn stress_senders_on_worker_threads_under_constant_byte_pressure() {
         .unwrap();
     rt.block_on(async {
         // 300 bytes against payloads of 0 to 200 bytes: one or two heap payloads fill it.
-        let (tx, mut rx) = Mailbox::new(16, 300).open::<Sized>();
+        let (tx, mut rx) = Mailbox::new(16, 300).admission(admission).open::<Sized>();
         let sizes = [0usize, 1, 64, 65, 200, 7, 130];
         let tasks: Vec<_> = (0..SENDERS)
             .map(|sender| {

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use mty_runtime::{AdmitError, Mailbox, PooledFrame, SendError, SlabPool, SmallPayload};
+use mty_runtime::{Admission, AdmitError, Mailbox, PooledFrame, SendError, SlabPool, SmallPayload};
 use proptest::prelude::*;
 
 const BUDGET: usize = 256;
@@ -43,8 +43,11 @@ fn mail_op() -> impl Strategy<Value = MailOp> {
 
 proptest! {
     #[test]
-    fn pool_accounting_is_exact(ops in prop::collection::vec(pool_op(), 0..200)) {
-        let pool = SlabPool::new(BUDGET);
+    fn pool_accounting_is_exact(
+        ops in prop::collection::vec(pool_op(), 0..200),
+        admission in prop_oneof![Just(Admission::Locked), Just(Admission::Atomic)],
+    ) {
+        let pool = SlabPool::with_admission(BUDGET, admission);
         let mut held: Vec<(usize, PooledFrame)> = Vec::new();
         for op in ops {
             let in_use: usize = held.iter().map(|(n, _)| n).sum();
@@ -77,8 +80,11 @@ proptest! {
     }
 
     #[test]
-    fn mailbox_accounting_is_exact(ops in prop::collection::vec(mail_op(), 0..200)) {
-        let (tx, rx) = Mailbox::new(CAPACITY, BUDGET).open::<SmallPayload>();
+    fn mailbox_accounting_is_exact(
+        ops in prop::collection::vec(mail_op(), 0..200),
+        admission in prop_oneof![Just(Admission::Locked), Just(Admission::Atomic)],
+    ) {
+        let (tx, rx) = Mailbox::new(CAPACITY, BUDGET).admission(admission).open::<SmallPayload>();
         let observer = tx.clone(); // keeps the pool visible after every other handle is gone
         let mut senders = vec![tx];
         let mut rx = Some(rx);

@@ -155,6 +155,26 @@ const ASIO_NAME: &str = "C++ asio experimental::channel (coroutine)";
 const CV_NAME: &str = "C++ mutex + condition variables";
 const GO_NAME: &str = "Go buffered channel (GOMAXPROCS=1)";
 
+/// Compiles the C++ comparators into `out` on a thread of its own, unlogged (the progress
+/// bars of the builds meanwhile stay whole); any failure is left for [`foreign_rows`] to
+/// meet again and report. Join it before `foreign_rows` runs on the same `out`.
+pub fn compile_in_background(root: &Path, out: &Path) -> std::thread::JoinHandle<()> {
+    let (root, out) = (root.to_path_buf(), out.to_path_buf());
+    std::thread::spawn(move || {
+        let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
+        let Some(compiler) = find_program(&cxx) else {
+            return;
+        };
+        if std::fs::create_dir_all(&out).is_err() {
+            return;
+        }
+        for source in ["asio_channel", "cv_channel"] {
+            let src = root.join(format!("comparators/cpp/{source}.cpp"));
+            let _ = cxx::compile_quietly(&compiler, &src, &out.join(source));
+        }
+    })
+}
+
 /// Builds the C++ and Go comparators into `out`. A missing compiler or header gives a
 /// skipped row saying what to install; any other build failure is an error.
 pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runnable>, Vec<Row>)> {
@@ -178,6 +198,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
 
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
     let sources = [
+        // The names `compile_in_background` compiles too.
         (ASIO_NAME, Kind::SameThread, "asio_channel"),
         (CV_NAME, Kind::CrossThread, "cv_channel"),
     ];

@@ -88,6 +88,11 @@ impl Cmd {
     /// Runs to completion, logged, and returns stdout and stderr whatever the exit status.
     pub fn output(&self) -> Result<Output> {
         self.log();
+        self.output_unlogged()
+    }
+
+    /// [`Cmd::output`] without the `$ …` line.
+    pub fn output_unlogged(&self) -> Result<Output> {
         self.expression()
             .stdout_capture()
             .stderr_capture()

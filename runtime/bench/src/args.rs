@@ -5,10 +5,16 @@ use std::fmt;
 pub const USAGE: &str = "\
 usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
                  [--untimed] [--emit-values] [--lockstep BATCH] [--inject-ns N]
+                 [--senders N] [--workers N] [--budget-bytes N] [--admission locked|atomic]
 
 workloads:
   agent_send_latency       per-message send->recv latency through a Mighty mailbox (capacity 8)
   tokio_mpsc_send_latency  the same on a bare tokio::sync::mpsc channel (capacity 8)
+  agent_send_contended     --senders tasks (4) on a --workers thread runtime (2) sending
+                           --payload-bytes messages (at least 8: the send instant rides in
+                           them) to one receiver through a mailbox (capacity 8) whose byte
+                           budget (--budget-bytes, default 4 messages' worth) binds first;
+                           each message's latency from its send to its receipt
   train                    the PGO training mix: both policies, all payload kinds, several
                            senders, agents, full-mailbox back-pressure
 
@@ -23,16 +29,21 @@ workloads:
            report over every batch and exit. `--messages` is not used. (The protocol of
            `cargo xtask pgo`'s lockstep measurement.)
 
+--admission locked|atomic: the mailbox's admission design for non-empty messages (the
+           pool's lock and slab, or lock-free byte credits; mty_runtime::Admission).
+
 --inject-ns N: add N ns to every measured round trip: a known effect, exactly, for
            `cargo xtask pgo calibrate` to check what the measurement detects. Lockstep
            answers then carry `inject_ns`.
 
-defaults: --messages 200000 --warmup 10000 --policy block --payload-bytes 0";
+defaults: --messages 200000 --warmup 10000 --policy block --payload-bytes 0
+          (agent_send_contended: --payload-bytes 32 --senders 4 --workers 2)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Workload {
     AgentSendLatency,
     TokioMpscSendLatency,
+    AgentSendContended,
     Train,
 }
 
@@ -41,6 +52,7 @@ impl Workload {
         match self {
             Workload::AgentSendLatency => "agent_send_latency",
             Workload::TokioMpscSendLatency => "tokio_mpsc_send_latency",
+            Workload::AgentSendContended => "agent_send_contended",
             Workload::Train => "train",
         }
     }
@@ -77,6 +89,13 @@ pub struct Args {
     pub lockstep: Option<u64>,
     /// Nanoseconds added to every measured round trip (calibration).
     pub inject_ns: u64,
+    /// `agent_send_contended`: sender tasks, runtime worker threads, the byte budget
+    /// (`None`: four messages' worth).
+    pub senders: usize,
+    pub workers: usize,
+    pub budget_bytes: Option<usize>,
+    /// The mailbox's admission design (`--admission`).
+    pub admission: mty_runtime::Admission,
 }
 
 #[derive(Debug)]
@@ -93,6 +112,7 @@ impl Args {
         let workload = match argv.next().as_deref() {
             Some("agent_send_latency") => Workload::AgentSendLatency,
             Some("tokio_mpsc_send_latency") => Workload::TokioMpscSendLatency,
+            Some("agent_send_contended") => Workload::AgentSendContended,
             Some("train") => Workload::Train,
             Some(other) => return Err(ArgError(format!("unknown workload `{other}`"))),
             None => return Err(ArgError("no workload given".into())),
@@ -102,11 +122,19 @@ impl Args {
             messages: 200_000,
             warmup: 10_000,
             policy: PolicyArg::Block,
-            payload_bytes: 0,
+            payload_bytes: if workload == Workload::AgentSendContended {
+                32
+            } else {
+                0
+            },
             untimed: false,
             emit_values: false,
             lockstep: None,
             inject_ns: 0,
+            senders: 4,
+            workers: 2,
+            budget_bytes: None,
+            admission: mty_runtime::Admission::Locked,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -121,6 +149,20 @@ impl Args {
                 "--emit-values" => args.emit_values = true,
                 "--lockstep" => args.lockstep = Some(number(&flag, &value()?)?),
                 "--inject-ns" => args.inject_ns = number(&flag, &value()?)?,
+                "--senders" => args.senders = number(&flag, &value()?)?,
+                "--workers" => args.workers = number(&flag, &value()?)?,
+                "--budget-bytes" => args.budget_bytes = Some(number(&flag, &value()?)?),
+                "--admission" => {
+                    args.admission = match value()?.as_str() {
+                        "locked" => mty_runtime::Admission::Locked,
+                        "atomic" => mty_runtime::Admission::Atomic,
+                        other => {
+                            return Err(ArgError(format!(
+                                "`--admission` takes `locked` or `atomic`, not `{other}`"
+                            )));
+                        }
+                    }
+                }
                 "--policy" => {
                     args.policy = match value()?.as_str() {
                         "block" => PolicyArg::Block,
@@ -140,6 +182,30 @@ impl Args {
         }
         if args.lockstep == Some(0) {
             return Err(ArgError("`--lockstep` must be at least 1".into()));
+        }
+        if args.workload == Workload::AgentSendContended {
+            if args.payload_bytes < 8 {
+                return Err(ArgError(
+                    "agent_send_contended needs `--payload-bytes` of at least 8: each message carries its send instant".into(),
+                ));
+            }
+            if args.senders == 0 || args.workers == 0 {
+                return Err(ArgError(
+                    "`--senders` and `--workers` must be at least 1".into(),
+                ));
+            }
+            if args.policy != PolicyArg::Block {
+                return Err(ArgError(
+                    "agent_send_contended takes `--policy block` only: its senders wait for room"
+                        .into(),
+                ));
+            }
+            if args.budget_bytes.is_some_and(|b| b < args.payload_bytes) {
+                return Err(ArgError(
+                    "`--budget-bytes` below `--payload-bytes`: no message could ever be admitted"
+                        .into(),
+                ));
+            }
         }
         Ok(args)
     }
@@ -181,6 +247,47 @@ mod tests {
             (d.messages, d.warmup, d.policy),
             (200_000, 10_000, PolicyArg::Block)
         );
+    }
+
+    #[test]
+    fn the_contended_workload_has_its_own_defaults_and_checks() {
+        let c = parse("agent_send_contended").unwrap();
+        assert_eq!(
+            (c.payload_bytes, c.senders, c.workers, c.budget_bytes),
+            (32, 4, 2, None)
+        );
+        assert_eq!(c.admission, mty_runtime::Admission::Locked);
+        let c = parse("agent_send_contended --senders 6 --workers 3 --budget-bytes 400 --payload-bytes 200 --admission atomic").unwrap();
+        assert_eq!(
+            (c.payload_bytes, c.senders, c.workers, c.budget_bytes),
+            (200, 6, 3, Some(400))
+        );
+        assert_eq!(c.admission, mty_runtime::Admission::Atomic);
+        for (line, expected) in [
+            (
+                "agent_send_contended --payload-bytes 7",
+                "at least 8: each message carries its send instant",
+            ),
+            (
+                "agent_send_contended --senders 0",
+                "`--senders` and `--workers` must be at least 1",
+            ),
+            (
+                "agent_send_contended --policy fail",
+                "takes `--policy block` only",
+            ),
+            (
+                "agent_send_contended --budget-bytes 16",
+                "`--budget-bytes` below `--payload-bytes`",
+            ),
+            (
+                "agent_send_latency --admission some",
+                "`--admission` takes `locked` or `atomic`, not `some`",
+            ),
+        ] {
+            let err = parse(line).unwrap_err();
+            assert!(err.contains(expected), "{line}: {err}");
+        }
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub struct LatencyReport {
     pub median_ns: u64,
     pub p95_ns: u64,
     pub p99_ns: u64,
+    pub p999_ns: u64,
     pub max_ns: u64,
     pub mean_ns: f64,
     pub clock_overhead_ns: u64,
@@ -60,6 +61,7 @@ pub fn mailbox(args: &Args) -> LatencyReport {
     };
     let (tx, mut rx) = Mailbox::new(CAPACITY, BYTE_BUDGET.max(args.payload_bytes))
         .policy(policy)
+        .admission(args.admission)
         .open::<SmallPayload>();
     // Under Policy::Fail, `send` is `try_send`: the policy decides, as a user would see it.
     run(args, async |msg| {
@@ -186,17 +188,34 @@ fn lockstep(
     bytes: &[u8],
     mut round_trip: impl AsyncFnMut(SmallPayload) -> SmallPayload,
 ) -> LatencyReport {
-    use std::io::{BufRead, Write};
     let inject = std::time::Duration::from_nanos(args.inject_ns);
-    let mut hist = new_histogram();
-    let mut values: Vec<u64> = Vec::with_capacity(batch as usize);
-    let stdin = std::io::stdin();
-    let mut stdout = std::io::stdout().lock();
     rt.block_on(async {
         for _ in 0..args.warmup {
             black_box(round_trip(SmallPayload::copy_from(bytes)).await);
         }
     });
+    lockstep_protocol(args, batch, |values| {
+        rt.block_on(async {
+            for _ in 0..batch {
+                values.push(timed_round_trip(&mut round_trip, bytes, inject).await);
+            }
+        });
+    })
+}
+
+/// The lockstep protocol, after set-up and warm-up: the `ready` line, then per `g` one batch
+/// (`run_batch` fills the per-message latencies) answered with its summary line; at `q` or
+/// end of input, the report over every batch.
+pub fn lockstep_protocol(
+    args: &Args,
+    batch: u64,
+    mut run_batch: impl FnMut(&mut Vec<u64>),
+) -> LatencyReport {
+    use std::io::{BufRead, Write};
+    let mut hist = new_histogram();
+    let mut values: Vec<u64> = Vec::with_capacity(batch as usize);
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
     let clock = clock_overhead_ns();
     let answer = |out: &mut std::io::StdoutLock, line: String| {
         // A closed pipe means the coordinator is gone: nothing left to do.
@@ -227,11 +246,7 @@ fn lockstep(
             }
         }
         values.clear();
-        rt.block_on(async {
-            for _ in 0..batch {
-                values.push(timed_round_trip(&mut round_trip, bytes, inject).await);
-            }
-        });
+        run_batch(&mut values);
         for &v in &values {
             hist.saturating_record(v);
         }
@@ -304,7 +319,7 @@ pub fn grouped_quantile(sorted: &[u64], q: f64) -> f64 {
     unreachable!("the last step ends the loop")
 }
 
-fn report(
+pub fn report(
     args: &Args,
     hist: &Histogram<u64>,
     clock_overhead_ns: u64,
@@ -321,6 +336,7 @@ fn report(
         median_ns: hist.value_at_quantile(0.5),
         p95_ns: hist.value_at_quantile(0.95),
         p99_ns: hist.value_at_quantile(0.99),
+        p999_ns: hist.value_at_quantile(0.999),
         max_ns: hist.max(),
         mean_ns: hist.mean(),
         clock_overhead_ns,
@@ -334,7 +350,7 @@ fn report(
 }
 
 /// Nanoseconds from 1 ns to 60 s at 3 significant figures: values below 2048 ns are exact.
-fn new_histogram() -> Histogram<u64> {
+pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
 }
 

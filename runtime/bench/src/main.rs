@@ -11,6 +11,7 @@
 //! Each run prints one JSON line on stdout.
 
 mod args;
+mod contended;
 mod latency;
 mod train;
 mod usage;
@@ -30,6 +31,7 @@ fn main() -> ExitCode {
     let line = match args.workload {
         Workload::AgentSendLatency => serde_json::to_string(&latency::mailbox(&args)),
         Workload::TokioMpscSendLatency => serde_json::to_string(&latency::tokio_mpsc(&args)),
+        Workload::AgentSendContended => serde_json::to_string(&contended::run(&args)),
         Workload::Train => serde_json::to_string(&train::run(&args)),
     };
     println!(

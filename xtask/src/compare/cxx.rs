@@ -18,6 +18,24 @@ const FLAGS: [&str; 4] = ["-std=c++20", "-O3", "-DNDEBUG", "-pthread"];
 /// Compiles `source` into `exe` with `compiler`, unless its stamp still holds. Returns the
 /// command and its output (`None`: up to date, not run). A failed compile leaves no stamp.
 pub fn compile(compiler: &Path, source: &Path, exe: &Path) -> Result<(Cmd, Option<Output>)> {
+    compile_logged(compiler, source, exe, true)
+}
+
+/// [`compile`] without the `$ g++ …` line (for a compile in the background).
+pub fn compile_quietly(
+    compiler: &Path,
+    source: &Path,
+    exe: &Path,
+) -> Result<(Cmd, Option<Output>)> {
+    compile_logged(compiler, source, exe, false)
+}
+
+fn compile_logged(
+    compiler: &Path,
+    source: &Path,
+    exe: &Path,
+    logged: bool,
+) -> Result<(Cmd, Option<Output>)> {
     let deps = exe.with_extension("d");
     let stamp = exe.with_extension("stamp");
     let cmd = Cmd::new(compiler.display().to_string())
@@ -46,7 +64,11 @@ pub fn compile(compiler: &Path, source: &Path, exe: &Path) -> Result<(Cmd, Optio
         }
     }
     let _ = std::fs::remove_file(&stamp);
-    let output = cmd.output()?;
+    let output = if logged {
+        cmd.output()?
+    } else {
+        cmd.output_unlogged()?
+    };
     if output.status.success() {
         let listed = std::fs::read_to_string(&deps)
             .with_context(|| format!("g++ wrote no dependency list {}", deps.display()))?;
