@@ -42,11 +42,12 @@
 //!
 //! # Allocation
 //! Zero-byte messages (such as [`SmallPayload::Empty`]) take the fast path: a tombstone
-//! frame, no lock, no allocation, no slab slot. Other messages, under the default
-//! [`Admission::Locked`], take the pool's lock once on admission and once on release, and
-//! share one `Arc` per frame; under [`Admission::Atomic`] (chosen with
-//! [`Mailbox::admission`]) they take no lock: one compare-and-swap on admission, one atomic
-//! subtraction on release, the same hard byte bound. The channel itself
+//! frame, no lock, no allocation, no slab slot. Other messages take no lock under the
+//! default [`Admission::Atomic`]: one compare-and-swap on admission, one atomic subtraction
+//! on release, and one `Arc` per frame. [`Admission::Locked`] (chosen with
+//! [`Mailbox::admission`], and taken by a mailbox whose budget or capacity is too large for
+//! the atomic word) takes the pool's lock once on admission and once on release and records
+//! each size in a slab slot. Both hold the byte budget as a hard bound. The channel itself
 //! allocates in blocks, as tokio's does. [`SmallPayload`] keeps up to 64 bytes inline.
 //!
 //! # Closing

@@ -30,7 +30,9 @@ pub struct Mailbox {
 
 impl Mailbox {
     /// A mailbox holding at most `capacity` messages and `byte_budget` bytes of them, with
-    /// the [`Policy::Block`] policy.
+    /// the [`Policy::Block`] policy and [`Admission::Atomic`] (lock-free) admission, or
+    /// [`Admission::Locked`] where the atomic word cannot count that high: a byte budget of
+    /// 2^40 bytes or more, or a capacity of 2^24 messages or more.
     ///
     /// # Panics
     /// When `capacity` is zero (as tokio's bounded channel does).
@@ -40,7 +42,7 @@ impl Mailbox {
             capacity,
             byte_budget,
             policy: Policy::Block,
-            admission: Admission::Locked,
+            admission: Admission::fitting(capacity, byte_budget),
         }
     }
 

@@ -20,18 +20,31 @@ use std::pin::pin;
 use slab::Slab;
 use tokio::sync::Notify;
 
-/// How a pool admits and releases non-empty frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a pool admits and releases non-empty frames. A [`crate::Mailbox`] takes `Atomic`
+/// unless told otherwise (and where it fits); a bare [`SlabPool::new`] takes `Locked`, as
+/// its frames are not bounded by a channel's capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
     /// Every admission and release takes the pool's lock and records the frame's size in a
     /// slab slot (the design the seed shipped).
-    #[default]
     Locked,
     /// Lock-free: one atomic word holds the count of frames (its high 24 bits) and their
     /// bytes (the low 40), taken by compare-and-swap only when the bytes stay within the
     /// budget and given back by one subtraction; each frame carries its size. Budgets up
-    /// to 2^40 - 1 bytes, up to 2^24 - 1 frames at once.
+    /// to 2^40 - 1 bytes; the frame count in [`PoolStats::slots_in_use`] is exact up to
+    /// 2^24 - 1 frames at once (past that it wraps; the byte bound does not depend on it).
     Atomic,
+}
+
+impl Admission {
+    /// `Atomic` when its word can count `frames` frames and `budget` bytes, else `Locked`.
+    pub fn fitting(frames: usize, budget: usize) -> Admission {
+        if (budget as u64) <= BYTES_MASK && (frames as u64) < (1 << (64 - BYTES_BITS)) {
+            Admission::Atomic
+        } else {
+            Admission::Locked
+        }
+    }
 }
 
 /// The bytes part of [`Admission::Atomic`]'s word.

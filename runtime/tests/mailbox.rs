@@ -540,3 +540,27 @@ fn a_sender_that_never_finds_the_mailbox_full_still_yields_to_the_scheduler() {
         assert!(sends <= 200, "the other task ran only after {sends} sends");
     });
 }
+
+#[test]
+fn a_budget_or_capacity_too_large_for_the_atomic_word_takes_the_locked_design() {
+    assert_eq!(Admission::fitting(8, (1 << 40) - 1), Admission::Atomic);
+    assert_eq!(Admission::fitting(8, 1 << 40), Admission::Locked);
+    assert_eq!(Admission::fitting((1 << 24) - 1, 100), Admission::Atomic);
+    assert_eq!(Admission::fitting(1 << 24, 100), Admission::Locked);
+    current_thread().block_on(async {
+        // Would panic with the atomic design: the budget does not fit its 40 bits.
+        let (tx, mut rx) = Mailbox::new(8, usize::MAX).open::<SmallPayload>();
+        tx.send(bytes(100)).await.unwrap();
+        assert_eq!(rx.pool_stats(), stats(1, 100, usize::MAX));
+        assert_eq!(rx.recv().await.unwrap().len(), 100);
+        assert_eq!(rx.pool_stats(), stats(0, 0, usize::MAX));
+    });
+}
+
+#[test]
+#[should_panic(expected = "Admission::Atomic takes budgets below 2^40 bytes")]
+fn the_atomic_design_refuses_a_budget_it_cannot_count() {
+    let _ = Mailbox::new(8, 1 << 40)
+        .admission(Admission::Atomic)
+        .open::<SmallPayload>();
+}

@@ -30,7 +30,7 @@ workloads:
            `cargo xtask pgo`'s lockstep measurement.)
 
 --admission locked|atomic: the mailbox's admission design for non-empty messages (the
-           pool's lock and slab, or lock-free byte credits; mty_runtime::Admission).
+           pool's lock and slab, or lock-free byte credits, the default; mty_runtime::Admission).
 
 --inject-ns N: add N ns to every measured round trip: a known effect, exactly, for
            `cargo xtask pgo calibrate` to check what the measurement detects. Lockstep
@@ -94,8 +94,8 @@ pub struct Args {
     pub senders: usize,
     pub workers: usize,
     pub budget_bytes: Option<usize>,
-    /// The mailbox's admission design (`--admission`).
-    pub admission: mty_runtime::Admission,
+    /// The mailbox's admission design (`--admission`; `None`: the mailbox's default).
+    pub admission: Option<mty_runtime::Admission>,
 }
 
 #[derive(Debug)]
@@ -134,7 +134,7 @@ impl Args {
             senders: 4,
             workers: 2,
             budget_bytes: None,
-            admission: mty_runtime::Admission::Locked,
+            admission: None,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -154,8 +154,8 @@ impl Args {
                 "--budget-bytes" => args.budget_bytes = Some(number(&flag, &value()?)?),
                 "--admission" => {
                     args.admission = match value()?.as_str() {
-                        "locked" => mty_runtime::Admission::Locked,
-                        "atomic" => mty_runtime::Admission::Atomic,
+                        "locked" => Some(mty_runtime::Admission::Locked),
+                        "atomic" => Some(mty_runtime::Admission::Atomic),
                         other => {
                             return Err(ArgError(format!(
                                 "`--admission` takes `locked` or `atomic`, not `{other}`"
@@ -256,13 +256,13 @@ mod tests {
             (c.payload_bytes, c.senders, c.workers, c.budget_bytes),
             (32, 4, 2, None)
         );
-        assert_eq!(c.admission, mty_runtime::Admission::Locked);
+        assert_eq!(c.admission, None);
         let c = parse("agent_send_contended --senders 6 --workers 3 --budget-bytes 400 --payload-bytes 200 --admission atomic").unwrap();
         assert_eq!(
             (c.payload_bytes, c.senders, c.workers, c.budget_bytes),
             (200, 6, 3, Some(400))
         );
-        assert_eq!(c.admission, mty_runtime::Admission::Atomic);
+        assert_eq!(c.admission, Some(mty_runtime::Admission::Atomic));
         for (line, expected) in [
             (
                 "agent_send_contended --payload-bytes 7",

@@ -29,9 +29,11 @@ pub fn run(args: &Args) -> LatencyReport {
         .build()
         .expect("a multi-thread tokio runtime");
     let budget = args.budget_bytes.unwrap_or(4 * args.payload_bytes);
-    let (tx, rx) = Mailbox::new(CAPACITY, budget)
-        .admission(args.admission)
-        .open::<SmallPayload>();
+    let mut mailbox = Mailbox::new(CAPACITY, budget);
+    if let Some(admission) = args.admission {
+        mailbox = mailbox.admission(admission);
+    }
+    let (tx, rx) = mailbox.open::<SmallPayload>();
     let mut load = Load {
         tx,
         rx: Some(rx),

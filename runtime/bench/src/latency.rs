@@ -59,10 +59,11 @@ pub fn mailbox(args: &Args) -> LatencyReport {
         PolicyArg::Block => Policy::Block,
         PolicyArg::Fail => Policy::Fail,
     };
-    let (tx, mut rx) = Mailbox::new(CAPACITY, BYTE_BUDGET.max(args.payload_bytes))
-        .policy(policy)
-        .admission(args.admission)
-        .open::<SmallPayload>();
+    let mut mailbox = Mailbox::new(CAPACITY, BYTE_BUDGET.max(args.payload_bytes)).policy(policy);
+    if let Some(admission) = args.admission {
+        mailbox = mailbox.admission(admission);
+    }
+    let (tx, mut rx) = mailbox.open::<SmallPayload>();
     // Under Policy::Fail, `send` is `try_send`: the policy decides, as a user would see it.
     run(args, async |msg| {
         tx.send(msg).await.expect("the receiver is alive");
