@@ -166,6 +166,15 @@ pub struct Lockstep {
     pub rounds: u32,
     /// Messages per batch (about 1 ms of work).
     pub batch_messages: u64,
+    /// Whether the arms share one core (`measure.pin_core`, else the last), as they do by
+    /// default. `false` leaves them unpinned: for workloads of several threads
+    /// (`agent_send_contended`), which then have every core while the other arms wait.
+    #[serde(default = "yes")]
+    pub share_core: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for Lockstep {
@@ -174,6 +183,7 @@ impl Default for Lockstep {
             sessions: 100,
             rounds: 20,
             batch_messages: 3000,
+            share_core: true,
         }
     }
 }

@@ -89,12 +89,16 @@ pub fn session(
 ) -> Result<Session> {
     let timeout = Duration::from_secs(cfg.timeout_secs);
     let batch = cfg.lockstep.batch_messages.to_string();
-    // Taking turns means sharing one core: the configured one, else the last.
-    let core = cfg.pin_core.or_else(|| {
-        std::thread::available_parallelism()
-            .ok()
-            .map(|n| n.get() - 1)
+    // Taking turns means sharing one core: the configured one, else the last (unless
+    // `lockstep.share_core = false`, for workloads of several threads).
+    let core = cfg.lockstep.share_core.then(|| {
+        cfg.pin_core.or_else(|| {
+            std::thread::available_parallelism()
+                .ok()
+                .map(|n| n.get() - 1)
+        })
     });
+    let core = core.flatten();
     let mut live = Vec::new();
     for arm in arms {
         let cmd = crate::measure::pinned(&arm.exe, core)

@@ -413,9 +413,10 @@ fn protocol(md: &mut String, m: &crate::config::Measure) {
                  so a batch's median, p95 and p99 are interpolated within the step that holds them, as for grouped data; `--messages` \
                  is not used in this mode.",
                 l.sessions,
-                match m.pin_core {
-                    Some(c) => format!("all pinned to CPU {c}"),
-                    None => "all pinned to the last CPU".into(),
+                match (l.share_core, m.pin_core) {
+                    (false, _) => "not pinned (`lockstep.share_core = false`: the workloads run several threads)".into(),
+                    (true, Some(c)) => format!("all pinned to CPU {c}"),
+                    (true, None) => "all pinned to the last CPU".into(),
                 },
                 l.rounds,
                 m.seed,
