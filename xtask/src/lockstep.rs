@@ -41,6 +41,9 @@ pub struct Batch {
     pub median_ns: f64,
     pub p95_ns: f64,
     pub p99_ns: f64,
+    /// The batch's p99.9 (a mty-bench from before it was reported: `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p999_ns: Option<f64>,
     pub mean_ns: f64,
     /// With `--inject-iters`: the injected chain's own cost, timed after the batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::build::{Build, Built};
 use crate::config::{Measure, Versus, Workload};
 use crate::instructions::InstructionCount;
-use crate::lockstep::Session;
+use crate::lockstep::{Batch, Session};
 use crate::measure::{self, MeasuredArm};
 use crate::stats::{self, Estimate};
 
@@ -31,6 +31,12 @@ pub struct VersusResult {
     /// ln(subject batch / reference batch of the same round), nested as the builds' are:
     /// `ratio` is subject / reference; `change_pct` > 0 means the subject is slower.
     pub median: Estimate,
+    /// The same for the batches' p99 and p99.9 (the tail; `None` when the batches did not
+    /// report p99.9).
+    #[serde(default)]
+    pub p99: Option<Estimate>,
+    #[serde(default)]
+    pub p999: Option<Estimate>,
     /// Instructions per message, subject / reference, when both were counted.
     #[serde(default)]
     pub instructions_ratio: Option<f64>,
@@ -93,22 +99,35 @@ pub fn analyze(
             if !mine.iter().any(|s| s.arm(&subject).is_some()) {
                 continue; // this build was not measured (e.g. a run without PGO)
             }
-            let ratios = mine
-                .iter()
-                .map(|s| match (s.arm(&subject), s.arm(&reference)) {
-                    (Some(a), Some(b)) => Ok(a
-                        .iter()
-                        .zip(b)
-                        .map(|(a, b)| (a.median_ns / b.median_ns).ln())
-                        .collect::<Vec<f64>>()),
-                    _ => bail!(
-                        "session {} of `{name}` lacks the arm `{subject}` or `{reference}`",
-                        s.session
-                    ),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let median = stats::compare_nested(&ratios, cfg.bootstrap_resamples, cfg.seed)
-                .with_context(|| format!("`{name}` on {build}"))?;
+            // Per session, per round: ln(subject batch / reference batch) of one statistic
+            // (`None` when a batch lacks it).
+            let ratios = |of: fn(&Batch) -> Option<f64>| {
+                mine.iter()
+                    .map(|s| match (s.arm(&subject), s.arm(&reference)) {
+                        (Some(a), Some(b)) => Ok(a
+                            .iter()
+                            .zip(b)
+                            .map(|(a, b)| Some((of(a)? / of(b)?).ln()))
+                            .collect::<Option<Vec<f64>>>()),
+                        _ => bail!(
+                            "session {} of `{name}` lacks the arm `{subject}` or `{reference}`",
+                            s.session
+                        ),
+                    })
+                    .collect::<Result<Option<Vec<_>>>>()
+            };
+            let estimate =
+                |of: fn(&Batch) -> Option<f64>, what: &str| -> Result<Option<Estimate>> {
+                    let Some(r) = ratios(of)? else {
+                        return Ok(None);
+                    };
+                    stats::compare_nested(&r, cfg.bootstrap_resamples, cfg.seed)
+                        .with_context(|| format!("`{name}` on {build}: the {what}"))
+                        .map(Some)
+                };
+            let median = estimate(|b| Some(b.median_ns), "median")?.expect("every batch has one");
+            let p99 = estimate(|b| Some(b.p99_ns), "p99")?;
+            let p999 = estimate(|b| b.p999_ns, "p99.9")?;
             let count = |w: &str| {
                 instructions
                     .iter()
@@ -120,6 +139,8 @@ pub fn analyze(
                 reference: v.reference.clone(),
                 build: build.to_string(),
                 median,
+                p99,
+                p999,
                 instructions_ratio: count(&v.subject)
                     .zip(count(&v.reference))
                     .map(|(a, b)| a / b),
@@ -140,6 +161,11 @@ pub fn describe(e: &Estimate) -> String {
     )
 }
 
+fn tail(e: &Option<Estimate>) -> String {
+    e.as_ref()
+        .map_or_else(|| "not reported".to_string(), describe)
+}
+
 fn instr(r: &VersusResult) -> String {
     r.instructions_ratio
         .map_or_else(|| "not counted".to_string(), |x| format!("{x:.3}×"))
@@ -151,11 +177,13 @@ pub fn render_table(results: &[VersusResult]) -> String {
     for r in results {
         let _ = writeln!(
             out,
-            "{} / {} on {}, paired in lockstep: median {}, instructions per message {}",
+            "{} / {} on {}, paired in lockstep: median {}, p99 {}, p99.9 {}, instructions per message {}",
             r.subject,
             r.reference,
             r.build,
             describe(&r.median),
+            tail(&r.p99),
+            tail(&r.p999),
             instr(r)
         );
     }
@@ -171,22 +199,24 @@ pub fn render_markdown(md: &mut String, results: &[VersusResult]) {
         md,
         "## Workload against workload\n\nThe same build running two workloads, taking turns batch by batch in the same sessions \
          ({} sessions; the lockstep protocol and statistics of the builds' comparison): the subject's median per message over the \
-         reference's, with its 95 % interval; instructions per message from callgrind.\n",
+         reference's, and the same for the batches' p99 and p99.9, each with its 95 % interval; instructions per message from callgrind.\n",
         first.median.pairs
     );
     let _ = writeln!(
         md,
-        "| subject / reference | build | median latency ratio, 95 % CI | instructions ratio |"
+        "| subject / reference | build | median ratio, 95 % CI | p99 ratio | p99.9 ratio | instructions ratio |"
     );
-    let _ = writeln!(md, "|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
     for r in results {
         let _ = writeln!(
             md,
-            "| `{}` / `{}` | {} | {} | {} |",
+            "| `{}` / `{}` | {} | {} | {} | {} | {} |",
             r.subject,
             r.reference,
             r.build,
             describe(&r.median),
+            tail(&r.p99),
+            tail(&r.p999),
             instr(r)
         );
     }
@@ -196,13 +226,13 @@ pub fn render_markdown(md: &mut String, results: &[VersusResult]) {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::lockstep::Batch;
 
     fn batch(ns: f64) -> Batch {
         Batch {
             median_ns: ns,
             p95_ns: ns,
             p99_ns: ns,
+            p999_ns: Some(ns),
             mean_ns: ns,
             inject_ns: None,
         }
@@ -274,6 +304,11 @@ pub mod tests {
         );
         assert!(r.median.ci_low_pct <= r.median.change_pct);
         assert_eq!(r.instructions_ratio, Some(780.0 / 700.0));
+        // The tail: the same ratio in these batches, so the same recovery.
+        for tail in [&r.p99, &r.p999] {
+            let t = tail.as_ref().expect("reported");
+            assert!(t.ci_low_pct > 7.9 && t.ci_high_pct < 8.6, "{t:?}");
+        }
         let line = render_table(&got);
         assert!(line.contains("mailbox / tokio on release"), "{line}");
         assert!(line.contains("instructions per message 1.114×"), "{line}");

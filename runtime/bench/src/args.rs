@@ -25,7 +25,7 @@ workloads:
 
 --lockstep BATCH: set up, warm up, print a `ready` line, then run one batch of BATCH
            messages each time a line `g` arrives on stdin, answering with one JSON line of
-           that batch's median, p95, p99 and mean; at `q` or end of input, print the usual
+           that batch's median, p95, p99, p99.9 and mean; at `q` or end of input, print the usual
            report over every batch and exit. `--messages` is not used. (The protocol of
            `cargo xtask pgo`'s lockstep measurement.)
 

@@ -173,6 +173,7 @@ struct BatchLine {
     median_ns: f64,
     p95_ns: f64,
     p99_ns: f64,
+    p999_ns: f64,
     mean_ns: f64,
     /// The nanoseconds added to every value (with `--inject-ns`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -258,6 +259,7 @@ pub fn lockstep_protocol(
             median_ns: milli(grouped_quantile(&values, 0.5)),
             p95_ns: milli(grouped_quantile(&values, 0.95)),
             p99_ns: milli(grouped_quantile(&values, 0.99)),
+            p999_ns: milli(grouped_quantile(&values, 0.999)),
             mean_ns: milli(values.iter().sum::<u64>() as f64 / values.len() as f64),
             inject_ns: (args.inject_ns > 0).then_some(args.inject_ns as f64),
         };

@@ -24,7 +24,8 @@ fn main() -> ExitCode {
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(err) => {
-            eprintln!("mty-bench: {err}\n\n{}", args::USAGE);
+            // The error last: whoever shows only the tail of stderr (xtask does) shows it.
+            eprintln!("{}\n\nmty-bench: {err}", args::USAGE);
             return ExitCode::from(2);
         }
     };

@@ -479,6 +479,7 @@ pub mod tests {
                                     median_ns: m,
                                     p95_ns: m * 1.2,
                                     p99_ns: m * 2.0,
+                                    p999_ns: Some(m * 3.0),
                                     mean_ns: m * 1.05,
                                     inject_ns: None,
                                 }
