@@ -263,7 +263,7 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     // invocation runs it.
     let tc = timer.section(Stage::Doctor, doctor)?;
     ctx.record(Stage::Doctor, &tc)?;
-    // The C++ comparators compile (seconds, one core each) while the builds below leave a
+    // The C++ and Go comparators compile (seconds, one core each) while the builds below leave a
     // core idle in their single-threaded LTO steps; the report finds them up to date.
     let comparators =
         crate::compare::compile_in_background(&ctx.ws.root, &ctx.target_root.join("comparators"));
