@@ -154,12 +154,12 @@ pub fn xtask_with(
 /// How long one xtask run of a test may take before it is killed and the test fails: a
 /// hang must fail the run with what it printed, not hold CI until its own deadline. The good
 /// run on a cold target directory is the longest (a few minutes here);
-/// `MTY_TEST_XTASK_TIMEOUT_SECS` changes it.
+/// `MTY_TEST_XTASK_TIMEOUT_SECS` changes it (900 s by default: nine times a cold good run here).
 fn xtask_deadline() -> std::time::Duration {
     let secs = std::env::var("MTY_TEST_XTASK_TIMEOUT_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(1500);
+        .unwrap_or(900);
     std::time::Duration::from_secs(secs)
 }
 
