@@ -203,10 +203,10 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
         figures: None,
         skipped: Some(format!("skipped: {why}")),
     };
-    let args = |cmd: Cmd| {
+    let args = |cmd: Cmd, kind: Kind| {
         cmd.args([
             "--messages".to_string(),
-            cfg.messages.to_string(),
+            messages_of(cfg, kind).to_string(),
             "--warmup".to_string(),
             cfg.warmup.to_string(),
         ])
@@ -263,7 +263,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
                 runnable.push(Runnable {
                     name: name.into(),
                     kind,
-                    cmd: args(Cmd::new(out.join(source).display().to_string())),
+                    cmd: args(Cmd::new(out.join(source).display().to_string()), kind),
                 });
             }
         }
@@ -284,7 +284,10 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
             runnable.push(Runnable {
                 name: GO_NAME.into(),
                 kind: Kind::SameThread,
-                cmd: args(Cmd::new(exe.display().to_string()).env("GOMAXPROCS", "1")),
+                cmd: args(
+                    Cmd::new(exe.display().to_string()).env("GOMAXPROCS", "1"),
+                    Kind::SameThread,
+                ),
             });
         }
     }
@@ -363,6 +366,14 @@ pub fn run_rows(rows: &[Runnable], skipped: Vec<Row>, cfg: &Compare) -> Result<V
     Ok(out)
 }
 
+/// Messages per run of a row of `kind`.
+fn messages_of(cfg: &Compare, kind: Kind) -> u64 {
+    match kind {
+        Kind::SameThread => cfg.messages,
+        Kind::CrossThread => cfg.messages.min(cfg.cross_thread_messages),
+    }
+}
+
 /// The comparison table. Same-thread rows carry their ratio to the tokio mpsc row; the
 /// cross-thread row stands alone.
 pub fn render(rows: &[Row], cfg: &Compare) -> String {
@@ -370,9 +381,11 @@ pub fn render(rows: &[Row], cfg: &Compare) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "comparators ({} interleaved rounds, {} messages a run, capacity 8; medians over runs of each run's percentile, ns,\n\
+        "comparators ({} interleaved rounds, {} messages a run ({} cross-thread), capacity 8; medians over runs of each run's percentile, ns,\n\
          computed here from every comparator's raw values; clock overhead included, not subtracted)",
-        cfg.rounds, cfg.messages
+        cfg.rounds,
+        cfg.messages,
+        messages_of(cfg, Kind::CrossThread)
     );
     let reference = rows
         .iter()
@@ -478,6 +491,7 @@ mod tests {
         ];
         let cfg = Compare {
             messages: 10,
+            cross_thread_messages: 5,
             warmup: 0,
             rounds: 1,
             seed: 1,

@@ -276,8 +276,13 @@ pub struct Instructions {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Compare {
-    /// Measured messages per run (the same for every row).
+    /// Measured messages per run of every same-thread row.
     pub messages: u64,
+    /// Measured messages per run of the cross-thread row (at most `messages`): one thread
+    /// wake-up per message makes it about 300 times slower per message, and a few thousand
+    /// samples give its percentiles.
+    #[serde(default = "default_cross_thread_messages")]
+    pub cross_thread_messages: u64,
     /// Messages before measuring.
     pub warmup: u64,
     /// Interleaved rounds: each runs every row once, in a seeded random order.
@@ -285,6 +290,10 @@ pub struct Compare {
     pub seed: u64,
     /// Seconds each run may take.
     pub timeout_secs: u64,
+}
+
+fn default_cross_thread_messages() -> u64 {
+    5000
 }
 
 /// `cargo xtask pgo --check`: the gate.

@@ -276,9 +276,11 @@ fn comparators(md: &mut String, report: &Report) {
     if !report.comparators.is_empty() {
         let _ = writeln!(
             md,
-            "## Comparators\n\nThe same workload, capacity 8, {} messages a run, {} interleaved rounds; percentiles computed by xtask from every \
+            "## Comparators\n\nThe same workload, capacity 8, {} messages a run ({} for the cross-thread row), {} interleaved rounds; percentiles computed by xtask from every \
              row's raw values (nearest rank), medians over runs. Same-thread and cross-thread rows are never compared.\n",
-            cfg.compare.messages, cfg.compare.rounds
+            cfg.compare.messages,
+            cfg.compare.messages.min(cfg.compare.cross_thread_messages),
+            cfg.compare.rounds
         );
         let _ = writeln!(
             md,
