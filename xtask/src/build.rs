@@ -117,12 +117,33 @@ impl Build {
                 "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function",
                 path()
             ),
-            // The same PGO build, its relocations kept in the executable for BOLT.
+            // The same PGO build (its relocations kept by `final_args`).
             Build::Bolt => format!(
-                "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function -Clink-arg=-Wl,-q",
+                "-Cprofile-use={} -Cllvm-args=-pgo-warn-missing-function",
                 path()
             ),
             Build::Release | Build::Lto => String::new(),
+        }
+    }
+
+    /// Flags for the final crate's rustc only (`cargo rustc -- …`): the link step is the
+    /// final crate's, so the dependencies keep the flags of the build this one is seeded
+    /// from and stay fresh.
+    pub fn final_args(self) -> &'static [&'static str] {
+        match self {
+            // Relocations kept in the executable, for BOLT.
+            Build::Bolt => &["-Clink-arg=-Wl,-q"],
+            _ => &[],
+        }
+    }
+
+    /// The build whose target folder seeds this one's when it does not exist yet: same
+    /// profile, same rustflags, so cargo finds every dependency fresh and compiles only the
+    /// final crate (8 s instead of 15 here, on a cold run).
+    pub fn seeded_from(self) -> Option<Build> {
+        match self {
+            Build::Bolt => Some(Build::LtoPgo),
+            _ => None,
         }
     }
 }

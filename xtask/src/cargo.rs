@@ -103,7 +103,39 @@ pub struct CargoOutput {
     pub compiled: u64,
 }
 
-/// `cargo build` of the configured binary for `host`, with a progress bar of crates compiled.
+/// A copy of the target folder `from` at `to`, when `to` does not exist yet and `from` does
+/// (made under a temporary name, then renamed: never half a folder).
+fn seed(from: &Path, to: &Path) -> Result<()> {
+    if to.exists() || !from.is_dir() {
+        return Ok(());
+    }
+    // What an interrupted seeding left (`.<name>.tmp-<pid>`): tens of megabytes each.
+    let stale = format!(
+        ".{}.tmp-",
+        to.file_name().unwrap_or_default().to_string_lossy()
+    );
+    if let Ok(entries) = std::fs::read_dir(to.parent().unwrap_or(Path::new("."))) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&stale) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let tmp = crate::fsx::temp_path(to);
+    Cmd::new("cp")
+        .args([
+            "-a".to_string(),
+            from.display().to_string(),
+            tmp.display().to_string(),
+        ])
+        .read()
+        .with_context(|| format!("cannot seed {} from {}", to.display(), from.display()))?;
+    std::fs::rename(&tmp, to)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), to.display()))
+}
+
+/// `cargo build` of the configured binary for `host`, with a progress bar of crates compiled
+/// (`cargo rustc` when the build has [`Build::final_args`]).
 ///
 /// `--target <host>` keeps RUSTFLAGS away from build scripts and proc-macros (they are
 /// built for the host without `--target`'s flags), so only target code is instrumented.
@@ -121,15 +153,21 @@ pub fn build(
         .with_context(|| format!("cannot create {}", log_dir.display()))?;
     let label = build.target_folder();
     let log = log_dir.join(format!("build-{label}.log"));
+    if let Some(from) = build.seeded_from() {
+        seed(
+            &target_root.join(from.target_folder()),
+            &target_root.join(label),
+        )?;
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let final_args = build.final_args();
     let cmd = Cmd::new(cargo)
-        .args([
-            "build",
-            "--profile",
-            build.cargo_profile(),
-            "--target",
-            host,
-        ])
+        .arg(if final_args.is_empty() {
+            "build"
+        } else {
+            "rustc"
+        })
+        .args(["--profile", build.cargo_profile(), "--target", host])
         .arg("--target-dir")
         .arg(target_root.join(label).display().to_string())
         .args(["--package", &ws.package, "--bin", &ws.binary])
@@ -138,6 +176,11 @@ pub fn build(
             &ws.root.join("Cargo.toml").display().to_string(),
         ])
         .arg("--message-format=json")
+        .args(if final_args.is_empty() {
+            Vec::new()
+        } else {
+            [&["--"], final_args].concat()
+        })
         // Every flag in the one source cargo reads first: the user's own (found as cargo
         // would, `rustflags.rs`) and the pipeline's, nothing dropped silently.
         .env_remove("RUSTFLAGS")

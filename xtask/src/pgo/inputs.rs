@@ -24,7 +24,14 @@ fn build(ctx: &Ctx, tc: &Toolchain, build: Build, rustflags: &str) -> Result<Inp
             &format!("{}.cargo_profile", build.name()),
             build.cargo_profile(),
         )
-        .text(&format!("{}.rustflags", build.name()), rustflags)
+        .text(
+            &format!("{}.rustflags", build.name()),
+            [rustflags]
+                .into_iter()
+                .chain(build.final_args().iter().copied())
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
         .text("user_rustflags", tc.user_rustflags.flags.join("\x1f")))
 }
 

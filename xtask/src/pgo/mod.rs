@@ -168,6 +168,11 @@ impl Ctx {
             &self.target_root,
             &self.logs(),
         )?;
+        // The final crate's own flags (`cargo rustc -- …`) are part of how it was built.
+        let flags: Vec<String> = flags
+            .into_iter()
+            .chain(build.final_args().iter().map(|a| a.to_string()))
+            .collect();
         let mut built = Built::new(build, out.exe, flags.join(" "));
         built.rustflags_exact = flags;
         built.user_rustflags_source = tc.user_rustflags.source.clone();
