@@ -28,13 +28,24 @@ pub fn analyze_lockstep(
     instructions: &[InstructionCount],
     cfg: &Measure,
 ) -> Result<Vec<WorkloadAnalysis>> {
-    workloads
-        .iter()
-        .map(|w| {
-            let mine: Vec<&Session> = sessions.iter().filter(|s| &s.workload == w).collect();
-            analyze_sessions(w, builds, &mine, instructions, cfg)
-        })
-        .collect()
+    // One thread a workload: the nested bootstraps are the report stage's seconds, and each
+    // workload's are independent and seeded, so the result does not depend on the threads.
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = workloads
+            .iter()
+            .map(|w| {
+                scope.spawn(move || {
+                    let mine: Vec<&Session> =
+                        sessions.iter().filter(|s| &s.workload == w).collect();
+                    analyze_sessions(w, builds, &mine, instructions, cfg)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a workload's analysis does not panic"))
+            .collect()
+    })
 }
 
 /// The per-round log ratios of `cand` to the baseline, session by session, on `metric`.
