@@ -80,6 +80,19 @@ impl Session {
     }
 }
 
+/// The core every arm is pinned to: taking turns means sharing one, the configured one,
+/// else the last; none with `lockstep.share_core = false` (workloads of several threads).
+fn shared_core(cfg: &Measure) -> Option<usize> {
+    if !cfg.lockstep.share_core {
+        return None;
+    }
+    cfg.pin_core.or_else(|| {
+        std::thread::available_parallelism()
+            .ok()
+            .map(|n| n.get() - 1)
+    })
+}
+
 /// Runs one session: starts every arm, `rounds` rounds of turns, then closes them; `bar`
 /// counts the rounds.
 pub fn session(
@@ -92,16 +105,7 @@ pub fn session(
 ) -> Result<Session> {
     let timeout = Duration::from_secs(cfg.timeout_secs);
     let batch = cfg.lockstep.batch_messages.to_string();
-    // Taking turns means sharing one core: the configured one, else the last (unless
-    // `lockstep.share_core = false`, for workloads of several threads).
-    let core = cfg.lockstep.share_core.then(|| {
-        cfg.pin_core.or_else(|| {
-            std::thread::available_parallelism()
-                .ok()
-                .map(|n| n.get() - 1)
-        })
-    });
-    let core = core.flatten();
+    let core = shared_core(cfg);
     let mut live = Vec::new();
     for arm in arms {
         let cmd = crate::measure::pinned(&arm.exe, core)
@@ -315,5 +319,23 @@ impl Drop for Live {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arms_share_the_configured_core_the_last_one_or_none() {
+        let mut cfg = crate::measure::tests::measure_config();
+        cfg.pin_core = Some(0);
+        assert_eq!(shared_core(&cfg), Some(0));
+        cfg.pin_core = None;
+        let last = std::thread::available_parallelism().unwrap().get() - 1;
+        assert_eq!(shared_core(&cfg), Some(last));
+        cfg.pin_core = Some(0);
+        cfg.lockstep.share_core = false;
+        assert_eq!(shared_core(&cfg), None, "unpinned, whatever pin_core says");
     }
 }

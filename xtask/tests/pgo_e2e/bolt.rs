@@ -148,18 +148,7 @@ fn bolt_profiles_given_or_trained_are_checked_and_named() {
         return;
     }
     let raw = data.join("bolt/raw");
-    std::fs::create_dir_all(&raw).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "ro,size=64k", "tmpfs"])
-        .arg(&raw)
-        .status()
-        .unwrap();
-    assert!(
-        mounted.success(),
-        "mount a read-only tmpfs on {}",
-        raw.display()
-    );
-    let _mount = Mount(raw.clone());
+    let _mount = Mount::tmpfs(&raw, "ro,size=64k");
     let out = xtask(&["pgo", "bolt", "--force", "bolt"], data, target);
     let err = stderr_of(&out);
     assert!(!out.status.success(), "{err}");

@@ -307,17 +307,7 @@ fn a_full_disk_leaves_nothing_partial() {
 
 fn full_disk(tmp: &Path, data: &Path, target: &Path) {
     let mnt = tmp.join("full-disk");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(
-        mounted.success(),
-        "this test mounts a small tmpfs (needs root, as CI runs)"
-    );
-    let _mount = Mount(mnt.clone());
+    let _mount = Mount::tmpfs(&mnt, "size=1m");
     let small = mnt.join("pgo-data");
     std::fs::create_dir_all(small.join("stages")).unwrap();
     for stage in ["doctor", "merge", "optimize", "baselines", "measure"] {

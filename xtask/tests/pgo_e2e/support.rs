@@ -246,6 +246,25 @@ pub fn config_with(path: &Path, extra: &str) -> PathBuf {
 /// A mount point, unmounted when dropped (also when the test fails).
 pub struct Mount(pub PathBuf);
 
+impl Mount {
+    /// A tmpfs with `options` (`size=1m`, `ro,size=64k`) mounted on `dir` (made if missing);
+    /// needs root, as CI runs.
+    pub fn tmpfs(dir: &Path, options: &str) -> Mount {
+        std::fs::create_dir_all(dir).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(
+            mounted.success(),
+            "mount a tmpfs ({options}) on {} (needs root, as CI runs)",
+            dir.display()
+        );
+        Mount(dir.to_path_buf())
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
