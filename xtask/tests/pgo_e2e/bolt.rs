@@ -107,7 +107,13 @@ fn bolt_profiles_given_or_trained_are_checked_and_named() {
         (profile, xtask_with(&config, &["pgo", "bolt"], data, target))
     };
     // Empty, and cut in the middle of a record.
-    let cut = text.len() / 2 + 3;
+    // Three bytes into a record in the middle: `1 _`, two fields of a record's eight
+    // (a cut in the last field could leave eight, a count shortened but well-formed).
+    let cut = text[text.len() / 2..]
+        .iter()
+        .position(|b| *b == b'\n')
+        .map(|i| text.len() / 2 + i + 1 + 3)
+        .expect("a record after the middle");
     for (name, bytes, says) in [
         ("empty.fdata", &b""[..], "is empty: ".to_string()),
         ("cut.fdata", &text[..cut], "is corrupt (line ".to_string()),
@@ -162,4 +168,41 @@ fn bolt_profiles_given_or_trained_are_checked_and_named() {
             && err.contains("is that folder writable"),
         "{err}"
     );
+}
+
+/// A cold relink: the `lto-pgo-relocs` target folder is seeded from lto+pgo's, so cargo
+/// compiles only the final crate (the one that links); the relocations are there and the
+/// code is the PGO build's.
+#[test]
+fn a_missing_relink_folder_is_seeded_and_only_the_final_crate_compiles() {
+    if !expect_bolt() {
+        return;
+    }
+    let run = good_run();
+    let (data, target) = (&*run.data, &*run.target);
+    let relocs = target.join("lto-pgo-relocs");
+    std::fs::remove_dir_all(&relocs).unwrap();
+    let out = xtask(&["pgo", "bolt", "--force", "bolt"], data, target);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("$ cp -a {} ", target.join("lto-pgo").display())),
+        "seeded: {err}"
+    );
+    let log = std::fs::read_to_string(data.join("logs/build-lto-pgo-relocs.log")).unwrap();
+    let compiled: Vec<&str> = log.lines().filter(|l| l.contains("Compiling ")).collect();
+    assert_eq!(compiled.len(), 1, "only the final crate: {compiled:?}");
+    assert!(compiled[0].contains("Compiling mty-bench "), "{compiled:?}");
+    let record = json(&data.join("stages/bolt.json"));
+    assert!(
+        record["build"]["rustflags_exact"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "-Clink-arg=-Wl,-q"),
+        "{record}"
+    );
+    if let Some(pair) = record["relink_instructions"].as_array() {
+        assert_eq!(pair[0], pair[1], "the relink changed the code: {record}");
+    }
 }
