@@ -1,7 +1,8 @@
 //! Mighty (`mty-runtime`): an agent-first runtime whose primitive is the mailbox.
 //!
-//! A mailbox is a bounded tokio mpsc channel behind a slab admission step that records each
-//! message's byte size, so back-pressure holds on bytes as well as on count.
+//! A mailbox is a bounded tokio mpsc channel behind an admission step that accounts for each
+//! message's byte size (lock-free byte credits, or a locked slab: [`Admission`]), so
+//! back-pressure holds on bytes as well as on count.
 //!
 //! ```
 //! use mty_runtime::{Mailbox, SmallPayload};
