@@ -180,6 +180,10 @@ fn a_missing_relink_folder_is_seeded_and_only_the_final_crate_compiles() {
     }
     let run = good_run();
     let (data, target) = (&*run.data, &*run.target);
+    // lto+pgo's folder as the good run's profile builds it: another test may have left it
+    // built from another profile (a bundle's), and then nothing in it could be fresh.
+    let out = xtask(&["pgo", "optimize"], data, target);
+    assert!(out.status.success(), "{}", stderr_of(&out));
     let relocs = target.join("lto-pgo-relocs");
     std::fs::remove_dir_all(&relocs).unwrap();
     let out = xtask(&["pgo", "bolt", "--force", "bolt"], data, target);
