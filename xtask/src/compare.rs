@@ -155,6 +155,12 @@ const ASIO_NAME: &str = "C++ asio experimental::channel (coroutine)";
 const CV_NAME: &str = "C++ mutex + condition variables";
 const GO_NAME: &str = "Go buffered channel (GOMAXPROCS=1)";
 
+/// The C++ rows: name, kind, source (`comparators/cpp/<source>.cpp`, built as `<source>`).
+const CXX_ROWS: [(&str, Kind, &str); 2] = [
+    (ASIO_NAME, Kind::SameThread, "asio_channel"),
+    (CV_NAME, Kind::CrossThread, "cv_channel"),
+];
+
 /// Compiles the C++ and Go comparators into `out` on a thread of its own, unlogged (the progress
 /// bars of the builds meanwhile stay whole); any failure is left for [`foreign_rows`] to
 /// meet again and report. Join it before `foreign_rows` runs on the same `out`.
@@ -168,7 +174,7 @@ pub fn compile_in_background(root: &Path, out: &Path) -> std::thread::JoinHandle
         if std::fs::create_dir_all(&out).is_err() {
             return;
         }
-        for source in ["asio_channel", "cv_channel"] {
+        for (_, _, source) in CXX_ROWS {
             let src = root.join(format!("comparators/cpp/{source}.cpp"));
             let _ = cxx::compile_quietly(&compiler, &src, &out.join(source));
         }
@@ -213,11 +219,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
     };
 
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
-    let sources = [
-        // The names `compile_in_background` compiles too.
-        (ASIO_NAME, Kind::SameThread, "asio_channel"),
-        (CV_NAME, Kind::CrossThread, "cv_channel"),
-    ];
+    let sources = CXX_ROWS;
     match find_program(&cxx) {
         None => {
             for (name, kind, _) in sources {
@@ -499,6 +501,21 @@ mod tests {
         };
         let table = render(&rows, &cfg);
         assert!(table.contains("1.20x"), "{table}");
+        assert!(
+            table.contains("10 messages a run (5 cross-thread)"),
+            "{table}"
+        );
+        assert_eq!(messages_of(&cfg, Kind::CrossThread), 5);
+        let few = Compare {
+            cross_thread_messages: 50,
+            ..cfg.clone()
+        };
+        assert_eq!(
+            messages_of(&few, Kind::CrossThread),
+            10,
+            "never more than `messages`"
+        );
+        assert_eq!(messages_of(&few, Kind::SameThread), 10);
         assert!(table.contains("apt-get install golang-go"), "{table}");
         let cv_line = table.lines().find(|l| l.contains(CV_NAME)).unwrap();
         assert!(

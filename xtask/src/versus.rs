@@ -315,6 +315,18 @@ pub mod tests {
     }
 
     #[test]
+    fn batches_without_p999_leave_that_ratio_unreported() {
+        let mut s = sessions(1.08);
+        for batch in s.iter_mut().flat_map(|s| s.batches.iter_mut().flatten()) {
+            batch.p999_ns = None;
+        }
+        let got = analyze(&s, &[], &cfg()).unwrap();
+        assert!(got[0].p99.is_some() && got[0].p999.is_none(), "{got:?}");
+        let line = render_table(&got);
+        assert!(line.contains("p99.9 not reported"), "{line}");
+    }
+
+    #[test]
     fn a_session_missing_an_arm_is_an_error_naming_it() {
         let mut s = sessions(1.0);
         s[3].arms[1] = "release:other".into();
