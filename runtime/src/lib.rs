@@ -80,6 +80,7 @@ mod error;
 mod mailbox;
 pub mod payload;
 pub mod pool;
+mod ring;
 mod sync;
 
 pub use agent::{AgentHandle, AgentReport, spawn_agent};

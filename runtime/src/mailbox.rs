@@ -1,10 +1,16 @@
-//! The mailbox: a bounded tokio mpsc channel behind a slab admission step.
+//! The mailbox: a bounded channel behind a byte admission step. While it has one sender
+//! handle its messages go through a single-producer ring ([`crate::ring`]); from the first
+//! clone (or wait, or contention) on, through tokio's bounded mpsc channel.
+
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use tokio::sync::mpsc;
 
 use crate::error::SendError;
 use crate::payload::ByteSize;
 use crate::pool::{Admission, AdmitError, PoolStats, PooledFrame, SlabPool};
+use crate::ring::{Merge, Push, Ring};
 
 pub use tokio::sync::mpsc::error::TryRecvError;
 
@@ -74,15 +80,37 @@ impl Mailbox {
     pub fn open<M: ByteSize>(self) -> (MailboxSender<M>, MailboxReceiver<M>) {
         let (tx, rx) = mpsc::channel(self.capacity);
         let pool = SlabPool::with_admission(self.byte_budget, self.admission);
+        let ring = Arc::new(Ring::new(self.capacity));
         (
             MailboxSender {
                 tx,
+                ring: ring.clone(),
                 pool: pool.clone(),
                 policy: self.policy,
             },
-            MailboxReceiver { rx, pool },
+            MailboxReceiver {
+                rx,
+                merge: Merge::new(&ring),
+                ring,
+                pool,
+            },
         )
     }
+}
+
+/// The single lane's ring: envelopes, and the tokio channel's permits it holds for its
+/// messages after the switch.
+type Lane<M> = Ring<Envelope<M>, mpsc::OwnedPermit<Envelope<M>>>;
+
+/// What a send on the single lane did.
+enum Single<M> {
+    Sent,
+    Closed(M),
+    /// No free slot in the ring, or not the bytes.
+    Full(M),
+    Oversize(M),
+    /// The mailbox is on (or moving to) the shared lane: switch and send there.
+    Elsewhere(M),
 }
 
 /// A message in the channel together with the frame that holds its bytes. Dropping the
@@ -96,17 +124,32 @@ struct Envelope<M> {
 /// the last sender is dropped.
 pub struct MailboxSender<M> {
     tx: mpsc::Sender<Envelope<M>>,
+    ring: Arc<Lane<M>>,
     pool: SlabPool,
     policy: Policy,
 }
 
 impl<M> Clone for MailboxSender<M> {
+    /// Another sender. The mailbox leaves the single-sender lane for good (crate docs,
+    /// "The single-sender lane").
     fn clone(&self) -> Self {
+        self.switch();
         MailboxSender {
             tx: self.tx.clone(),
+            ring: self.ring.clone(),
             pool: self.pool.clone(),
             policy: self.policy,
         }
+    }
+}
+
+impl<M> MailboxSender<M> {
+    /// Moves the mailbox to the shared lane (a no-op once there), reserving a slot of the
+    /// tokio channel for each message still in the ring.
+    #[cold]
+    fn switch(&self) {
+        self.ring
+            .switch(|| self.tx.clone().try_reserve_owned().ok());
     }
 }
 
@@ -130,6 +173,49 @@ impl<M: ByteSize> MailboxSender<M> {
         if size > self.pool.byte_budget() {
             return Err(self.oversize(msg, size));
         }
+        let msg = if self.ring.is_single() {
+            // Spends the task's cooperative budget as the shared lane's `reserve` does.
+            let coop = std::future::poll_fn(tokio::task::coop::poll_proceed).await;
+            match self.send_single(msg, size) {
+                Single::Sent => {
+                    coop.made_progress();
+                    return Ok(());
+                }
+                Single::Closed(msg) => return Err(SendError::Closed(msg)),
+                Single::Oversize(msg) => return Err(self.oversize(msg, size)),
+                // Waiting (for a slot or for bytes) is the shared lane's.
+                Single::Full(msg) | Single::Elsewhere(msg) => msg,
+            }
+        } else {
+            msg
+        };
+        self.switch();
+        self.send_shared(msg, size).await
+    }
+
+    /// A send on the single lane, never waiting: the slot and the bytes are there now, or it
+    /// says why not (nothing taken).
+    #[inline]
+    fn send_single(&self, msg: M, size: usize) -> Single<M> {
+        if !self.ring.has_room() {
+            return Single::Full(msg);
+        }
+        let frame = match self.pool.try_admit(size) {
+            Ok(frame) => frame,
+            Err(AdmitError::Full) => return Single::Full(msg),
+            Err(AdmitError::Closed) => return Single::Closed(msg),
+            Err(AdmitError::Oversize { .. }) => return Single::Oversize(msg),
+        };
+        match self.ring.try_push(Envelope { msg, _frame: frame }) {
+            Push::Done => Single::Sent,
+            Push::Full(envelope) => Single::Full(envelope.msg),
+            Push::Closed(envelope) => Single::Closed(envelope.msg),
+            Push::Shared(envelope) => Single::Elsewhere(envelope.msg),
+        }
+    }
+
+    /// [`MailboxSender::send`] on the shared lane (tokio's channel).
+    async fn send_shared(&self, msg: M, size: usize) -> Result<(), SendError<M>> {
         // Slot first: a closed mailbox is reported before any bytes are taken, and the
         // receiver frees slot and bytes together, so holding a slot while waiting for
         // bytes cannot deadlock.
@@ -180,6 +266,28 @@ impl<M: ByteSize> MailboxSender<M> {
     #[inline]
     pub fn try_send(&self, msg: M) -> Result<(), SendError<M>> {
         let size = msg.byte_size();
+        let msg = if self.ring.is_single() {
+            match self.send_single(msg, size) {
+                Single::Sent => return Ok(()),
+                Single::Closed(msg) => return Err(SendError::Closed(msg)),
+                Single::Full(msg) if size > self.pool.byte_budget() => {
+                    return Err(self.oversize(msg, size));
+                }
+                Single::Full(msg) => return Err(SendError::Full(msg)),
+                Single::Oversize(msg) => return Err(self.oversize(msg, size)),
+                Single::Elsewhere(msg) => {
+                    self.switch();
+                    msg
+                }
+            }
+        } else {
+            msg
+        };
+        self.try_send_shared(msg, size)
+    }
+
+    /// [`MailboxSender::try_send`] on the shared lane.
+    fn try_send_shared(&self, msg: M, size: usize) -> Result<(), SendError<M>> {
         let permit = match self.tx.try_reserve() {
             Ok(permit) => permit,
             Err(mpsc::error::TrySendError::Full(())) => {
@@ -231,6 +339,9 @@ impl<M> MailboxSender<M> {
 /// `Closed(msg)` and queued messages are dropped, giving their bytes back.
 pub struct MailboxReceiver<M> {
     rx: mpsc::Receiver<Envelope<M>>,
+    ring: Arc<Lane<M>>,
+    /// The ring's one consumer: `&mut self` keeps it one.
+    merge: Merge<Envelope<M>>,
     pool: SlabPool,
 }
 
@@ -247,16 +358,60 @@ impl<M> MailboxReceiver<M> {
         // the same wait (tokio's own `recv` is such a `poll_fn`), without two state
         // machines nested around it that moved the message in and out on every call.
         std::future::poll_fn(move |cx| {
-            self.rx
-                .poll_recv(cx)
+            self.poll_envelope(cx)
                 .map(|envelope| envelope.map(|envelope| envelope.msg))
         })
+    }
+
+    #[inline]
+    fn poll_envelope(&mut self, cx: &mut Context<'_>) -> Poll<Option<Envelope<M>>> {
+        if self.merge.ring_done() {
+            return self.rx.poll_recv(cx);
+        }
+        // The ring's path spends the cooperative budget as tokio's `recv` does.
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        // SAFETY: `&mut self`: this receiver is the ring's one consumer.
+        if let Some(envelope) = unsafe { self.merge.ready(&self.ring) } {
+            coop.made_progress();
+            return Poll::Ready(Some(envelope));
+        }
+        drop(coop);
+        let rx = &mut self.rx;
+        // SAFETY: as above.
+        unsafe { self.merge.poll_rest(&self.ring, cx, |cx| rx.poll_recv(cx)) }
     }
 
     /// The next message if one is queued now.
     #[inline]
     pub fn try_recv(&mut self) -> Result<M, TryRecvError> {
-        self.rx.try_recv().map(|envelope| envelope.msg)
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let got = if self.merge.ring_done() {
+            self.rx.try_recv().map(Some).or_else(|e| match e {
+                TryRecvError::Empty => Err(e),
+                TryRecvError::Disconnected => Ok(None),
+            })
+        } else if let Some(envelope) = unsafe { self.merge.ready(&self.ring) } {
+            // SAFETY (above and below): `&mut self`: the ring's one consumer.
+            Ok(Some(envelope))
+        } else {
+            let rx = &mut self.rx;
+            match unsafe {
+                self.merge
+                    .poll_rest(&self.ring, &mut cx, |_| match rx.try_recv() {
+                        Ok(envelope) => Poll::Ready(Some(envelope)),
+                        Err(TryRecvError::Empty) => Poll::Pending,
+                        Err(TryRecvError::Disconnected) => Poll::Ready(None),
+                    })
+            } {
+                Poll::Ready(got) => Ok(got),
+                Poll::Pending => Err(TryRecvError::Empty),
+            }
+        };
+        match got {
+            Ok(Some(envelope)) => Ok(envelope.msg),
+            Ok(None) => Err(TryRecvError::Disconnected),
+            Err(e) => Err(e),
+        }
     }
 
     /// Closes the mailbox without dropping what it holds: new sends fail with
@@ -265,16 +420,17 @@ impl<M> MailboxReceiver<M> {
     pub fn close(&mut self) {
         self.rx.close();
         self.pool.close();
+        self.ring.close();
     }
 
     /// How many messages are queued.
     pub fn len(&self) -> usize {
-        self.rx.len()
+        self.ring.len() + usize::from(self.merge.has_stash()) + self.rx.len()
     }
 
     /// Whether no message is queued.
     pub fn is_empty(&self) -> bool {
-        self.rx.is_empty()
+        self.len() == 0
     }
 
     /// The byte accounting of this mailbox.
@@ -285,7 +441,10 @@ impl<M> MailboxReceiver<M> {
 
 impl<M> Drop for MailboxReceiver<M> {
     fn drop(&mut self) {
-        self.rx.close();
-        self.pool.close();
+        self.close();
+        // What the ring still holds leaves now, giving its bytes back (the tokio channel's
+        // are dropped by its receiver, as before).
+        // SAFETY: `&mut self`: the ring's one consumer.
+        while unsafe { self.ring.try_pop() }.is_some() {}
     }
 }
