@@ -1,7 +1,7 @@
 //! Mighty (`mty-runtime`): an agent-first runtime whose primitive is the mailbox.
 //!
-//! A mailbox is a bounded tokio mpsc channel behind an admission step that accounts for each
-//! message's byte size (lock-free byte credits, or a locked slab: [`Admission`]), so
+//! A mailbox is a bounded channel (a single-producer ring while it has one sender, tokio's
+//! mpsc channel after) behind an admission step that accounts for each message's byte size (lock-free byte credits, or a locked slab: [`Admission`]), so
 //! back-pressure holds on bytes as well as on count.
 //!
 //! ```
@@ -40,6 +40,23 @@
 //!
 //! A message larger than the whole budget could never be admitted: every send returns
 //! [`SendError::Oversize`] with it at once, never waits.
+//!
+//! # The single-sender lane
+//! A mailbox starts on its **single-sender lane**: while it has one [`MailboxSender`] (no
+//! clone was ever made), that sender's messages go through a lock-free single-producer ring
+//! of `capacity` slots instead of tokio's multi-producer channel, one atomic exchange to
+//! publish and one to free a slot. The mailbox leaves the lane for good, to the **shared
+//! lane** (tokio's bounded mpsc channel), on the first of:
+//! * a clone of the sender ([`Clone::clone`] switches before it returns);
+//! * a send under [`Policy::Block`] that would have to wait for a slot or for bytes (all
+//!   waiting, with its fairness, is the shared lane's; [`MailboxSender::try_send`] and
+//!   [`Policy::Fail`] return `Full` on the single lane without switching);
+//! * two threads sending through one `&MailboxSender` at the same moment.
+//!
+//! A mailbox whose capacity is over 1024 starts on the shared lane. Dropping clones does not
+//! bring it back. The switch loses, duplicates and reorders nothing: the messages still in
+//! the ring are received before any sent on the shared lane, and each holds a slot of the
+//! shared lane's capacity until received, so the capacity holds across the switch.
 //!
 //! # Allocation
 //! Zero-byte messages (such as [`SmallPayload::Empty`]) take the fast path: a tombstone
