@@ -314,6 +314,38 @@ pub struct Workload {
     pub name: String,
     /// Arguments to `binary`.
     pub args: Vec<String>,
+    /// Lockstep only: whether this workload's arms share one core, overriding
+    /// `measure.lockstep.share_core` (`false` for a workload of several threads among
+    /// single-threaded ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_core: Option<bool>,
+    /// Lockstep only: this workload's sessions, at most `measure.lockstep.sessions` (a slow
+    /// workload measured in fewer sessions than the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<u32>,
+}
+
+impl Workload {
+    /// A workload with the defaults of every optional key.
+    pub fn new(name: impl Into<String>, args: Vec<String>) -> Self {
+        Workload {
+            name: name.into(),
+            args,
+            share_core: None,
+            sessions: None,
+        }
+    }
+
+    /// Its lockstep sessions under `lockstep`.
+    pub fn sessions_in(&self, lockstep: &Lockstep) -> u32 {
+        self.sessions
+            .map_or(lockstep.sessions, |n| n.min(lockstep.sessions))
+    }
+
+    /// Whether its lockstep arms share one core under `lockstep`.
+    pub fn shares_core_in(&self, lockstep: &Lockstep) -> bool {
+        self.share_core.unwrap_or(lockstep.share_core)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -379,6 +411,12 @@ pub fn parse(text: &str) -> Result<Config> {
         if w.args.is_empty() {
             bail!(
                 "workload `{}` has no `args`: the first argument names the mty-bench workload",
+                w.name
+            );
+        }
+        if w.sessions.is_some_and(|n| n < 2) {
+            bail!(
+                "workload `{}`: `sessions` must be at least 2 (an interval needs several sessions)",
                 w.name
             );
         }

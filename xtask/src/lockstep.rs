@@ -29,7 +29,7 @@ use anyhow::{Context, Result, bail};
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Measure;
+use crate::config::{Measure, Workload};
 use crate::exec::{self, Cmd};
 use crate::measure::{WorkloadLine, parse_line};
 use crate::stats::SplitMix64;
@@ -81,9 +81,10 @@ impl Session {
 }
 
 /// The core every arm is pinned to: taking turns means sharing one, the configured one,
-/// else the last; none with `lockstep.share_core = false` (workloads of several threads).
-fn shared_core(cfg: &Measure) -> Option<usize> {
-    if !cfg.lockstep.share_core {
+/// else the last; none where the workload does not share one (`share_core = false`, in
+/// `measure.lockstep` or on the workload: workloads of several threads).
+fn shared_core(cfg: &Measure, share: bool) -> Option<usize> {
+    if !share {
         return None;
     }
     cfg.pin_core.or_else(|| {
@@ -96,7 +97,7 @@ fn shared_core(cfg: &Measure) -> Option<usize> {
 /// Runs one session: starts every arm, `rounds` rounds of turns, then closes them; `bar`
 /// counts the rounds.
 pub fn session(
-    workload: &str,
+    workload: &Workload,
     index: u32,
     arms: &[Arm],
     cfg: &Measure,
@@ -105,7 +106,8 @@ pub fn session(
 ) -> Result<Session> {
     let timeout = Duration::from_secs(cfg.timeout_secs);
     let batch = cfg.lockstep.batch_messages.to_string();
-    let core = shared_core(cfg);
+    let core = shared_core(cfg, workload.shares_core_in(&cfg.lockstep));
+    let workload = workload.name.as_str();
     let mut live = Vec::new();
     for arm in arms {
         let cmd = crate::measure::pinned(&arm.exe, core)
@@ -330,12 +332,19 @@ mod tests {
     fn arms_share_the_configured_core_the_last_one_or_none() {
         let mut cfg = crate::measure::tests::measure_config();
         cfg.pin_core = Some(0);
-        assert_eq!(shared_core(&cfg), Some(0));
+        let share = |cfg: &Measure, w: &Workload| shared_core(cfg, w.shares_core_in(&cfg.lockstep));
+        let mut w = Workload::new("w", vec!["w".into()]);
+        assert_eq!(share(&cfg, &w), Some(0));
         cfg.pin_core = None;
         let last = std::thread::available_parallelism().unwrap().get() - 1;
-        assert_eq!(shared_core(&cfg), Some(last));
+        assert_eq!(share(&cfg, &w), Some(last));
         cfg.pin_core = Some(0);
+        w.share_core = Some(false);
+        assert_eq!(share(&cfg, &w), None, "the workload's own key wins");
         cfg.lockstep.share_core = false;
-        assert_eq!(shared_core(&cfg), None, "unpinned, whatever pin_core says");
+        w.share_core = None;
+        assert_eq!(share(&cfg, &w), None, "unpinned, whatever pin_core says");
+        w.share_core = Some(true);
+        assert_eq!(share(&cfg, &w), Some(0), "the workload's own key wins");
     }
 }

@@ -426,6 +426,22 @@ fn protocol(md: &mut String, m: &crate::config::Measure) {
                 m.bootstrap_resamples,
                 m.min_effect_pct,
             );
+            for w in &m.workloads {
+                let (sessions, shares) = (w.sessions_in(l), w.shares_core_in(l));
+                if sessions != l.sessions || shares != l.share_core {
+                    let _ = writeln!(
+                        md,
+                        "- `{}`: {} sessions, {}.",
+                        w.name,
+                        sessions,
+                        if shares {
+                            "its arms pinned to the shared core"
+                        } else {
+                            "its arms not pinned (`share_core = false`: it runs several threads)"
+                        }
+                    );
+                }
+            }
         }
         Mode::Processes => {
             let _ = writeln!(

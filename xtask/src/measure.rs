@@ -134,7 +134,11 @@ pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {
 /// machine is shared among them rather than landing on one.
 pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<Vec<Session>> {
     let l = &cfg.lockstep;
-    let total = l.sessions as u64 * cfg.workloads.len() as u64 * l.rounds as u64;
+    let total: u64 = cfg
+        .workloads
+        .iter()
+        .map(|w| w.sessions_in(l) as u64 * l.rounds as u64)
+        .sum();
     let bar = ProgressBar::new(total).with_prefix("measure").with_style(
         ProgressStyle::with_template(
             "{prefix:>12} [{bar:30}] {pos}/{len} rounds {elapsed} {wide_msg}",
@@ -145,7 +149,7 @@ pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<Vec<Session>>
     let mut rng = SplitMix64::new(cfg.seed);
     let mut sessions = Vec::new();
     for s in 0..l.sessions {
-        for workload in &cfg.workloads {
+        for workload in cfg.workloads.iter().filter(|w| s < w.sessions_in(l)) {
             bar.set_message(format!("session {} of {}", s + 1, workload.name));
             let arms: Vec<Arm> = arms
                 .iter()
@@ -155,7 +159,7 @@ pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<Vec<Session>>
                     args: workload.args.iter().chain(&a.extra).cloned().collect(),
                 })
                 .collect();
-            let session = lockstep::session(&workload.name, s, &arms, cfg, &mut rng, &bar)
+            let session = lockstep::session(workload, s, &arms, cfg, &mut rng, &bar)
                 .with_context(|| format!("measuring `{}` (lockstep)", workload.name))?;
             sessions.push(session);
         }

@@ -72,10 +72,13 @@ pub fn run(builds: &[Built], cfg: &Measure) -> Result<Vec<Session>> {
             }
         }
         // The arms carry their whole command line; the session's "workload" only names it.
+        let subject = workload(cfg, &v.subject)?;
         let one = Measure {
+            // Pinned and counted as the subject workload is.
             workloads: vec![Workload {
-                name: session_name(v),
-                args: Vec::new(),
+                share_core: subject.share_core,
+                sessions: subject.sessions,
+                ..Workload::new(session_name(v), Vec::new())
             }],
             ..cfg.clone()
         };
@@ -241,10 +244,7 @@ pub mod tests {
     pub fn cfg() -> Measure {
         let mut m = crate::measure::tests::measure_config();
         m.workloads = ["mailbox", "tokio"]
-            .map(|n| Workload {
-                name: n.to_string(),
-                args: vec![n.to_string()],
-            })
+            .map(|n| Workload::new(n, vec![n.to_string()]))
             .to_vec();
         m.versus = vec![Versus {
             subject: "mailbox".into(),

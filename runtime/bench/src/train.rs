@@ -48,11 +48,14 @@ pub fn run(args: &Args) -> TrainReport {
     ] {
         let mut a = args.clone();
         // Empty payloads, one at a time, are the runtime's fast path and most of what a
-        // latency-bound user runs: twice the weight of the other sizes (measured: with equal
-        // weights the training got 57-70 % of an oracle profile's gain on the empty round
-        // trips, with `Semaphore::try_acquire` at 0.8 % of the training's count against 7.7 % of
-        // the `try_send` loop's).
-        a.messages = if bytes == 0 { n / 4 } else { n / 8 }.max(1);
+        // latency-bound user runs: eight times the weight of the other sizes. Measured: with
+        // equal weights the training got 57-70 % of an oracle profile's gain on the empty round
+        // trips (`Semaphore::try_acquire` at 0.8 % of the training's count against 7.7 % of the
+        // `try_send` loop's); at twice the weight, 97-118 %, until the single-sender lane made
+        // these round trips so cheap that the several-sender parts below outweighed them
+        // (`send_single` 1.0 % of the training's count against 10.7 % of the `send` loop's;
+        // 64-65 % of the oracle's gain).
+        a.messages = if bytes == 0 { n } else { n / 8 }.max(1);
         a.warmup = 0;
         a.payload_bytes = bytes;
         a.policy = if policy == "block" {
