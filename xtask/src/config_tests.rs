@@ -1,0 +1,162 @@
+//! The config's parsing and validation, on TOML text and the committed profiles.
+
+use super::*;
+
+fn check_err(text: &str, expected: &[&str]) {
+    let err = parse(text).unwrap_err().to_string();
+    for part in expected {
+        assert!(err.contains(part), "expected {part:?} in:\n{err}");
+    }
+}
+
+const GOOD: &str = r#"
+binary = "mty-bench"
+[train]
+timeout_secs = 60
+workloads = [{ name = "train", args = ["train"] }]
+[measure]
+pairs = 2
+seed = 1
+timeout_secs = 60
+bootstrap_resamples = 10000
+min_effect_pct = 1.0
+max_involuntary_switches = 50
+max_sys_fraction = 0.25
+workloads = [{ name = "lat", args = ["agent_send_latency"] }]
+[instructions]
+messages = 1000
+timeout_secs = 60
+[apply_check]
+required = ["mty_runtime::"]
+[check]
+workloads = ["lat"]
+min_pgo_gain_pct = 0.0
+[compare]
+messages = 1000
+warmup = 100
+rounds = 1
+seed = 1
+timeout_secs = 60
+"#;
+
+#[test]
+fn the_committed_profiles_parse() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles");
+    for name in ["default.toml", "quick.toml"] {
+        load(&root.join(name)).unwrap();
+    }
+    parse(GOOD).unwrap();
+}
+
+#[test]
+fn an_unknown_key_names_line_and_key() {
+    check_err(
+        &GOOD.replace("pairs = 2", "pairs = 2\nwarmups = 3"),
+        &["line 8", "unknown field `warmups`"],
+    );
+}
+
+#[test]
+fn a_wrong_type_names_line_and_key() {
+    check_err(
+        &GOOD.replace("pairs = 2", "pairs = \"two\""),
+        &[
+            "line 7",
+            "pairs = \"two\"",
+            "invalid type: string \"two\", expected u32",
+        ],
+    );
+}
+
+#[test]
+fn a_syntax_error_names_the_line() {
+    check_err(
+        &GOOD.replace("[measure]", "[measure"),
+        &["line 6", "unclosed table"],
+    );
+}
+
+#[test]
+fn a_missing_key_is_named() {
+    check_err(
+        &GOOD.replace("binary = \"mty-bench\"", ""),
+        &["missing field `binary`"],
+    );
+}
+
+#[test]
+fn empty_or_duplicate_workloads_are_refused() {
+    check_err(
+        &GOOD.replace("pairs = 2", "pairs = 1"),
+        &["`measure.pairs` must be at least 2"],
+    );
+    check_err(
+        &GOOD.replace(
+            r#"workloads = [{ name = "lat", args = ["agent_send_latency"] }]"#,
+            "workloads = []",
+        ),
+        &["`measure.workloads` is empty"],
+    );
+    check_err(
+        &GOOD.replace(r#"workloads = ["lat"]"#, r#"workloads = ["nope"]"#),
+        &["`check.workloads` names `nope`, which is not a measured workload (lat)"],
+    );
+    check_err(
+        &GOOD.replace(
+            "[instructions]",
+            "versus = [{ subject = \"lat\", reference = \"tokio\" }]\n[instructions]",
+        ),
+        &["`measure.versus` names `tokio`, which is not a measured workload (lat)"],
+    );
+    check_err(
+        &GOOD.replace(
+            r#"[{ name = "lat", args = ["agent_send_latency"] }]"#,
+            r#"[{ name = "a", args = ["x"] }, { name = "a", args = ["y"] }]"#,
+        ),
+        &["two measured workloads are named `a`"],
+    );
+}
+
+#[test]
+fn bolt_enabled_is_auto_true_or_false() {
+    assert_eq!(parse(GOOD).unwrap().bolt.enabled, BoltEnabled::Auto);
+    for (text, want) in [
+        ("\"auto\"", BoltEnabled::Auto),
+        ("true", BoltEnabled::On),
+        ("false", BoltEnabled::Off),
+    ] {
+        let c = parse(&format!("{GOOD}[bolt]\nenabled = {text}\n")).unwrap();
+        assert_eq!(c.bolt.enabled, want);
+        assert_eq!(c.bolt.options[0], "-reorder-blocks=ext-tsp");
+    }
+    check_err(
+        &format!("{GOOD}[bolt]\nenabled = \"sometimes\"\n"),
+        &["`bolt.enabled` is \"auto\", true or false, not \"sometimes\""],
+    );
+}
+
+#[test]
+fn a_file_error_names_the_file() {
+    let err = load(Path::new("/nonexistent/profiles/x.toml")).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("cannot read pipeline config /nonexistent/profiles/x.toml"),
+        "{err:#}"
+    );
+}
+
+#[test]
+fn a_workloads_own_lockstep_keys_parse_and_are_checked() {
+    let text = GOOD.replace(
+        r#"workloads = [{ name = "lat", args = ["agent_send_latency"] }]"#,
+        r#"workloads = [{ name = "lat", args = ["agent_send_latency"], share_core = false, sessions = 7 }]"#,
+    );
+    let config = parse(&text).unwrap();
+    let (w, l) = (&config.measure.workloads[0], &config.measure.lockstep);
+    assert_eq!((w.share_core, w.sessions), (Some(false), Some(7)));
+    assert_eq!(w.sessions_in(l), 7.min(l.sessions));
+    assert!(!w.shares_core_in(l));
+    check_err(
+        &text.replace("sessions = 7", "sessions = 1"),
+        &["workload `lat`", "`sessions` must be at least 2"],
+    );
+}
