@@ -323,6 +323,10 @@ pub struct Workload {
     /// workload measured in fewer sessions than the others).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<u32>,
+    /// `false`: no instructions per message for it (a workload of several threads, whose
+    /// count depends on how they are scheduled, so it is no deterministic metric).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<bool>,
 }
 
 impl Workload {
@@ -333,6 +337,7 @@ impl Workload {
             args,
             share_core: None,
             sessions: None,
+            instructions: None,
         }
     }
 

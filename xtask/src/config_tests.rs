@@ -148,11 +148,14 @@ fn a_file_error_names_the_file() {
 fn a_workloads_own_lockstep_keys_parse_and_are_checked() {
     let text = GOOD.replace(
         r#"workloads = [{ name = "lat", args = ["agent_send_latency"] }]"#,
-        r#"workloads = [{ name = "lat", args = ["agent_send_latency"], share_core = false, sessions = 7 }]"#,
+        r#"workloads = [{ name = "lat", args = ["agent_send_latency"], share_core = false, sessions = 7, instructions = false }]"#,
     );
     let config = parse(&text).unwrap();
     let (w, l) = (&config.measure.workloads[0], &config.measure.lockstep);
-    assert_eq!((w.share_core, w.sessions), (Some(false), Some(7)));
+    assert_eq!(
+        (w.share_core, w.sessions, w.instructions),
+        (Some(false), Some(7), Some(false))
+    );
     assert_eq!(w.sessions_in(l), 7.min(l.sessions));
     assert!(!w.shares_core_in(l));
     check_err(

@@ -52,7 +52,10 @@ pub fn measure(
     let mut out = Vec::new();
     for workload in workloads {
         for v in builds {
-            let (per_message, totals, simulated, note) = match &skipped {
+            let off = (workload.instructions == Some(false)).then(|| {
+                "not counted (`instructions = false` on the workload: its threads' scheduling moves the count)".to_string()
+            });
+            let (per_message, totals, simulated, note) = match off.as_ref().or(skipped.as_ref()) {
                 Some(why) => (None, None, None, Some(why.clone())),
                 None => match count(v, workload, cfg) {
                     Ok([a, b]) => {
@@ -130,5 +133,30 @@ mod tests {
         let stderr = "==6478== Callgrind, a call-graph generating cache profiler\n==6478== Events    : Ir\n==6478== Collected : 26911083\n==6478== \n==6478== I   refs:      26,911,083\n";
         assert_eq!(parse_events(stderr).unwrap()["Ir"], 26911083);
         assert_eq!(parse_events("nothing"), None);
+    }
+
+    /// A workload with `instructions = false` is never run under callgrind (the executable
+    /// here does not exist: running it would fail with another note) and says why.
+    #[test]
+    fn a_workload_with_instructions_off_is_not_counted_and_says_why() {
+        let built = Built::new(
+            crate::build::Build::Release,
+            "/nonexistent/mty-bench".into(),
+            String::new(),
+        );
+        let mut workload = Workload::new("contended", vec!["agent_send_contended".into()]);
+        workload.instructions = Some(false);
+        let cfg = Instructions {
+            messages: 1000,
+            timeout_secs: 5,
+        };
+        let counts = measure(&[built], &[workload], &cfg);
+        assert_eq!(counts.len(), 1);
+        assert_eq!(counts[0].per_message, None);
+        let note = counts[0].note.as_deref().unwrap();
+        assert!(
+            note.contains("`instructions = false` on the workload"),
+            "{note}"
+        );
     }
 }
