@@ -44,9 +44,10 @@
 //! # The single-sender lane
 //! A mailbox starts on its **single-sender lane**: while it has one [`MailboxSender`] (no
 //! clone was ever made), that sender's messages go through a lock-free single-producer ring
-//! of `capacity` slots instead of tokio's multi-producer channel, one atomic exchange to
-//! publish and one to free a slot. The mailbox leaves the lane for good, to the **shared
-//! lane** (tokio's bounded mpsc channel), on the first of:
+//! of `capacity` slots instead of tokio's multi-producer channel (a send takes and gives
+//! back the ring's token, two atomic exchanges, and publishes with a store and a fence; a
+//! receive frees its slot with a store and a fence). The mailbox leaves the lane for good,
+//! to the **shared lane** (tokio's bounded mpsc channel), on the first of:
 //! * a clone of the sender ([`Clone::clone`] switches before it returns);
 //! * a send under [`Policy::Block`] that would have to wait for a slot or for bytes (all
 //!   waiting, with its fairness, is the shared lane's; [`MailboxSender::try_send`] and

@@ -536,21 +536,17 @@ pub mod tests {
         expect_file("report-lockstep.md", &md);
     }
 
-    /// A workload with its own lockstep keys gets a line saying how it was measured; the
-    /// others get none.
+    /// A workload with its own lockstep keys gets a line saying how it was measured.
     #[test]
     fn a_workloads_own_lockstep_keys_are_stated_in_report_md() {
         let mut r = lockstep_fixture();
         let plain = crate::markdown::render_markdown(&r);
         assert!(!plain.contains("its arms not pinned"), "{plain}");
         let w = &mut r.config.config.measure.workloads[0];
-        (w.share_core, w.sessions) = (Some(false), Some(4));
+        (w.share_core, w.sessions, w.name) = (Some(false), Some(4), "w".into());
         let md = crate::markdown::render_markdown(&r);
-        let line = format!(
-            "- `{}`: 4 sessions, its arms not pinned (`share_core = false`: it runs several threads).",
-            r.config.config.measure.workloads[0].name
-        );
-        assert!(md.contains(&line), "{md}");
+        let line = "- `w`: 4 sessions, its arms not pinned (`share_core = false`: it runs several threads).";
+        assert!(md.contains(line), "{md}");
     }
 
     /// Compares with a committed expected file; `UPDATE_EXPECT=1` rewrites it.
