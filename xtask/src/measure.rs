@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use crate::build::{Build, Built};
-use crate::config::Measure;
+use crate::config::{Measure, Workload};
 use crate::exec::Cmd;
 use crate::lockstep::{self, Arm, Session};
 use crate::stats::SplitMix64;
@@ -134,11 +134,8 @@ pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {
 /// machine is shared among them rather than landing on one.
 pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<Vec<Session>> {
     let l = &cfg.lockstep;
-    let total: u64 = cfg
-        .workloads
-        .iter()
-        .map(|w| w.sessions_in(l) as u64 * l.rounds as u64)
-        .sum();
+    let schedule = lockstep_schedule(cfg);
+    let total = schedule.len() as u64 * l.rounds as u64;
     let bar = ProgressBar::new(total).with_prefix("measure").with_style(
         ProgressStyle::with_template(
             "{prefix:>12} [{bar:30}] {pos}/{len} rounds {elapsed} {wide_msg}",
@@ -148,24 +145,36 @@ pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<Vec<Session>>
     );
     let mut rng = SplitMix64::new(cfg.seed);
     let mut sessions = Vec::new();
-    for s in 0..l.sessions {
-        for workload in cfg.workloads.iter().filter(|w| s < w.sessions_in(l)) {
-            bar.set_message(format!("session {} of {}", s + 1, workload.name));
-            let arms: Vec<Arm> = arms
-                .iter()
-                .map(|a| Arm {
-                    name: a.name.clone(),
-                    exe: a.exe.clone(),
-                    args: workload.args.iter().chain(&a.extra).cloned().collect(),
-                })
-                .collect();
-            let session = lockstep::session(workload, s, &arms, cfg, &mut rng, &bar)
-                .with_context(|| format!("measuring `{}` (lockstep)", workload.name))?;
-            sessions.push(session);
-        }
+    for (s, workload) in schedule {
+        bar.set_message(format!("session {} of {}", s + 1, workload.name));
+        let arms: Vec<Arm> = arms
+            .iter()
+            .map(|a| Arm {
+                name: a.name.clone(),
+                exe: a.exe.clone(),
+                args: workload.args.iter().chain(&a.extra).cloned().collect(),
+            })
+            .collect();
+        let session = lockstep::session(workload, s, &arms, cfg, &mut rng, &bar)
+            .with_context(|| format!("measuring `{}` (lockstep)", workload.name))?;
+        sessions.push(session);
     }
     bar.finish_and_clear();
     Ok(sessions)
+}
+
+/// The lockstep sessions in the order they run: session by session, each workload that
+/// takes part in it (a workload's own `sessions` ends its part early).
+fn lockstep_schedule(cfg: &Measure) -> Vec<(u32, &Workload)> {
+    let l = &cfg.lockstep;
+    (0..l.sessions)
+        .flat_map(|s| {
+            cfg.workloads
+                .iter()
+                .filter(move |w| s < w.sessions_in(l))
+                .map(move |w| (s, w))
+        })
+        .collect()
 }
 
 /// `measure.mode = "processes"`: K blocks per workload, each a random order of one
@@ -246,6 +255,43 @@ pub mod tests {
         )
         .unwrap()
         .measure
+    }
+
+    /// A workload with fewer sessions of its own takes part in the first ones only; the
+    /// others alternate with it as before.
+    #[test]
+    fn the_lockstep_schedule_gives_each_workload_its_sessions() {
+        let mut cfg = measure_config();
+        cfg.lockstep.sessions = 3;
+        cfg.workloads = vec![
+            Workload::new("a", vec!["a".into()]),
+            Workload {
+                sessions: Some(2),
+                ..Workload::new("b", vec!["b".into()])
+            },
+            Workload {
+                sessions: Some(9),
+                ..Workload::new("c", vec!["c".into()])
+            },
+        ];
+        let order: Vec<(u32, &str)> = lockstep_schedule(&cfg)
+            .into_iter()
+            .map(|(s, w)| (s, w.name.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (0, "a"),
+                (0, "b"),
+                (0, "c"),
+                (1, "a"),
+                (1, "b"),
+                (1, "c"),
+                (2, "a"),
+                (2, "c")
+            ],
+            "b stops after its 2; c's 9 is capped at the config's 3"
+        );
     }
 
     #[test]
