@@ -144,9 +144,9 @@ impl<M> Clone for MailboxSender<M> {
 }
 
 impl<M> MailboxSender<M> {
-    /// Moves the mailbox to the shared lane (a no-op once there), reserving a slot of the
+    /// Moves the mailbox to the shared lane (one load once there), reserving a slot of the
     /// tokio channel for each message still in the ring.
-    #[cold]
+    #[inline]
     fn switch(&self) {
         self.ring
             .switch(|| self.tx.clone().try_reserve_owned().ok());
@@ -384,33 +384,28 @@ impl<M> MailboxReceiver<M> {
     /// The next message if one is queued now.
     #[inline]
     pub fn try_recv(&mut self) -> Result<M, TryRecvError> {
+        if self.merge.ring_done() {
+            return self.rx.try_recv().map(|envelope| envelope.msg);
+        }
+        // SAFETY (here and below): `&mut self`: this receiver is the ring's one consumer.
+        if let Some(envelope) = unsafe { self.merge.ready(&self.ring) } {
+            return Ok(envelope.msg);
+        }
+        // The same order-keeping rest as `recv`, asking tokio's lane without waiting.
+        let rx = &mut self.rx;
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        let got = if self.merge.ring_done() {
-            self.rx.try_recv().map(Some).or_else(|e| match e {
-                TryRecvError::Empty => Err(e),
-                TryRecvError::Disconnected => Ok(None),
-            })
-        } else if let Some(envelope) = unsafe { self.merge.ready(&self.ring) } {
-            // SAFETY (above and below): `&mut self`: the ring's one consumer.
-            Ok(Some(envelope))
-        } else {
-            let rx = &mut self.rx;
-            match unsafe {
-                self.merge
-                    .poll_rest(&self.ring, &mut cx, |_| match rx.try_recv() {
-                        Ok(envelope) => Poll::Ready(Some(envelope)),
-                        Err(TryRecvError::Empty) => Poll::Pending,
-                        Err(TryRecvError::Disconnected) => Poll::Ready(None),
-                    })
-            } {
-                Poll::Ready(got) => Ok(got),
-                Poll::Pending => Err(TryRecvError::Empty),
-            }
+        let rest = unsafe {
+            self.merge
+                .poll_rest(&self.ring, &mut cx, |_| match rx.try_recv() {
+                    Ok(envelope) => Poll::Ready(Some(envelope)),
+                    Err(TryRecvError::Empty) => Poll::Pending,
+                    Err(TryRecvError::Disconnected) => Poll::Ready(None),
+                })
         };
-        match got {
-            Ok(Some(envelope)) => Ok(envelope.msg),
-            Ok(None) => Err(TryRecvError::Disconnected),
-            Err(e) => Err(e),
+        match rest {
+            Poll::Ready(Some(envelope)) => Ok(envelope.msg),
+            Poll::Ready(None) => Err(TryRecvError::Disconnected),
+            Poll::Pending => Err(TryRecvError::Empty),
         }
     }
 

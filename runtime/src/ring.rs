@@ -235,10 +235,17 @@ impl<T, P> Ring<T, P> {
     /// Moves the mailbox to the shared lane for good (see the module docs); `reserve` takes
     /// one slot of the shared lane for each message still in the ring. Returns when the
     /// switch is complete, also when another thread made it.
-    pub(crate) fn switch(&self, mut reserve: impl FnMut() -> Option<P>) {
-        if self.lane.load(Ordering::SeqCst) == SHARED {
-            return;
+    #[inline]
+    pub(crate) fn switch(&self, reserve: impl FnMut() -> Option<P>) {
+        // Every send on the shared lane comes here: once shared, one load and no call.
+        if self.lane.load(Ordering::SeqCst) != SHARED {
+            self.switch_slow(reserve);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn switch_slow(&self, mut reserve: impl FnMut() -> Option<P>) {
         if self
             .lane
             .compare_exchange(SINGLE, SWITCHING, Ordering::SeqCst, Ordering::SeqCst)

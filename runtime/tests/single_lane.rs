@@ -163,3 +163,25 @@ fn one_handle_used_from_two_threads_at_once_loses_and_reorders_nothing() {
         assert!(rx.try_recv().is_err());
     });
 }
+
+#[test]
+fn a_capacity_past_the_rings_limit_keeps_the_contract() {
+    // 2000 slots: no ring (it would be allocated whole), so the receiver reads tokio's
+    // channel from the first message: order, closing and the byte accounting still hold.
+    current_thread().block_on(async {
+        let (tx, mut rx) = Mailbox::new(2000, 1 << 20).open::<SmallPayload>();
+        for t in 0..200u8 {
+            tx.try_send(tagged(t)).unwrap();
+        }
+        assert_eq!(rx.len(), 200);
+        let other = tx.clone();
+        other.send(tagged(250)).await.unwrap();
+        for t in 0..200u8 {
+            assert_eq!(tag(&rx.recv().await.unwrap()), t, "in order");
+        }
+        assert_eq!(rx.try_recv().map(|m| tag(&m)), Ok(250));
+        drop((tx, other));
+        assert!(rx.recv().await.is_none());
+        assert_eq!(rx.pool_stats().bytes_in_use, 0);
+    });
+}
