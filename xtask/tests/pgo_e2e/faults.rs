@@ -380,12 +380,24 @@ fn disturb_a_lockstep_arm(edits: &[(&str, &str)], provoke: impl FnOnce(u32)) -> 
     });
     let xtask_pid = child.id();
     let needles = [lto_pgo.as_str(), "--lockstep"];
+    // The pid is taken from the scan that found it, once the arm is the executable itself: a
+    // pinned arm starts as `taskset … <exe>`, and while taskset execs the executable its
+    // /proc cmdline reads empty for a moment (CI once caught that window between two scans).
+    let mut arm = None;
     assert!(
-        eventually(60, || descendants_with(xtask_pid, &needles).len() == 1),
+        eventually(60, || {
+            arm = match descendants_with(xtask_pid, &needles)[..] {
+                [pid] => std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.starts_with(lto_pgo.as_bytes()))
+                    .then_some(pid),
+                _ => None,
+            };
+            arm.is_some()
+        }),
         "the lto+pgo arm started: {:?}",
         descendants_with(xtask_pid, &["--lockstep"])
     );
-    let pid = descendants_with(xtask_pid, &needles)[0];
+    let pid = arm.unwrap();
     provoke(pid);
     let status = child.0.wait().unwrap();
     let err = reader.join().unwrap();
