@@ -32,6 +32,7 @@ pub struct Mailbox {
     byte_budget: usize,
     policy: Policy,
     admission: Admission,
+    single_lane: bool,
 }
 
 impl Mailbox {
@@ -49,6 +50,7 @@ impl Mailbox {
             byte_budget,
             policy: Policy::Block,
             admission: Admission::fitting(capacity, byte_budget),
+            single_lane: true,
         }
     }
 
@@ -66,6 +68,16 @@ impl Mailbox {
         Mailbox { admission, ..self }
     }
 
+    /// The same mailbox with its single-sender lane on (the default) or off: off, it starts
+    /// on the shared lane, as a mailbox of capacity over 1024 does (see the crate docs, "The
+    /// single-sender lane"). Off is there to measure what the lane buys or costs.
+    pub fn single_sender_lane(self, on: bool) -> Self {
+        Mailbox {
+            single_lane: on,
+            ..self
+        }
+    }
+
     /// The count capacity.
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -80,7 +92,7 @@ impl Mailbox {
     pub fn open<M: ByteSize>(self) -> (MailboxSender<M>, MailboxReceiver<M>) {
         let (tx, rx) = mpsc::channel(self.capacity);
         let pool = SlabPool::with_admission(self.byte_budget, self.admission);
-        let ring = Arc::new(Ring::new(self.capacity));
+        let ring = Arc::new(Ring::new(self.capacity, self.single_lane));
         (
             MailboxSender {
                 tx,
@@ -332,6 +344,12 @@ impl<M> MailboxSender<M> {
     /// The byte accounting of this mailbox.
     pub fn pool_stats(&self) -> PoolStats {
         self.pool.stats()
+    }
+
+    /// Whether the mailbox is still on its single-sender lane (see the crate docs): `false`
+    /// once it has moved to the shared lane, for good.
+    pub fn on_single_lane(&self) -> bool {
+        self.ring.on_single_lane()
     }
 }
 

@@ -100,10 +100,10 @@ fn lock<G>(mutex: &Mutex<G>) -> MutexGuard<'_, G> {
 }
 
 impl<T, P> Ring<T, P> {
-    /// A ring for `capacity` messages, on the single lane; past [`RING_MAX`], no slots and
-    /// the shared lane from the start.
-    pub(crate) fn new(capacity: usize) -> Self {
-        let (slots, lane) = if capacity <= RING_MAX {
+    /// A ring for `capacity` messages, on the single lane; past [`RING_MAX`], or when
+    /// `single` is false, no slots and the shared lane from the start.
+    pub(crate) fn new(capacity: usize, single: bool) -> Self {
+        let (slots, lane) = if single && capacity <= RING_MAX {
             (capacity.next_power_of_two(), SINGLE)
         } else {
             (0, SHARED)
@@ -230,6 +230,11 @@ impl<T, P> Ring<T, P> {
     fn give_token(&self) {
         self.token.store(false, Ordering::Release);
         self.notify_gate();
+    }
+
+    /// Whether the lane is still `SINGLE` (not switching, not shared).
+    pub(crate) fn on_single_lane(&self) -> bool {
+        self.lane.load(Ordering::Relaxed) == SINGLE
     }
 
     /// Moves the mailbox to the shared lane for good (see the module docs); `reserve` takes

@@ -104,7 +104,7 @@ fn model(capacity: usize, from_owner: &'static [u32], from_clone: u32, racing: u
     builder.preemption_bound = Some(3);
     builder.max_branches = 10_000;
     builder.check(move || {
-        let ring: Arc<Model> = Arc::new(Ring::new(capacity));
+        let ring: Arc<Model> = Arc::new(Ring::new(capacity, true));
         let shared = Arc::new(Shared {
             state: Mutex::new((VecDeque::new(), capacity)),
             capacity,

@@ -24,6 +24,64 @@ fn tag(msg: &SmallPayload) -> u8 {
 }
 
 #[test]
+fn the_lane_is_left_exactly_when_the_spec_says() {
+    current_thread().block_on(async {
+        let (tx, mut rx) = Mailbox::new(2, 1000).open::<SmallPayload>();
+        assert!(
+            tx.on_single_lane(),
+            "a new mailbox starts on the single lane"
+        );
+        tx.try_send(tagged(1)).unwrap();
+        tx.send(tagged(2)).await.unwrap();
+        assert!(matches!(tx.try_send(tagged(3)), Err(SendError::Full(_))));
+        assert!(
+            tx.on_single_lane(),
+            "try_send on a full ring returns Full, no switch"
+        );
+        {
+            let mut waiting = pin!(tx.send(tagged(3)));
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(waiting.as_mut().poll(&mut cx).is_pending());
+            assert!(!tx.on_single_lane(), "a Block send that must wait switched");
+        }
+        assert_eq!(tag(&rx.recv().await.unwrap()), 1);
+
+        let (tx, _rx) = Mailbox::new(2, 1000).open::<SmallPayload>();
+        let other = tx.clone();
+        assert!(
+            !tx.on_single_lane() && !other.on_single_lane(),
+            "a clone switched"
+        );
+        drop(other);
+        assert!(!tx.on_single_lane(), "for good");
+
+        let (tx, _rx) = Mailbox::new(1024, 1000).open::<SmallPayload>();
+        assert!(tx.on_single_lane(), "1024 slots: a ring");
+        let (tx, _rx) = Mailbox::new(1025, 1000).open::<SmallPayload>();
+        assert!(!tx.on_single_lane(), "past 1024: shared from the start");
+    });
+}
+
+#[test]
+fn with_the_lane_off_the_mailbox_starts_shared_and_keeps_the_contract() {
+    current_thread().block_on(async {
+        let (tx, mut rx) = Mailbox::new(2, 1000)
+            .single_sender_lane(false)
+            .open::<SmallPayload>();
+        assert!(!tx.on_single_lane());
+        tx.send(tagged(1)).await.unwrap();
+        tx.try_send(tagged(2)).unwrap();
+        assert!(matches!(tx.try_send(tagged(3)), Err(SendError::Full(_))));
+        assert_eq!(rx.pool_stats().slots_in_use, 2);
+        assert_eq!(tag(&rx.recv().await.unwrap()), 1);
+        assert_eq!(rx.try_recv().map(|m| tag(&m)), Ok(2));
+        drop(tx);
+        assert!(rx.recv().await.is_none());
+        assert_eq!(rx.pool_stats().bytes_in_use, 0);
+    });
+}
+
+#[test]
 fn a_clone_mid_stream_keeps_order_and_the_capacity() {
     current_thread().block_on(async {
         let (tx, mut rx) = Mailbox::new(4, 1000).open::<SmallPayload>();

@@ -6,6 +6,7 @@ pub const USAGE: &str = "\
 usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
                  [--untimed] [--emit-values] [--lockstep BATCH] [--inject-ns N]
                  [--senders N] [--workers N] [--budget-bytes N] [--admission locked|atomic]
+                 [--single-lane on|off]
 
 workloads:
   agent_send_latency       per-message send->recv latency through a Mighty mailbox (capacity 8)
@@ -31,6 +32,9 @@ workloads:
 
 --admission locked|atomic: the mailbox's admission design for non-empty messages (the
            pool's lock and slab, or lock-free byte credits, the default; mty_runtime::Admission).
+
+--single-lane on|off: the mailbox's single-sender lane (on, the default) or the shared lane
+           from the start (mty_runtime::Mailbox::single_sender_lane): what the lane buys.
 
 --inject-ns N: add N ns to every measured round trip: a known effect, exactly, for
            `cargo xtask pgo calibrate` to check what the measurement detects. Lockstep
@@ -96,6 +100,8 @@ pub struct Args {
     pub budget_bytes: Option<usize>,
     /// The mailbox's admission design (`--admission`; `None`: the mailbox's default).
     pub admission: Option<mty_runtime::Admission>,
+    /// The mailbox's single-sender lane (`--single-lane`; on unless `off`).
+    pub single_lane: bool,
 }
 
 #[derive(Debug)]
@@ -108,6 +114,17 @@ impl fmt::Display for ArgError {
 }
 
 impl Args {
+    /// A mailbox of `capacity` and `budget` bytes with the admission design and lane asked
+    /// for (the policy is the caller's).
+    pub fn mailbox(&self, capacity: usize, budget: usize) -> mty_runtime::Mailbox {
+        let mailbox =
+            mty_runtime::Mailbox::new(capacity, budget).single_sender_lane(self.single_lane);
+        match self.admission {
+            Some(admission) => mailbox.admission(admission),
+            None => mailbox,
+        }
+    }
+
     pub fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, ArgError> {
         let workload = match argv.next().as_deref() {
             Some("agent_send_latency") => Workload::AgentSendLatency,
@@ -135,6 +152,7 @@ impl Args {
             workers: 2,
             budget_bytes: None,
             admission: None,
+            single_lane: true,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -159,6 +177,17 @@ impl Args {
                         other => {
                             return Err(ArgError(format!(
                                 "`--admission` takes `locked` or `atomic`, not `{other}`"
+                            )));
+                        }
+                    }
+                }
+                "--single-lane" => {
+                    args.single_lane = match value()?.as_str() {
+                        "on" => true,
+                        "off" => false,
+                        other => {
+                            return Err(ArgError(format!(
+                                "`--single-lane` takes `on` or `off`, not `{other}`"
                             )));
                         }
                     }
@@ -263,6 +292,17 @@ mod tests {
             (200, 6, 3, Some(400))
         );
         assert_eq!(c.admission, Some(mty_runtime::Admission::Atomic));
+        // The lane flag reaches the mailbox the workloads open.
+        for (line, lane) in [
+            ("agent_send_latency", true),
+            ("agent_send_latency --single-lane on", true),
+            ("agent_send_contended --single-lane off", false),
+        ] {
+            let a = parse(line).unwrap();
+            assert_eq!(a.single_lane, lane, "{line}");
+            let (tx, _rx) = a.mailbox(8, 64).open::<mty_runtime::SmallPayload>();
+            assert_eq!(tx.on_single_lane(), lane, "{line}");
+        }
         for (line, expected) in [
             (
                 "agent_send_contended --payload-bytes 7",
@@ -283,6 +323,10 @@ mod tests {
             (
                 "agent_send_latency --admission some",
                 "`--admission` takes `locked` or `atomic`, not `some`",
+            ),
+            (
+                "agent_send_latency --single-lane maybe",
+                "`--single-lane` takes `on` or `off`, not `maybe`",
             ),
         ] {
             let err = parse(line).unwrap_err();

@@ -17,7 +17,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use mty_runtime::{Mailbox, MailboxReceiver, MailboxSender, SmallPayload};
+use mty_runtime::{MailboxReceiver, MailboxSender, SmallPayload};
 
 use crate::args::Args;
 use crate::latency::{CAPACITY, LatencyReport, lockstep_protocol, new_histogram, report};
@@ -29,11 +29,7 @@ pub fn run(args: &Args) -> LatencyReport {
         .build()
         .expect("a multi-thread tokio runtime");
     let budget = args.budget_bytes.unwrap_or(4 * args.payload_bytes);
-    let mut mailbox = Mailbox::new(CAPACITY, budget);
-    if let Some(admission) = args.admission {
-        mailbox = mailbox.admission(admission);
-    }
-    let (tx, rx) = mailbox.open::<SmallPayload>();
+    let (tx, rx) = args.mailbox(CAPACITY, budget).open::<SmallPayload>();
     let mut load = Load {
         tx,
         rx: Some(rx),

@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use mty_runtime::{Mailbox, Policy, SmallPayload};
+use mty_runtime::{Policy, SmallPayload};
 use serde::Serialize;
 
 use crate::args::{Args, PolicyArg};
@@ -59,11 +59,10 @@ pub fn mailbox(args: &Args) -> LatencyReport {
         PolicyArg::Block => Policy::Block,
         PolicyArg::Fail => Policy::Fail,
     };
-    let mut mailbox = Mailbox::new(CAPACITY, BYTE_BUDGET.max(args.payload_bytes)).policy(policy);
-    if let Some(admission) = args.admission {
-        mailbox = mailbox.admission(admission);
-    }
-    let (tx, mut rx) = mailbox.open::<SmallPayload>();
+    let (tx, mut rx) = args
+        .mailbox(CAPACITY, BYTE_BUDGET.max(args.payload_bytes))
+        .policy(policy)
+        .open::<SmallPayload>();
     // Under Policy::Fail, `send` is `try_send`: the policy decides, as a user would see it.
     run(args, async |msg| {
         tx.send(msg).await.expect("the receiver is alive");
