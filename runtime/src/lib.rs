@@ -54,7 +54,9 @@
 //!   [`Policy::Fail`] return `Full` on the single lane without switching);
 //! * two threads sending through one `&MailboxSender` at the same moment.
 //!
-//! A mailbox whose capacity is over 1024 starts on the shared lane. Dropping clones does not
+//! A mailbox whose capacity is over 1024, or made with
+//! [`Mailbox::single_sender_lane`]`(false)`, starts on the shared lane
+//! ([`MailboxSender::on_single_lane`] says which lane a mailbox is on). Dropping clones does not
 //! bring it back. The switch loses, duplicates and reorders nothing: the messages still in
 //! the ring are received before any sent on the shared lane, and each holds a slot of the
 //! shared lane's capacity until received, so the capacity holds across the switch.
