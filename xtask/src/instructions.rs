@@ -6,15 +6,19 @@
 //! geometry is given (32 KiB 8-way L1s, 8 MiB 16-way LL, 64-byte lines) so the figures do not
 //! depend on what valgrind guesses of the host.
 
+use std::path::Path;
 use std::time::Duration;
 
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
 use crate::build::Built;
+use crate::callgrind::{self, FunctionCost};
 use crate::config::{Instructions, Workload};
 use crate::exec::Cmd;
+use crate::fsx;
 use crate::insight::{Simulated, parse_events, simulated};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -28,6 +32,10 @@ pub struct InstructionCount {
     /// Branches and cache misses per message, simulated.
     #[serde(default)]
     pub simulated: Option<Simulated>,
+    /// Each function's own instructions per message, costliest first; they add up to
+    /// `per_message` (`callgrind.rs`). Empty where not measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FunctionCost>,
     pub note: Option<String>,
 }
 
@@ -39,10 +47,13 @@ pub fn valgrind_missing() -> Option<String> {
     }
 }
 
+/// Counts every workload on every build; callgrind's output files are kept in `out_dir`
+/// (`<workload>.<build>.<messages>.out`, for `callgrind_annotate` or KCachegrind).
 pub fn measure(
     builds: &[Built],
     workloads: &[Workload],
     cfg: &Instructions,
+    out_dir: &Path,
 ) -> Vec<InstructionCount> {
     let skipped = if cfg.messages == 0 {
         Some("off (`instructions.messages = 0`)".to_string())
@@ -55,47 +66,63 @@ pub fn measure(
             let off = (workload.instructions == Some(false)).then(|| {
                 "not counted (`instructions = false` on the workload: its threads' scheduling moves the count)".to_string()
             });
-            let (per_message, totals, simulated, note) = match off.as_ref().or(skipped.as_ref()) {
-                Some(why) => (None, None, None, Some(why.clone())),
-                None => match count(v, workload, cfg) {
-                    Ok([a, b]) => {
-                        let ir = |e: &BTreeMap<String, u64>| e.get("Ir").copied().unwrap_or(0);
-                        let (ia, ib) = (ir(&a), ir(&b));
-                        (
-                            Some((ib as f64 - ia as f64) / cfg.messages as f64),
-                            Some((ia, ib)),
-                            Some(simulated(&a, &b, cfg.messages)),
-                            None,
-                        )
-                    }
-                    Err(err) => (None, None, None, Some(format!("{err:#}"))),
-                },
-            };
-            out.push(InstructionCount {
+            let mut count_of = InstructionCount {
                 workload: workload.name.clone(),
                 build: v.name().to_string(),
-                per_message,
-                totals,
-                simulated,
-                note,
-            });
+                ..InstructionCount::default()
+            };
+            match off.as_ref().or(skipped.as_ref()) {
+                Some(why) => count_of.note = Some(why.clone()),
+                None => match count(v, workload, cfg, out_dir) {
+                    Ok([(a, pa), (b, pb)]) => {
+                        let ir = |e: &BTreeMap<String, u64>| e.get("Ir").copied().unwrap_or(0);
+                        let (ia, ib) = (ir(&a), ir(&b));
+                        count_of.per_message = Some((ib as f64 - ia as f64) / cfg.messages as f64);
+                        count_of.totals = Some((ia, ib));
+                        count_of.simulated = Some(simulated(&a, &b, cfg.messages));
+                        match (pa, pb) {
+                            (Ok(pa), Ok(pb)) => {
+                                count_of.functions = callgrind::per_message(&pa, &pb, cfg.messages)
+                            }
+                            (Err(e), _) | (_, Err(e)) => eprintln!(
+                                "instructions: {} on {}: no breakdown by function: {e}",
+                                workload.name,
+                                v.name()
+                            ),
+                        }
+                    }
+                    Err(err) => count_of.note = Some(format!("{err:#}")),
+                },
+            }
+            out.push(count_of);
         }
     }
     out
 }
 
-/// callgrind's events of the N- and 2N-message runs.
+/// A run's totals per event (callgrind's summary on stderr) and its output file read by
+/// function (or why it could not be).
+type Counted = (BTreeMap<String, u64>, Result<callgrind::Profile, String>);
+
+/// callgrind's events of the N- and 2N-message runs, and their output files.
 fn count(
     v: &Built,
     workload: &Workload,
     cfg: &Instructions,
-) -> anyhow::Result<[BTreeMap<String, u64>; 2]> {
-    let mut totals = [BTreeMap::new(), BTreeMap::new()];
-    for (i, n) in [cfg.messages, 2 * cfg.messages].into_iter().enumerate() {
+    out_dir: &Path,
+) -> anyhow::Result<[Counted; 2]> {
+    std::fs::create_dir_all(out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let mut counted = Vec::new();
+    for n in [cfg.messages, 2 * cfg.messages] {
+        let file = out_dir.join(format!("{}.{}.{n}.out", workload.name, v.name()));
+        let temp = fsx::temp_path(&file);
         let cmd = Cmd::new("valgrind")
             .args([
-                "--tool=callgrind",
-                "--callgrind-out-file=/dev/null",
+                "--tool=callgrind".to_string(),
+                format!("--callgrind-out-file={}", temp.display()),
+            ])
+            .args([
                 "--branch-sim=yes",
                 "--cache-sim=yes",
                 "--I1=32768,8,64",
@@ -113,15 +140,25 @@ fn count(
                 "0".to_string(),
                 "--untimed".to_string(),
             ]);
-        let out = cmd.run_with_timeout(Duration::from_secs(cfg.timeout_secs))?;
-        totals[i] = parse_events(&String::from_utf8_lossy(&out.stderr)).ok_or_else(|| {
+        let out = cmd.run_with_timeout(Duration::from_secs(cfg.timeout_secs));
+        let out = out.inspect_err(|_| {
+            let _ = std::fs::remove_file(&temp);
+        })?;
+        let totals = parse_events(&String::from_utf8_lossy(&out.stderr)).ok_or_else(|| {
             anyhow::anyhow!(
                 "`{}` printed no `Events :` and `Collected :` lines",
                 cmd.display()
             )
         })?;
+        let profile = std::fs::read_to_string(&temp)
+            .map_err(|e| format!("cannot read {}: {e}", temp.display()))
+            .and_then(|text| {
+                callgrind::parse(&text).map_err(|e| format!("{}: {e}", file.display()))
+            });
+        fsx::rename(&temp, &file)?;
+        counted.push((totals, profile));
     }
-    Ok(totals)
+    Ok(counted.try_into().expect("two runs"))
 }
 
 #[cfg(test)]
@@ -150,7 +187,7 @@ mod tests {
             messages: 1000,
             timeout_secs: 5,
         };
-        let counts = measure(&[built], &[workload], &cfg);
+        let counts = measure(&[built], &[workload], &cfg, Path::new("/nonexistent"));
         assert_eq!(counts.len(), 1);
         assert_eq!(counts[0].per_message, None);
         let note = counts[0].note.as_deref().unwrap();

@@ -6,6 +6,7 @@ mod analysis;
 mod bolt;
 mod build;
 mod calibrate;
+mod callgrind;
 mod cargo;
 mod compare;
 mod config;

@@ -16,7 +16,6 @@ Building the payload before and dropping it after are outside. Sender and receiv
 current-thread tokio runtime (capacity 8), so the receive never parks. The clock overhead is measured in each process and included, \
 not subtracted.";
 
-/// `report.md`: the benchmark page.
 /// `report.md`: the benchmark page, one function per section.
 pub fn render_markdown(report: &Report) -> String {
     let mut md = String::new();
@@ -25,6 +24,7 @@ pub fn render_markdown(report: &Report) -> String {
     numbers(&mut md, report);
     insight(&mut md, report);
     simulated(&mut md, report);
+    crate::callgrind::render_markdown(&mut md, &report.instructions);
     if let Some(b) = &report.bolt {
         crate::pgo::bolt::render_markdown(&mut md, b);
     }

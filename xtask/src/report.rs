@@ -363,7 +363,7 @@ pub mod tests {
                 d1_misses: i / 30.0,
                 ll_misses: 0.01,
             }),
-            note: None,
+            ..InstructionCount::default()
         })
         .collect();
         let workloads = analyze(

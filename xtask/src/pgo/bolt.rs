@@ -252,6 +252,7 @@ fn relink_instructions(ctx: &Ctx, relinked: &Built, pgo: &Built) -> Option<(f64,
         &[relinked.clone(), pgo.clone()],
         std::slice::from_ref(w),
         &cfg.instructions,
+        &ctx.data.join("callgrind"),
     );
     let (a, b) = (counts.first()?.per_message?, counts.get(1)?.per_message?);
     eprintln!(

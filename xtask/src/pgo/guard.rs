@@ -64,10 +64,14 @@ fn holder(file: &mut File) -> String {
 }
 
 /// Removes temporary files an interrupted run left (`.<name>.tmp-<pid>`, see
-/// [`fsx::temp_path`]) in `data` and its `stages/`. Call with the lock held.
+/// [`fsx::temp_path`]) in `data`, its `stages/` and `callgrind/`. Call with the lock held.
 pub fn remove_leftover_temps(data: &Path) -> Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
-    for dir in [data.to_path_buf(), data.join("stages")] {
+    for dir in [
+        data.to_path_buf(),
+        data.join("stages"),
+        data.join("callgrind"),
+    ] {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
@@ -142,9 +146,12 @@ mod tests {
     fn leftover_temporaries_are_removed_and_nothing_else() {
         let dir = tmp("temps");
         std::fs::create_dir_all(dir.join("stages")).unwrap();
+        std::fs::create_dir_all(dir.join("callgrind")).unwrap();
         for f in [
             ".report.json.tmp-123",
             "stages/.merge.json.tmp-9",
+            "callgrind/.w.release.2000.out.tmp-77",
+            "callgrind/w.release.2000.out",
             "report.json",
             ".lock",
         ] {
@@ -156,10 +163,12 @@ mod tests {
             removed,
             vec![
                 dir.join(".report.json.tmp-123"),
+                dir.join("callgrind/.w.release.2000.out.tmp-77"),
                 dir.join("stages/.merge.json.tmp-9")
             ]
         );
         assert!(dir.join("report.json").exists() && dir.join(".lock").exists());
+        assert!(dir.join("callgrind/w.release.2000.out").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

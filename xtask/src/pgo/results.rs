@@ -44,7 +44,12 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
     let latency_secs = started.elapsed().as_secs_f64();
     // The deterministic metric beside the noisy one.
     let started = std::time::Instant::now();
-    let instructions = instructions::measure(&builds, &cfg.measure.workloads, &cfg.instructions);
+    let instructions = instructions::measure(
+        &builds,
+        &cfg.measure.workloads,
+        &cfg.instructions,
+        &ctx.data.join("callgrind"),
+    );
     for i in &instructions {
         match (i.per_message, &i.note) {
             (Some(n), _) => eprintln!(

@@ -139,3 +139,62 @@ fn the_report_documents_hold_every_build() {
     );
     assert_eq!(lines(&data.join("history.jsonl")), before + 1);
 }
+
+/// The instructions broken down by function (callgrind's output files, kept in
+/// `pgo-data/callgrind/`): every build's figures add up to its total per message, the
+/// mailbox's own code is among them, and report.md sets the builds side by side.
+#[test]
+fn the_instructions_are_broken_down_by_function_and_add_up() {
+    if !testutil::have(
+        "instructions by function (valgrind)",
+        testutil::on_path("valgrind"),
+        "apt-get install valgrind",
+    ) {
+        return;
+    }
+    let run = good_run();
+    let data = &run.data;
+    let report = json(&data.join("report.json"));
+    let counts = report["instructions"].as_array().unwrap();
+    assert!(!counts.is_empty());
+    for c in counts {
+        let total = c["per_message"].as_f64().unwrap();
+        let functions = c["functions"].as_array().unwrap();
+        let sum: f64 = functions
+            .iter()
+            .map(|f| f["per_message"].as_f64().unwrap())
+            .sum();
+        // The files' totals leave out the few instructions after the last dump (2 in every
+        // file here), the same in both runs: they cancel, to float rounding.
+        assert!((sum - total).abs() < 0.01, "{sum} against {total}: {c}");
+        let (w, b) = (
+            c["workload"].as_str().unwrap(),
+            c["build"].as_str().unwrap(),
+        );
+        for n in [2000, 4000] {
+            let file = data.join(format!("callgrind/{w}.{b}.{n}.out"));
+            assert!(file.is_file(), "{} kept", file.display());
+        }
+    }
+    let release_mailbox = counts
+        .iter()
+        .find(|c| c["workload"] == "agent_send_latency" && c["build"] == "release")
+        .unwrap();
+    assert!(
+        release_mailbox["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("mty_runtime::mailbox::")),
+        "{release_mailbox}"
+    );
+    let md = std::fs::read_to_string(data.join("report.md")).unwrap();
+    assert!(
+        md.contains("## Where the instructions go (callgrind, per message)")
+            && md.contains("### agent_send_latency: where its instructions go\n\n| function | release | lto | lto+pgo |"),
+        "{md}"
+    );
+}
