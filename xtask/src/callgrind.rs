@@ -172,7 +172,8 @@ const TOP: usize = 8;
 /// The report's section: per workload, the costliest functions of each build side by side.
 pub fn render_markdown(md: &mut String, instructions: &[InstructionCount]) {
     let mut workloads: Vec<&str> = Vec::new();
-    for i in instructions.iter().filter(|i| !i.functions.is_empty()) {
+    let broken_down = |i: &&InstructionCount| !i.functions.is_empty() || i.functions_note.is_some();
+    for i in instructions.iter().filter(broken_down) {
         if !workloads.contains(&i.workload.as_str()) {
             workloads.push(&i.workload);
         }
@@ -189,65 +190,78 @@ pub fn render_markdown(md: &mut String, instructions: &[InstructionCount]) {
          (inlined into its callers, or not on the path).\n"
     );
     for workload in workloads {
+        let _ = writeln!(md, "### {workload}: where its instructions go\n");
         let builds: Vec<&InstructionCount> = instructions
             .iter()
             .filter(|i| i.workload == workload && !i.functions.is_empty())
             .collect();
-        let mut rows: Vec<&str> = Vec::new();
-        for b in &builds {
-            for f in b.functions.iter().take(TOP) {
-                if !rows.contains(&f.name.as_str()) {
-                    rows.push(&f.name);
-                }
+        if !builds.is_empty() {
+            table(md, &builds);
+        }
+        for i in instructions.iter().filter(|i| i.workload == workload) {
+            if let Some(why) = &i.functions_note {
+                let _ = writeln!(md, "- {}: no breakdown by function: {why}", i.build);
             }
         }
-        let cost = |b: &InstructionCount, name: &str| {
-            b.functions
-                .iter()
-                .find(|f| f.name == name)
-                .map(|f| f.per_message)
-        };
-        // Costliest on any build first.
-        let key = |n: &str| {
-            builds
-                .iter()
-                .filter_map(|b| cost(b, n))
-                .fold(f64::MIN, f64::max)
-        };
-        rows.sort_by(|x, y| key(y).total_cmp(&key(x)).then(x.cmp(y)));
-        let _ = writeln!(md, "### {workload}: where its instructions go\n");
-        let header: Vec<&str> = builds.iter().map(|b| b.build.as_str()).collect();
-        let _ = writeln!(md, "| function | {} |", header.join(" | "));
-        let _ = writeln!(md, "|---|{}", "---:|".repeat(builds.len()));
-        for name in &rows {
-            let cells: Vec<String> = builds
-                .iter()
-                .map(|b| cost(b, name).map_or("—".to_string(), |c| format!("{c:.1}")))
-                .collect();
-            let _ = writeln!(
-                md,
-                "| `{}` | {} |",
-                name.replace('|', "\\|"),
-                cells.join(" | ")
-            );
-        }
-        let others: Vec<String> = builds
-            .iter()
-            .map(|b| {
-                let shown: f64 = rows.iter().filter_map(|name| cost(b, name)).sum();
-                format!("{:.1}", b.per_message.unwrap_or(0.0) - shown)
-            })
-            .collect();
-        let _ = writeln!(md, "| the other functions | {} |", others.join(" | "));
-        let totals: Vec<String> = builds
-            .iter()
-            .map(|b| {
-                b.per_message
-                    .map_or("—".to_string(), |t| format!("**{t:.1}**"))
-            })
-            .collect();
-        let _ = writeln!(md, "| all | {} |\n", totals.join(" | "));
+        md.push('\n');
     }
+}
+
+/// One workload's table: the union of each build's costliest functions, the rest, the total.
+fn table(md: &mut String, builds: &[&InstructionCount]) {
+    let cost = |b: &InstructionCount, name: &str| {
+        b.functions
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.per_message)
+    };
+    let mut rows: Vec<&str> = Vec::new();
+    for b in builds {
+        for f in b.functions.iter().take(TOP) {
+            if !rows.contains(&f.name.as_str()) {
+                rows.push(&f.name);
+            }
+        }
+    }
+    // Costliest on any build first.
+    let key = |n: &str| {
+        builds
+            .iter()
+            .filter_map(|b| cost(b, n))
+            .fold(f64::MIN, f64::max)
+    };
+    rows.sort_by(|x, y| key(y).total_cmp(&key(x)).then(x.cmp(y)));
+    let header: Vec<&str> = builds.iter().map(|b| b.build.as_str()).collect();
+    let _ = writeln!(md, "| function | {} |", header.join(" | "));
+    let _ = writeln!(md, "|---|{}", "---:|".repeat(builds.len()));
+    for name in &rows {
+        let cells: Vec<String> = builds
+            .iter()
+            .map(|b| cost(b, name).map_or("—".to_string(), |c| format!("{c:.1}")))
+            .collect();
+        let _ = writeln!(
+            md,
+            "| `{}` | {} |",
+            name.replace('|', "\\|"),
+            cells.join(" | ")
+        );
+    }
+    let others: Vec<String> = builds
+        .iter()
+        .map(|b| {
+            let shown: f64 = rows.iter().filter_map(|name| cost(b, name)).sum();
+            format!("{:.1}", b.per_message.unwrap_or(0.0) - shown)
+        })
+        .collect();
+    let _ = writeln!(md, "| the other functions | {} |", others.join(" | "));
+    let totals: Vec<String> = builds
+        .iter()
+        .map(|b| {
+            b.per_message
+                .map_or("—".to_string(), |t| format!("**{t:.1}**"))
+        })
+        .collect();
+    let _ = writeln!(md, "| all | {} |", totals.join(" | "));
 }
 
 #[cfg(test)]
@@ -357,6 +371,12 @@ mod tests {
             count("release", 100.0, &many),
             count("lto+pgo", 40.0, &[("a|b", 30.0), ("f0", 4.0)]),
             InstructionCount {
+                functions_note: Some(
+                    "x.out: the functions' Ir add up to 1, the file's totals say 2".into(),
+                ),
+                ..count("oracle", 90.0, &[])
+            },
+            InstructionCount {
                 workload: "quiet".into(),
                 ..InstructionCount::default()
             },
@@ -369,7 +389,7 @@ mod tests {
         );
         assert!(md.contains("### w: where its instructions go\n\n| function | release | lto+pgo |\n|---|---:|---:|\n| `a\\|b` | — | 30.0 |\n| `f0` | 10.0 | 4.0 |\n| `f1` | 9.0 | — |\n"), "{md}");
         // Release's top eight are shown; f8 and f9 (2 + 1) are among the others.
-        assert!(md.contains("| `f7` | 3.0 | — |\n| the other functions | 48.0 | 6.0 |\n| all | **100.0** | **40.0** |\n"), "{md}");
+        assert!(md.contains("| `f7` | 3.0 | — |\n| the other functions | 48.0 | 6.0 |\n| all | **100.0** | **40.0** |\n- oracle: no breakdown by function: x.out: the functions' Ir add up to 1, the file's totals say 2\n\n"), "{md}");
         assert!(!md.contains("f8") && !md.contains("quiet"), "{md}");
     }
 }

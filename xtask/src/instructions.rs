@@ -36,6 +36,10 @@ pub struct InstructionCount {
     /// `per_message` (`callgrind.rs`). Empty where not measured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<FunctionCost>,
+    /// Why `functions` is empty although the total was counted (an output file that could
+    /// not be read or did not add up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub functions_note: Option<String>,
     pub note: Option<String>,
 }
 
@@ -84,11 +88,14 @@ pub fn measure(
                             (Ok(pa), Ok(pb)) => {
                                 count_of.functions = callgrind::per_message(&pa, &pb, cfg.messages)
                             }
-                            (Err(e), _) | (_, Err(e)) => eprintln!(
-                                "instructions: {} on {}: no breakdown by function: {e}",
-                                workload.name,
-                                v.name()
-                            ),
+                            (Err(e), _) | (_, Err(e)) => {
+                                eprintln!(
+                                    "instructions: {} on {}: no breakdown by function: {e}",
+                                    workload.name,
+                                    v.name()
+                                );
+                                count_of.functions_note = Some(e);
+                            }
                         }
                     }
                     Err(err) => count_of.note = Some(format!("{err:#}")),
@@ -140,16 +147,20 @@ fn count(
                 "0".to_string(),
                 "--untimed".to_string(),
             ]);
-        let out = cmd.run_with_timeout(Duration::from_secs(cfg.timeout_secs));
-        let out = out.inspect_err(|_| {
-            let _ = std::fs::remove_file(&temp);
-        })?;
-        let totals = parse_events(&String::from_utf8_lossy(&out.stderr)).ok_or_else(|| {
-            anyhow::anyhow!(
-                "`{}` printed no `Events :` and `Collected :` lines",
-                cmd.display()
-            )
-        })?;
+        let totals = cmd
+            .run_with_timeout(Duration::from_secs(cfg.timeout_secs))
+            .and_then(|out| {
+                parse_events(&String::from_utf8_lossy(&out.stderr)).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "`{}` printed no `Events :` and `Collected :` lines",
+                        cmd.display()
+                    )
+                })
+            })
+            .inspect_err(|_| {
+                // A failed run's file is no use to anyone.
+                let _ = std::fs::remove_file(&temp);
+            })?;
         let profile = std::fs::read_to_string(&temp)
             .map_err(|e| format!("cannot read {}: {e}", temp.display()))
             .and_then(|text| {
