@@ -193,17 +193,17 @@ fn row(
 /// The calibration table.
 pub fn render(c: &Calibration, m: &Measure) -> String {
     let mut out = String::new();
+    let batch = m
+        .workloads
+        .iter()
+        .find(|w| w.name == c.workload)
+        .map_or(m.lockstep.batch_messages, |w| w.batch_in(&m.lockstep));
     let _ = writeln!(
         out,
         "calibration of `{}`: release against release with N ns added to every round trip \
          (release median {:.1} ns)\n\
          lockstep: {} sessions x {} rounds x {} messages; processes: {} blocks",
-        c.workload,
-        c.probe_median_ns,
-        m.lockstep.sessions,
-        m.lockstep.rounds,
-        m.lockstep.batch_messages,
-        m.pairs
+        c.workload, c.probe_median_ns, m.lockstep.sessions, m.lockstep.rounds, batch, m.pairs
     );
     let _ = writeln!(
         out,

@@ -323,6 +323,11 @@ pub struct Workload {
     /// workload measured in fewer sessions than the others).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<u32>,
+    /// Lockstep only: this workload's messages per batch, overriding
+    /// `measure.lockstep.batch_messages` (a workload of several threads, whose batch-to-batch
+    /// scatter shrinks only with longer batches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_messages: Option<u64>,
     /// `false`: no instructions per message for it (a workload of several threads, whose
     /// count depends on how they are scheduled, so it is no deterministic metric).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -337,6 +342,7 @@ impl Workload {
             args,
             share_core: None,
             sessions: None,
+            batch_messages: None,
             instructions: None,
         }
     }
@@ -347,9 +353,34 @@ impl Workload {
             .map_or(lockstep.sessions, |n| n.min(lockstep.sessions))
     }
 
+    /// Its messages per lockstep batch under `lockstep`.
+    pub fn batch_in(&self, lockstep: &Lockstep) -> u64 {
+        self.batch_messages.unwrap_or(lockstep.batch_messages)
+    }
+
     /// Whether its lockstep arms share one core under `lockstep`.
     pub fn shares_core_in(&self, lockstep: &Lockstep) -> bool {
         self.share_core.unwrap_or(lockstep.share_core)
+    }
+
+    /// report.md's line on how it was measured in lockstep, where that differs from `lockstep`.
+    pub fn own_lockstep_line(&self, l: &Lockstep) -> Option<String> {
+        let own = (
+            self.sessions_in(l),
+            self.batch_in(l),
+            self.shares_core_in(l),
+        );
+        if own == (l.sessions, l.batch_messages, l.share_core) {
+            return None;
+        }
+        let pin = match own.2 {
+            true => "its arms pinned to the shared core",
+            false => "its arms not pinned (`share_core = false`: it runs several threads)",
+        };
+        Some(format!(
+            "- `{}`: {} sessions, batches of {} messages, {pin}.",
+            self.name, own.0, own.1
+        ))
     }
 }
 
@@ -424,6 +455,9 @@ pub fn parse(text: &str) -> Result<Config> {
                 "workload `{}`: `sessions` must be at least 2 (an interval needs several sessions)",
                 w.name
             );
+        }
+        if w.batch_messages == Some(0) {
+            bail!("workload `{}`: `batch_messages` must be at least 1", w.name);
         }
     }
     let names: Vec<&str> = config

@@ -156,7 +156,7 @@ fn a_file_error_names_the_file() {
 fn a_workloads_own_lockstep_keys_parse_and_are_checked() {
     let text = GOOD.replace(
         r#"workloads = [{ name = "lat", args = ["agent_send_latency"] }]"#,
-        r#"workloads = [{ name = "lat", args = ["agent_send_latency"], share_core = false, sessions = 7, instructions = false }]"#,
+        r#"workloads = [{ name = "lat", args = ["agent_send_latency"], share_core = false, sessions = 7, batch_messages = 9000, instructions = false }]"#,
     );
     let config = parse(&text).unwrap();
     let (w, l) = (&config.measure.workloads[0], &config.measure.lockstep);
@@ -166,8 +166,13 @@ fn a_workloads_own_lockstep_keys_parse_and_are_checked() {
     );
     assert_eq!(w.sessions_in(l), 7.min(l.sessions));
     assert!(!w.shares_core_in(l));
+    assert_eq!((w.batch_messages, w.batch_in(l)), (Some(9000), 9000));
     check_err(
         &text.replace("sessions = 7", "sessions = 1"),
         &["workload `lat`", "`sessions` must be at least 2"],
+    );
+    check_err(
+        &text.replace("batch_messages = 9000", "batch_messages = 0"),
+        &["workload `lat`", "`batch_messages` must be at least 1"],
     );
 }

@@ -105,7 +105,7 @@ pub fn session(
     bar: &ProgressBar,
 ) -> Result<Session> {
     let timeout = Duration::from_secs(cfg.timeout_secs);
-    let batch = cfg.lockstep.batch_messages.to_string();
+    let batch = workload.batch_in(&cfg.lockstep).to_string();
     let core = shared_core(cfg, workload.shares_core_in(&cfg.lockstep));
     let workload = workload.name.as_str();
     let mut live = Vec::new();

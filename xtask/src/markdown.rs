@@ -426,16 +426,8 @@ fn protocol(md: &mut String, m: &crate::config::Measure) {
                 m.bootstrap_resamples,
                 m.min_effect_pct,
             );
-            for w in m
-                .workloads
-                .iter()
-                .filter(|w| w.sessions_in(l) != l.sessions || w.shares_core_in(l) != l.share_core)
-            {
-                let pin = match w.shares_core_in(l) {
-                    true => "its arms pinned to the shared core",
-                    false => "its arms not pinned (`share_core = false`: it runs several threads)",
-                };
-                let _ = writeln!(md, "- `{}`: {} sessions, {pin}.", w.name, w.sessions_in(l));
+            for line in m.workloads.iter().filter_map(|w| w.own_lockstep_line(l)) {
+                let _ = writeln!(md, "{line}");
             }
         }
         Mode::Processes => {

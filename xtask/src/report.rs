@@ -332,8 +332,7 @@ pub mod tests {
     use crate::build::Build;
     use crate::warnings::CrateCounts;
 
-    /// A report built from synthetic runs with a fixed environment: what the expected files
-    /// under `xtask/expected/` were rendered from.
+    /// Synthetic runs in a fixed environment: what `xtask/expected/`'s files are rendered from.
     pub fn fixture() -> Report {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/quick.toml");
         let config = crate::config::load(&root).unwrap();
@@ -540,12 +539,14 @@ pub mod tests {
     #[test]
     fn a_workloads_own_lockstep_keys_are_stated_in_report_md() {
         let mut r = lockstep_fixture();
-        let plain = crate::markdown::render_markdown(&r);
-        assert!(!plain.contains("its arms not pinned"), "{plain}");
+        assert!(!crate::markdown::render_markdown(&r).contains("batches of"));
+        r.config.config.measure.workloads[0].batch_messages = Some(9001);
+        let md = crate::markdown::render_markdown(&r);
+        assert!(md.contains("9001 messages, its arms pinned"), "{md}");
         let w = &mut r.config.config.measure.workloads[0];
         (w.share_core, w.sessions, w.name) = (Some(false), Some(4), "w".into());
         let md = crate::markdown::render_markdown(&r);
-        let line = "- `w`: 4 sessions, its arms not pinned (`share_core = false`: it runs several threads).";
+        let line = "- `w`: 4 sessions, batches of 9001 messages, its arms not pinned (`share_core = false`: it runs several threads).";
         assert!(md.contains(line), "{md}");
     }
 

@@ -78,6 +78,7 @@ pub fn run(builds: &[Built], cfg: &Measure) -> Result<Vec<Session>> {
             workloads: vec![Workload {
                 share_core: subject.share_core,
                 sessions: subject.sessions,
+                batch_messages: subject.batch_messages,
                 ..Workload::new(session_name(v), Vec::new())
             }],
             ..cfg.clone()
