@@ -94,71 +94,72 @@ fn run(
         .build()
         .expect("a current-thread tokio runtime");
     let bytes: Vec<u8> = (0..args.payload_bytes).map(|i| i as u8).collect();
-    let mut hist = new_histogram();
-    let mut values = Vec::with_capacity(if args.emit_values {
-        args.messages as usize
-    } else {
-        0
-    });
+    let inject = std::time::Duration::from_nanos(args.inject_ns);
+    let mut trips = |n: u64, values: Option<&mut Vec<u64>>| {
+        round_trips(&rt, &mut round_trip, &bytes, inject, n, values)
+    };
     if args.untimed {
-        rt.block_on(async {
-            for _ in 0..args.warmup + args.messages {
-                let got = round_trip(SmallPayload::copy_from(&bytes)).await;
-                assert_eq!(
-                    got.len(),
-                    bytes.len(),
-                    "the mailbox returned another message"
-                );
-                black_box(got);
-            }
-        });
+        trips(args.warmup + args.messages, None);
         // Nothing that varies from run to run: no clock, no /proc read (its parse time
         // depends on the numbers in it).
+        let hist = new_histogram();
         return report(args, &hist, 0, crate::usage::Usage::default(), None);
     }
+    let mut values = Vec::with_capacity(args.warmup.max(args.messages) as usize);
+    trips(args.warmup, Some(&mut values));
     if let Some(batch) = args.lockstep {
-        return lockstep(args, batch, &rt, &bytes, round_trip);
+        return lockstep_protocol(args, batch, |values| trips(batch, Some(values)));
     }
-    let inject = std::time::Duration::from_nanos(args.inject_ns);
-    rt.block_on(async {
-        for i in 0..args.warmup + args.messages {
-            let ns = timed_round_trip(&mut round_trip, &bytes, inject).await;
-            if i >= args.warmup {
-                hist.saturating_record(ns);
-                if args.emit_values {
-                    values.push(ns);
-                }
-            }
-        }
-    });
-    let values = args.emit_values.then_some(values);
+    values.clear();
+    trips(args.messages, Some(&mut values));
+    let mut hist = new_histogram();
+    for &v in &values {
+        hist.saturating_record(v);
+    }
     report(
         args,
         &hist,
         clock_overhead_ns(),
         crate::usage::Usage::of_this_process(),
-        values,
+        args.emit_values.then_some(values),
     )
 }
 
-/// One message's timed region, in ns (plus `inject`, when calibrating): the message is built
-/// before the clock starts, checked and dropped after it stops.
-async fn timed_round_trip(
+/// `n` round trips; with `values`, each one's timed region in ns (plus `inject`, when
+/// calibrating) is pushed. The message is built before the clock starts, checked and dropped
+/// after it stops.
+///
+/// One loop, never inlined, for every mode (`--untimed`, the warm-up, a whole run, each
+/// lockstep batch), as `agent_send_contended` has: PGO lays code out by the counts of the
+/// functions the training ran, and the training runs whole runs. When lockstep batches had
+/// a loop of their own, nothing had trained it and PGO optimised it as cold: on one machine
+/// here the lto+pgo build measured 9 % slower than release in lockstep while whole runs of
+/// the same binaries were 25-30 % faster.
+#[inline(never)]
+fn round_trips(
+    rt: &tokio::runtime::Runtime,
     round_trip: &mut impl AsyncFnMut(SmallPayload) -> SmallPayload,
     bytes: &[u8],
     inject: std::time::Duration,
-) -> u64 {
-    let msg = SmallPayload::copy_from(bytes);
-    let start = Instant::now();
-    let got = round_trip(msg).await;
-    let elapsed = start.elapsed() + inject;
-    assert_eq!(
-        got.len(),
-        bytes.len(),
-        "the mailbox returned another message"
-    );
-    black_box(got);
-    elapsed.as_nanos() as u64
+    n: u64,
+    mut values: Option<&mut Vec<u64>>,
+) {
+    rt.block_on(async {
+        for _ in 0..n {
+            let msg = SmallPayload::copy_from(bytes);
+            let start = values.is_some().then(Instant::now);
+            let got = round_trip(msg).await;
+            if let (Some(start), Some(values)) = (start, values.as_deref_mut()) {
+                values.push((start.elapsed() + inject).as_nanos() as u64);
+            }
+            assert_eq!(
+                got.len(),
+                bytes.len(),
+                "the mailbox returned another message"
+            );
+            black_box(got);
+        }
+    })
 }
 
 /// One batch's summary, the answer to one `g`. The clock advances in steps here (10 ns on
@@ -177,31 +178,6 @@ struct BatchLine {
     /// The nanoseconds added to every value (with `--inject-ns`).
     #[serde(skip_serializing_if = "Option::is_none")]
     inject_ns: Option<f64>,
-}
-
-/// `--lockstep BATCH`: set up and warm up once, then one timed batch per `g` on stdin. Only
-/// the per-message regions are timed; reading the command, summarising the batch and
-/// answering happen between batches, outside them.
-fn lockstep(
-    args: &Args,
-    batch: u64,
-    rt: &tokio::runtime::Runtime,
-    bytes: &[u8],
-    mut round_trip: impl AsyncFnMut(SmallPayload) -> SmallPayload,
-) -> LatencyReport {
-    let inject = std::time::Duration::from_nanos(args.inject_ns);
-    rt.block_on(async {
-        for _ in 0..args.warmup {
-            black_box(round_trip(SmallPayload::copy_from(bytes)).await);
-        }
-    });
-    lockstep_protocol(args, batch, |values| {
-        rt.block_on(async {
-            for _ in 0..batch {
-                values.push(timed_round_trip(&mut round_trip, bytes, inject).await);
-            }
-        });
-    })
 }
 
 /// The lockstep protocol, after set-up and warm-up: the `ready` line, then per `g` one batch
