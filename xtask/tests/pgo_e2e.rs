@@ -5,6 +5,7 @@
 //! meets (`pgo_e2e/faults.rs`), each provoked for real. Each must fail loudly (or proceed
 //! where asked to) and leave the last good artifacts as they were.
 
+use std::collections::BTreeMap;
 use std::process::Command;
 
 use serde_json::Value;
@@ -474,4 +475,106 @@ fn an_unrepresentative_training_is_warned_about() {
         insight["previous_overlap_pct"].as_f64().unwrap() < 100.0,
         "{insight}"
     );
+}
+
+/// The code measured is the code trained. The training runs whole runs of mty-bench's
+/// workloads; a lockstep batch and an `--untimed` run (the instruction count) must spend
+/// their per-message work in functions a whole run runs too. A mode with a loop of its own
+/// is cold to PGO and optimised for size: it once made lto+pgo measure 9 % slower than
+/// release in lockstep while whole runs were 25-30 % faster (then this found the lockstep and
+/// untimed loops inlined into `tokio::…::Context::enter` copies no whole run executed).
+#[test]
+fn every_mode_runs_the_code_a_whole_run_trains() {
+    let run = good_run();
+    let exe = json(&run.data.join("stages/instrument.json"))["exe"].clone();
+    let tool = json(&run.data.join("stages/doctor.json"))["llvm_profdata"].clone();
+    let (exe, tool) = (exe.as_str().unwrap(), tool.as_str().unwrap());
+    const MESSAGES: u64 = 5000;
+    // Each function's counter sum in the profile of one mode's run.
+    let profile = |mode: &str, extra: &[&str], stdin: &str| -> BTreeMap<String, u64> {
+        use std::io::Write as _;
+        let dir = run.tmp.join("modes").join(mode);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut child = Command::new(exe)
+            .args(["agent_send_latency", "--messages", &MESSAGES.to_string()])
+            .args(["--warmup", "0"])
+            .args(extra)
+            .env("LLVM_PROFILE_FILE", dir.join("%p.profraw"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "{mode}");
+        let text = dir.join("profile.txt");
+        let merged = Command::new(tool)
+            .args(["merge", "--text", "-o"])
+            .arg(&text)
+            .arg(dir.join(format!("{}.profraw", child.id())))
+            .output()
+            .unwrap();
+        assert!(merged.status.success(), "{}", stderr_of(&merged));
+        let dump = std::fs::read_to_string(&text).unwrap();
+        // Records: the name, then the hash, the number of counters and the counters, each
+        // under a `#` comment line.
+        let mut counts = BTreeMap::new();
+        for record in dump.split("\n\n") {
+            let lines: Vec<&str> = record
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+                .collect();
+            if let [name, _hash, n, rest @ ..] = &lines[..]
+                && let Ok(n) = n.parse::<usize>()
+            {
+                let sum = rest
+                    .iter()
+                    .take(n)
+                    .filter_map(|v| v.parse::<u64>().ok())
+                    .sum();
+                counts.insert(name.to_string(), sum);
+            }
+        }
+        assert!(
+            counts.len() > 100,
+            "{mode}: {} functions in {dump:.400}",
+            counts.len()
+        );
+        counts
+    };
+    let whole = profile("whole", &[], "");
+    let batch = (MESSAGES / 2).to_string();
+    let modes = [
+        (
+            "lockstep",
+            profile("lockstep", &["--lockstep", &batch], "g\ng\nq\n"),
+        ),
+        ("untimed", profile("untimed", &["--untimed"], "")),
+    ];
+    for (mode, counts) in &modes {
+        // Functions run about once a message or more, but the lockstep answer's summary
+        // between batches (sorting the batch and its quantiles), which no timed region holds.
+        let untrained: Vec<(&String, &u64)> = counts
+            .iter()
+            .filter(|(_, c)| **c >= MESSAGES / 2)
+            .filter(|(name, _)| !name.contains("grouped_quantile") && !name.contains("5slice4sort"))
+            .filter(|(name, _)| whole.get(*name).copied().unwrap_or(0) == 0)
+            .collect();
+        assert!(
+            untrained.is_empty(),
+            "{mode}: per-message work in functions a whole run never runs, cold to PGO: {untrained:?}"
+        );
+        // The mailbox's own path is among the per-message work (the filter above is not empty).
+        assert!(
+            counts
+                .iter()
+                .any(|(n, c)| n.contains("mty_runtime") && *c >= MESSAGES),
+            "{mode}"
+        );
+    }
 }
