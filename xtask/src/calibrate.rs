@@ -193,17 +193,18 @@ fn row(
 /// The calibration table.
 pub fn render(c: &Calibration, m: &Measure) -> String {
     let mut out = String::new();
-    let batch = m
-        .workloads
-        .iter()
-        .find(|w| w.name == c.workload)
-        .map_or(m.lockstep.batch_messages, |w| w.batch_in(&m.lockstep));
+    // As `run` measured it: with the workload's own lockstep keys.
+    let l = &m.lockstep;
+    let (sessions, batch) = match m.workloads.iter().find(|w| w.name == c.workload) {
+        Some(w) => (w.sessions_in(l), w.batch_in(l)),
+        None => (l.sessions, l.batch_messages),
+    };
     let _ = writeln!(
         out,
         "calibration of `{}`: release against release with N ns added to every round trip \
          (release median {:.1} ns)\n\
-         lockstep: {} sessions x {} rounds x {} messages; processes: {} blocks",
-        c.workload, c.probe_median_ns, m.lockstep.sessions, m.lockstep.rounds, batch, m.pairs
+         lockstep: {sessions} sessions x {} rounds x {batch} messages; processes: {} blocks",
+        c.workload, c.probe_median_ns, l.rounds, m.pairs
     );
     let _ = writeln!(
         out,
@@ -235,4 +236,31 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
 pub fn release_build(ctx: &Ctx, tc: &crate::toolchain::Toolchain) -> Result<Built> {
     let (built, _) = ctx.build(tc, Build::Release, Build::Release.rustflags(None))?;
     Ok(built)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table's header states the lockstep shape the workload was measured in: its own
+    /// sessions and batch where it has them.
+    #[test]
+    fn the_header_states_the_workloads_own_lockstep_keys() {
+        let mut m = crate::measure::tests::measure_config();
+        let c = Calibration {
+            workload: m.workloads[0].name.clone(),
+            probe_median_ns: 200.0,
+            rows: Vec::new(),
+        };
+        let (n, rounds, batch) = (
+            m.lockstep.sessions,
+            m.lockstep.rounds,
+            m.lockstep.batch_messages,
+        );
+        let plain = format!("lockstep: {n} sessions x {rounds} rounds x {batch} messages;");
+        assert!(render(&c, &m).contains(&plain), "{}", render(&c, &m));
+        (m.workloads[0].sessions, m.workloads[0].batch_messages) = (Some(2), Some(4321));
+        let own = format!("lockstep: 2 sessions x {rounds} rounds x 4321 messages;");
+        assert!(render(&c, &m).contains(&own), "{}", render(&c, &m));
+    }
 }
