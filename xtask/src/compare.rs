@@ -107,7 +107,12 @@ pub fn run(flags: CompareFlags) -> Result<()> {
     let ctx = Ctx::open(&flags.common)?;
     let tc = crate::toolchain::doctor()?;
     let (release, _) = ctx.build(&tc, Build::Release, Build::Release.rustflags(None))?;
-    let rows = crate::pgo::run_comparators(&ctx, &[release])?;
+    let rows = run_comparators(
+        &ctx.ws.root,
+        &ctx.target_root.join("comparators"),
+        &ctx.config.config.compare,
+        &[release],
+    )?;
     let path = ctx.data.join("compare.json");
     fsx::write_json(&path, &rows)?;
     println!("\n{}", render(&rows, &ctx.config.config.compare));
@@ -197,17 +202,22 @@ fn go_build(go: &Path, root: &Path, out: &Path) -> Cmd {
         .env("GO111MODULE", "off")
 }
 
-/// Builds the C++ and Go comparators into `out`. A missing compiler or header gives a
-/// skipped row saying what to install; any other build failure is an error.
-pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runnable>, Vec<Row>)> {
+/// A row of the table before it runs: a command, or the row that says why it cannot.
+pub type Planned = std::result::Result<Runnable, Row>;
+
+/// Builds the C++ and Go comparators into `out`, in the table's fixed order (asio, condition
+/// variable, Go) whatever is installed. A missing compiler or header gives a skipped row saying
+/// what to install; any other build failure is an error.
+pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<Vec<Planned>> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let mut runnable = Vec::new();
-    let mut skipped = Vec::new();
-    let skip = |name: &str, kind, why: String| Row {
-        name: name.into(),
-        kind,
-        figures: None,
-        skipped: Some(format!("skipped: {why}")),
+    let mut planned: Vec<Planned> = Vec::new();
+    let skip = |name: &str, kind, why: String| {
+        Err(Row {
+            name: name.into(),
+            kind,
+            figures: None,
+            skipped: Some(format!("skipped: {why}")),
+        })
     };
     let args = |cmd: Cmd, kind: Kind| {
         cmd.args([
@@ -223,7 +233,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
     match find_program(&cxx) {
         None => {
             for (name, kind, _) in sources {
-                skipped.push(skip(
+                planned.push(skip(
                     name,
                     kind,
                     format!("C++ compiler `{cxx}` not found; install with `apt-get install g++`"),
@@ -252,7 +262,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
                 if let Some(output) = output.filter(|o| !o.status.success()) {
                     let stderr = String::from_utf8_lossy(&output.stderr);
                     if stderr.contains("asio") && stderr.contains("No such file") {
-                        skipped.push(skip(
+                        planned.push(skip(
                             name,
                             kind,
                             "asio headers not found; install with `apt-get install libasio-dev`"
@@ -262,18 +272,18 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
                     }
                     crate::exec::check(&cmd, &output)?;
                 }
-                runnable.push(Runnable {
+                planned.push(Ok(Runnable {
                     name: name.into(),
                     kind,
                     cmd: args(Cmd::new(out.join(source).display().to_string()), kind),
-                });
+                }));
             }
         }
     }
 
     let go = std::env::var("GO").unwrap_or_else(|_| "go".into());
     match find_program(&go) {
-        None => skipped.push(skip(
+        None => planned.push(skip(
             GO_NAME,
             Kind::SameThread,
             format!("Go toolchain `{go}` not found; install with `apt-get install golang-go`"),
@@ -283,21 +293,43 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<(Vec<Runna
             go_build(&go, root, out)
                 .read()
                 .context("cannot build the Go comparator")?;
-            runnable.push(Runnable {
+            planned.push(Ok(Runnable {
                 name: GO_NAME.into(),
                 kind: Kind::SameThread,
                 cmd: args(
                     Cmd::new(exe.display().to_string()).env("GOMAXPROCS", "1"),
                     Kind::SameThread,
                 ),
-            });
+            }));
         }
     }
-    Ok((runnable, skipped))
+    Ok(planned)
 }
 
-/// Runs every row `cfg.rounds` times, interleaved (a seeded random order each round).
-pub fn run_rows(rows: &[Runnable], skipped: Vec<Row>, cfg: &Compare) -> Result<Vec<Row>> {
+/// Every row of the comparison on `builds` (`release` first): the Rust rows from those builds,
+/// the C++ and Go rows compiled into `out`, run interleaved.
+pub fn run_comparators(
+    root: &Path,
+    out: &Path,
+    cfg: &Compare,
+    builds: &[Built],
+) -> Result<Vec<Row>> {
+    let foreign = foreign_rows(root, out, cfg)?;
+    let planned = rust_rows(builds, cfg)
+        .into_iter()
+        .map(Ok)
+        .chain(foreign)
+        .collect();
+    run_rows(planned, cfg)
+}
+
+/// Runs every runnable row `cfg.rounds` times, interleaved (a seeded random order each round);
+/// the rows come back in the planned order, skipped ones in their place.
+pub fn run_rows(planned: Vec<Planned>, cfg: &Compare) -> Result<Vec<Row>> {
+    let rows: Vec<Runnable> = planned
+        .iter()
+        .filter_map(|p| p.as_ref().ok().cloned())
+        .collect();
     let bar = ProgressBar::new(cfg.rounds as u64 * rows.len() as u64)
         .with_prefix("compare")
         .with_style(
@@ -340,32 +372,33 @@ pub fn run_rows(rows: &[Runnable], skipped: Vec<Row>, cfg: &Compare) -> Result<V
         }
     }
     bar.finish_and_clear();
-    let mut out: Vec<Row> = rows
-        .iter()
-        .zip(per_row)
-        .map(|(r, runs)| {
-            let col = |k: usize| {
-                median(&runs.iter().map(|x| x.0[k] as f64).collect::<Vec<_>>()).unwrap_or(f64::NAN)
-            };
-            Row {
-                name: r.name.clone(),
-                kind: r.kind,
-                figures: Some(Figures {
-                    runs: runs.len(),
-                    median_ns: col(0),
-                    p95_ns: col(1),
-                    p99_ns: col(2),
-                    clock_overhead_ns: median(&runs.iter().map(|x| x.1 as f64).collect::<Vec<_>>())
-                        .unwrap_or(f64::NAN),
-                    shape: runs.first().map(|x| x.2.clone()).unwrap_or_default(),
-                    per_run: runs.iter().map(|x| x.0).collect(),
-                }),
-                skipped: None,
-            }
+    let mut measured = rows.iter().zip(per_row).map(|(r, runs)| {
+        let col = |k: usize| {
+            median(&runs.iter().map(|x| x.0[k] as f64).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+        };
+        Row {
+            name: r.name.clone(),
+            kind: r.kind,
+            figures: Some(Figures {
+                runs: runs.len(),
+                median_ns: col(0),
+                p95_ns: col(1),
+                p99_ns: col(2),
+                clock_overhead_ns: median(&runs.iter().map(|x| x.1 as f64).collect::<Vec<_>>())
+                    .unwrap_or(f64::NAN),
+                shape: runs.first().map(|x| x.2.clone()).unwrap_or_default(),
+                per_run: runs.iter().map(|x| x.0).collect(),
+            }),
+            skipped: None,
+        }
+    });
+    Ok(planned
+        .into_iter()
+        .map(|p| match p {
+            Ok(_) => measured.next().expect("one measured row per runnable one"),
+            Err(skipped) => skipped,
         })
-        .collect();
-    out.extend(skipped);
-    Ok(out)
+        .collect())
 }
 
 /// Messages per run of a row of `kind`.

@@ -34,7 +34,6 @@ mod variants;
 pub use insight::InsightReport;
 pub use profile::check_applied;
 use profile::{instrument, load_merged, merge, optimize, stale, train};
-pub use results::run_comparators;
 use results::{measure, report};
 use stages::Timer;
 pub use stages::{Outcome, Stage, StageRun};

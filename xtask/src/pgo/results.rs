@@ -72,7 +72,12 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
         .filter(|b| b.build != crate::build::Build::Oracle)
         .cloned()
         .collect();
-    let comparators = run_comparators(ctx, &shipped)?;
+    let comparators = crate::compare::run_comparators(
+        &ctx.ws.root,
+        &ctx.target_root.join("comparators"),
+        &ctx.config.config.compare,
+        &shipped,
+    )?;
     eprintln!(
         "measure: latency ({}) {latency_secs:.1} s, instructions {instructions_secs:.1} s, comparators {:.1} s",
         mode.name(),
@@ -209,15 +214,4 @@ impl super::fresh::Artifacts for Rendered {
     fn artifacts(&self) -> Vec<(std::path::PathBuf, Option<String>)> {
         vec![(self.report_json.clone(), Some(self.hash.clone()))]
     }
-}
-
-/// The comparator rows: Mighty and tokio on `builds`, then C++ and Go (`cargo xtask
-/// compare` shares it).
-pub fn run_comparators(ctx: &Ctx, builds: &[Built]) -> Result<Vec<crate::compare::Row>> {
-    let cfg = &ctx.config.config.compare;
-    let (foreign, skipped) =
-        crate::compare::foreign_rows(&ctx.ws.root, &ctx.target_root.join("comparators"), cfg)?;
-    let mut rows = crate::compare::rust_rows(builds, cfg);
-    rows.extend(foreign);
-    crate::compare::run_rows(&rows, skipped, cfg)
 }
