@@ -203,7 +203,10 @@ fn go_build(go: &Path, root: &Path, out: &Path) -> Cmd {
 }
 
 /// A row of the table before it runs: a command, or the row that says why it cannot.
-pub type Planned = std::result::Result<Runnable, Row>;
+pub enum Planned {
+    Run(Runnable),
+    Skip(Row),
+}
 
 /// Builds the C++ and Go comparators into `out`, in the table's fixed order (asio, condition
 /// variable, Go) whatever is installed. A missing compiler or header gives a skipped row saying
@@ -212,7 +215,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<Vec<Planne
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let mut planned: Vec<Planned> = Vec::new();
     let skip = |name: &str, kind, why: String| {
-        Err(Row {
+        Planned::Skip(Row {
             name: name.into(),
             kind,
             figures: None,
@@ -272,7 +275,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<Vec<Planne
                     }
                     crate::exec::check(&cmd, &output)?;
                 }
-                planned.push(Ok(Runnable {
+                planned.push(Planned::Run(Runnable {
                     name: name.into(),
                     kind,
                     cmd: args(Cmd::new(out.join(source).display().to_string()), kind),
@@ -293,7 +296,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<Vec<Planne
             go_build(&go, root, out)
                 .read()
                 .context("cannot build the Go comparator")?;
-            planned.push(Ok(Runnable {
+            planned.push(Planned::Run(Runnable {
                 name: GO_NAME.into(),
                 kind: Kind::SameThread,
                 cmd: args(
@@ -395,8 +398,8 @@ pub fn run_rows(planned: Vec<Planned>, cfg: &Compare) -> Result<Vec<Row>> {
     Ok(planned
         .into_iter()
         .map(|p| match p {
-            Ok(_) => measured.next().expect("one measured row per runnable one"),
-            Err(skipped) => skipped,
+            Planned::Run(_) => measured.next().expect("one measured row per runnable one"),
+            Planned::Skip(skipped) => skipped,
         })
         .collect())
 }
