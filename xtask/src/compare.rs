@@ -320,7 +320,7 @@ pub fn run_comparators(
     let foreign = foreign_rows(root, out, cfg)?;
     let planned = rust_rows(builds, cfg)
         .into_iter()
-        .map(Ok)
+        .map(Planned::Run)
         .chain(foreign)
         .collect();
     run_rows(planned, cfg)
@@ -331,7 +331,10 @@ pub fn run_comparators(
 pub fn run_rows(planned: Vec<Planned>, cfg: &Compare) -> Result<Vec<Row>> {
     let rows: Vec<Runnable> = planned
         .iter()
-        .filter_map(|p| p.as_ref().ok().cloned())
+        .filter_map(|p| match p {
+            Planned::Run(r) => Some(r.clone()),
+            Planned::Skip(_) => None,
+        })
         .collect();
     let bar = ProgressBar::new(cfg.rounds as u64 * rows.len() as u64)
         .with_prefix("compare")
