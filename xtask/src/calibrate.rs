@@ -19,14 +19,35 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+mod processes;
+
 use crate::analysis::{self, Judged};
 use crate::build::{Build, Built};
-use crate::config::{Measure, Mode};
+use crate::config::Measure;
 use crate::fsx;
 use crate::lockstep::Session;
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm, median};
 use crate::pgo::Ctx;
 use crate::stats;
+
+/// The protocol a calibration row was measured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The pipeline's: live processes on one core taking turns batch by batch.
+    Lockstep,
+    /// The contrast: blocks of separate whole-process runs (`processes.rs`).
+    Processes,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Lockstep => "lockstep",
+            Mode::Processes => "processes",
+        }
+    }
+}
 
 /// The name of the injected arm.
 pub const INJECTED: &str = "release+inject";
@@ -113,8 +134,8 @@ pub fn run(ctx: &Ctx, release: &Built) -> Result<Calibration> {
             start,
         ));
         let start = Instant::now();
-        let runs = measure::run(&arms, &m)?;
-        let analysed = analysis::analyze(&names, &builds, &runs, &[], &m)?;
+        let runs = processes::run(&arms, &m, &cfg.calibrate)?;
+        let analysed = processes::analyze(&names, &builds, &runs, &[], &m)?;
         rows.push(row(
             Mode::Processes,
             target,
@@ -130,7 +151,7 @@ pub fn run(ctx: &Ctx, release: &Built) -> Result<Calibration> {
         rows,
     };
     fsx::write_json(&ctx.data.join("calibration.json"), &out)?;
-    println!("\n{}", render(&out, &cfg.measure));
+    println!("\n{}", render(&out, &cfg.measure, cfg.calibrate.blocks));
     println!("wrote {}", ctx.data.join("calibration.json").display());
     Ok(out)
 }
@@ -191,7 +212,7 @@ fn row(
 }
 
 /// The calibration table.
-pub fn render(c: &Calibration, m: &Measure) -> String {
+pub fn render(c: &Calibration, m: &Measure, blocks: u32) -> String {
     let mut out = String::new();
     // As `run` measured it: with the workload's own lockstep keys.
     let l = &m.lockstep;
@@ -204,7 +225,7 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
         "calibration of `{}`: release against release with N ns added to every round trip \
          (release median {:.1} ns)\n\
          lockstep: {sessions} sessions x {} rounds x {batch} messages; processes: {} blocks",
-        c.workload, c.probe_median_ns, l.rounds, m.pairs
+        c.workload, c.probe_median_ns, l.rounds, blocks
     );
     let _ = writeln!(
         out,
@@ -258,9 +279,9 @@ mod tests {
             m.lockstep.batch_messages,
         );
         let plain = format!("lockstep: {n} sessions x {rounds} rounds x {batch} messages;");
-        assert!(render(&c, &m).contains(&plain), "{}", render(&c, &m));
+        assert!(render(&c, &m, 6).contains(&plain), "{}", render(&c, &m, 6));
         (m.workloads[0].sessions, m.workloads[0].batch_messages) = (Some(2), Some(4321));
         let own = format!("lockstep: 2 sessions x {rounds} rounds x 4321 messages;");
-        assert!(render(&c, &m).contains(&own), "{}", render(&c, &m));
+        assert!(render(&c, &m, 6).contains(&own), "{}", render(&c, &m, 6));
     }
 }

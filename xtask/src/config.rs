@@ -135,27 +135,7 @@ impl Default for Insight {
     }
 }
 
-/// How the `measure` stage runs the builds against each other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Live processes on one core taking turns batch by batch (`[measure.lockstep]`).
-    #[default]
-    Lockstep,
-    /// Blocks of separate whole-process runs (`measure.pairs`).
-    Processes,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Lockstep => "lockstep",
-            Mode::Processes => "processes",
-        }
-    }
-}
-
-/// `measure.mode = "lockstep"`: every arm a live process for a whole session, all pinned to
+/// `[measure.lockstep]`, the measurement protocol: every arm a live process for a whole session, all pinned to
 /// one core, taking turns one batch at a time in a seeded random order each round.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -198,6 +178,27 @@ pub struct Calibrate {
     pub workload: Option<String>,
     /// Injected costs, in % of that workload's median.
     pub sizes_pct: Vec<f64>,
+    /// The separate-process contrast: blocks of whole-process runs (release twice, then the
+    /// injected arm), each in a random order.
+    #[serde(default = "six")]
+    pub blocks: u32,
+    /// A run of the separate-process contrast with more involuntary context switches than
+    /// this was disturbed; its block is dropped.
+    #[serde(default = "fifty")]
+    pub max_involuntary_switches: u64,
+    /// A run whose system time exceeds this share of its CPU time was disturbed.
+    #[serde(default = "a_quarter")]
+    pub max_sys_fraction: f64,
+}
+
+fn six() -> u32 {
+    6
+}
+fn fifty() -> u64 {
+    50
+}
+fn a_quarter() -> f64 {
+    0.25
 }
 
 impl Default for Calibrate {
@@ -205,6 +206,9 @@ impl Default for Calibrate {
         Calibrate {
             workload: None,
             sizes_pct: vec![0.0, 1.0, 2.0, 5.0],
+            blocks: six(),
+            max_involuntary_switches: fifty(),
+            max_sys_fraction: a_quarter(),
         }
     }
 }
@@ -220,19 +224,12 @@ pub struct Train {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Measure {
-    /// `lockstep` (the default) or `processes`.
-    #[serde(default)]
-    pub mode: Mode,
     #[serde(default)]
     pub lockstep: Lockstep,
-    /// `processes` mode: K blocks of runs per workload. Each block runs release twice (the A/A pair) and the
-    /// LTO and PGO builds once, as separate processes in a random order; each candidate pairs
-    /// with the block's release run.
-    pub pairs: u32,
     /// Seeds the run order and the bootstrap: the same data gives the same intervals.
     pub seed: u64,
-    /// Seconds each measured run may take before it is killed (in lockstep mode: each
-    /// answer of an arm, its setup or one batch).
+    /// Seconds each answer of a lockstep arm (its setup, one batch) may take before it is
+    /// killed.
     pub timeout_secs: u64,
     /// Pin every measured run to this CPU (`taskset -c`), or leave it to the scheduler.
     #[serde(default)]
@@ -242,13 +239,8 @@ pub struct Measure {
     /// The smallest change called a change, in %: the verdict threshold is the larger of this
     /// and the A/A noise floor.
     pub min_effect_pct: f64,
-    /// A run with more involuntary context switches than this was disturbed; its pairs are
-    /// dropped.
-    pub max_involuntary_switches: u64,
-    /// A run whose system time exceeds this share of its CPU time was disturbed.
-    pub max_sys_fraction: f64,
     pub workloads: Vec<Workload>,
-    /// Lockstep mode: pairs of measured workloads compared on the same build, paired in the
+    /// Pairs of measured workloads compared on the same build, paired in the
     /// same sessions (`versus.rs`), e.g. the mailbox against bare tokio.
     #[serde(default)]
     pub versus: Vec<Versus>,
@@ -426,8 +418,10 @@ pub fn parse(text: &str) -> Result<Config> {
     if config.measure.workloads.is_empty() {
         bail!("`measure.workloads` is empty: nothing would be measured");
     }
-    if config.measure.pairs < 2 {
-        bail!("`measure.pairs` must be at least 2 (an interval needs pairs; 20 or more is sound)");
+    if config.calibrate.blocks < 2 {
+        bail!(
+            "`calibrate.blocks` must be at least 2 (an interval needs several blocks; 20 or more is sound)"
+        );
     }
     let l = &config.measure.lockstep;
     if l.sessions < 2 || l.rounds < 2 || l.batch_messages < 1 {

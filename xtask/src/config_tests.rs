@@ -15,13 +15,10 @@ binary = "mty-bench"
 timeout_secs = 60
 workloads = [{ name = "train", args = ["train"] }]
 [measure]
-pairs = 2
+bootstrap_resamples = 10000
 seed = 1
 timeout_secs = 60
-bootstrap_resamples = 10000
 min_effect_pct = 1.0
-max_involuntary_switches = 50
-max_sys_fraction = 0.25
 workloads = [{ name = "lat", args = ["agent_send_latency"] }]
 [instructions]
 messages = 1000
@@ -59,7 +56,10 @@ fn the_committed_profiles_parse() {
 #[test]
 fn an_unknown_key_names_line_and_key() {
     check_err(
-        &GOOD.replace("pairs = 2", "pairs = 2\nwarmups = 3"),
+        &GOOD.replace(
+            "bootstrap_resamples = 10000",
+            "bootstrap_resamples = 10000\nwarmups = 3",
+        ),
         &["line 8", "unknown field `warmups`"],
     );
 }
@@ -67,11 +67,14 @@ fn an_unknown_key_names_line_and_key() {
 #[test]
 fn a_wrong_type_names_line_and_key() {
     check_err(
-        &GOOD.replace("pairs = 2", "pairs = \"two\""),
+        &GOOD.replace(
+            "bootstrap_resamples = 10000",
+            "bootstrap_resamples = \"many\"",
+        ),
         &[
             "line 7",
-            "pairs = \"two\"",
-            "invalid type: string \"two\", expected u32",
+            "bootstrap_resamples = \"many\"",
+            "invalid type: string \"many\", expected usize",
         ],
     );
 }
@@ -95,8 +98,8 @@ fn a_missing_key_is_named() {
 #[test]
 fn empty_or_duplicate_workloads_are_refused() {
     check_err(
-        &GOOD.replace("pairs = 2", "pairs = 1"),
-        &["`measure.pairs` must be at least 2"],
+        &format!("{GOOD}[calibrate]\nsizes_pct = [0.0]\nblocks = 1\n"),
+        &["`calibrate.blocks` must be at least 2"],
     );
     check_err(
         &GOOD.replace(

@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 
 use crate::analysis::Comparison;
-use crate::config::Mode;
 use crate::measure::{BASELINE, BASELINE_AGAIN, median};
 use crate::report::{Report, floor_line, fmt_instr};
 use crate::stats;
@@ -399,106 +398,40 @@ fn recorded(md: &mut String, report: &Report) {
     );
 }
 
-/// The measurement protocol of the mode used, in a sentence or two.
+/// The measurement protocol, in a sentence or two.
 fn protocol(md: &mut String, m: &crate::config::Measure) {
-    match m.mode {
-        Mode::Lockstep => {
-            let l = &m.lockstep;
-            let _ = writeln!(
-                md,
-                "- Protocol: **lockstep**. Per workload {} sessions, each of new processes: release (twice: the A/A arm) and each other build \
-                 live for the whole session, {}, set up and warmed once, then {} rounds in which each arm in a random order (seed {}) \
-                 runs one batch of {} messages while the others wait. Per session, the median over rounds of ln(arm batch / release \
-                 batch of the same round) (robust to the machine's speed flips); the estimate is the mean over sessions; 95 % intervals \
-                 from a nested bootstrap (sessions, then rounds; {} resamples); Wilcoxon signed-rank over sessions as a cross-check; \
-                 verdicts only beyond max({} %, A/A noise floor). The clock ticks in steps (10 ns here: a message reads 130 or 140 ns, never between), \
-                 so a batch's median, p95 and p99 are interpolated within the step that holds them, as for grouped data; `--messages` \
-                 is not used in this mode.",
-                l.sessions,
-                match (l.share_core, m.pin_core) {
-                    (false, _) => "not pinned (`lockstep.share_core = false`: the workloads run several threads)".into(),
-                    (true, Some(c)) => format!("all pinned to CPU {c}"),
-                    (true, None) => "all pinned to the last CPU".into(),
-                },
-                l.rounds,
-                m.seed,
-                l.batch_messages,
-                m.bootstrap_resamples,
-                m.min_effect_pct,
-            );
-            for line in m.workloads.iter().filter_map(|w| w.own_lockstep_line(l)) {
-                let _ = writeln!(md, "{line}");
-            }
-        }
-        Mode::Processes => {
-            let _ = writeln!(
-                md,
-                "- Protocol: **processes**. {} blocks per workload (`measure.pairs`), each a random order (seed {}) of separate process runs of release (twice: the A/A pair), \
-                 lto and lto+pgo; ratios paired within a block; 95 % percentile-bootstrap intervals of the mean log-ratio ({} resamples); \
-                 Wilcoxon signed-rank as a cross-check; verdicts only beyond max({} %, A/A noise floor); {}.",
-                m.pairs,
-                m.seed,
-                m.bootstrap_resamples,
-                m.min_effect_pct,
-                match m.pin_core {
-                    Some(c) => format!("runs pinned to CPU {c}"),
-                    None => "runs not pinned".into(),
-                }
-            );
-            let _ = writeln!(
-                md,
-                "- Disturbed runs: more than {} involuntary context switches, or system time above {:.0} % of CPU time.",
-                m.max_involuntary_switches,
-                100.0 * m.max_sys_fraction
-            );
-        }
-    }
-}
-
-/// Every session's or run's median, one line each.
-fn raw_nanos(md: &mut String, report: &Report) {
-    if report.config.config.measure.mode == Mode::Lockstep {
-        return raw_sessions(md, report);
-    }
+    let l = &m.lockstep;
     let _ = writeln!(
         md,
-        "## Raw nanos\n\nPer-run medians (ns), block by block; `*` marks a run flagged as disturbed.\n"
+        "- Protocol: **lockstep**. Per workload {} sessions, each of new processes: release (twice: the A/A arm) and each other build \
+         live for the whole session, {}, set up and warmed once, then {} rounds in which each arm in a random order (seed {}) \
+         runs one batch of {} messages while the others wait. Per session, the median over rounds of ln(arm batch / release \
+         batch of the same round) (robust to the machine's speed flips); the estimate is the mean over sessions; 95 % intervals \
+         from a nested bootstrap (sessions, then rounds; {} resamples); Wilcoxon signed-rank over sessions as a cross-check; \
+         verdicts only beyond max({} %, A/A noise floor). The clock ticks in steps (10 ns here: a message reads 130 or 140 ns, never between), \
+         so a batch's median, p95 and p99 are interpolated within the step that holds them, as for grouped data; `--messages` \
+         is not used in this mode.",
+        l.sessions,
+        match (l.share_core, m.pin_core) {
+            (false, _) =>
+                "not pinned (`lockstep.share_core = false`: the workloads run several threads)"
+                    .into(),
+            (true, Some(c)) => format!("all pinned to CPU {c}"),
+            (true, None) => "all pinned to the last CPU".into(),
+        },
+        l.rounds,
+        m.seed,
+        l.batch_messages,
+        m.bootstrap_resamples,
+        m.min_effect_pct,
     );
-    let arms = arm_names(report);
-    for w in &report.workloads {
-        let _ = writeln!(
-            md,
-            "### {}\n\n| block | {} |\n|---:|{}",
-            w.workload,
-            arms.join(" | "),
-            "---:|".repeat(arms.len())
-        );
-        for p in 0..w.pairs_total as u32 {
-            let cells: Vec<String> = arms
-                .iter()
-                .map(|b| {
-                    report
-                        .runs
-                        .iter()
-                        .find(|r| r.workload == w.workload && r.pair == p && r.build == *b)
-                        .map(|r| {
-                            format!(
-                                "{}{}",
-                                r.result.median_ns,
-                                if r.disturbed.is_some() { "*" } else { "" }
-                            )
-                        })
-                        .unwrap_or_else(|| "-".into())
-                })
-                .collect();
-            let _ = writeln!(md, "| {p} | {} |", cells.join(" | "));
-        }
-        md.push('\n');
+    for line in m.workloads.iter().filter_map(|w| w.own_lockstep_line(l)) {
+        let _ = writeln!(md, "{line}");
     }
 }
 
 /// Lockstep: per session, each arm's median over its rounds of the batch medians.
-fn raw_sessions(md: &mut String, report: &Report) {
+fn raw_nanos(md: &mut String, report: &Report) {
     let _ = writeln!(
         md,
         "## Raw nanos\n\nPer session, each arm's median over its rounds of the batch medians (ns); `rounds.svg` shows one session round by round.\n"

@@ -1,9 +1,7 @@
-//! The `measure` stage: K blocks per workload, each a random order of separate process runs
-//! of release (twice: the A/A pair), the LTO build and the PGO build. Runs the machine
-//! disturbed are flagged here; the analysis drops their blocks whole.
+//! The measured arms and the `measure` stage's protocol: per workload, sessions of live
+//! processes taking turns on one core (`lockstep.rs`), and what a workload prints.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -36,22 +34,6 @@ pub struct WorkloadLine {
     pub involuntary_ctx_switches: u64,
 }
 
-/// One process run of one workload on one build.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Run {
-    pub workload: String,
-    /// A variant's name, or [`BASELINE_AGAIN`] for the A/A run.
-    pub build: String,
-    /// The block (pair index) this run belongs to.
-    pub pair: u32,
-    /// Position within its block (0 = first).
-    pub slot: usize,
-    /// Why this run counts as disturbed, if it does.
-    pub disturbed: Option<String>,
-    #[serde(flatten)]
-    pub result: WorkloadLine,
-}
-
 /// Parses the JSON line a latency workload prints (the last non-empty line of stdout).
 pub fn parse_line(stdout: &str) -> Result<WorkloadLine> {
     parse_last_line(stdout, "a latency report")
@@ -68,26 +50,6 @@ pub fn parse_last_line<T: serde::de::DeserializeOwned>(stdout: &str, what: &str)
         let shown: String = line.chars().take(200).collect();
         format!("its last line is not {what}: {shown}")
     })
-}
-
-/// Why a run counts as disturbed, or `None`.
-pub fn disturbed(line: &WorkloadLine, cfg: &Measure) -> Option<String> {
-    if line.involuntary_ctx_switches > cfg.max_involuntary_switches {
-        return Some(format!(
-            "{} involuntary context switches (limit {})",
-            line.involuntary_ctx_switches, cfg.max_involuntary_switches
-        ));
-    }
-    let cpu = line.user_ms + line.sys_ms;
-    if cpu > 0.0 && line.sys_ms / cpu > cfg.max_sys_fraction {
-        return Some(format!(
-            "system time {:.0} ms of {:.0} ms CPU (limit {:.0} %)",
-            line.sys_ms,
-            cpu,
-            100.0 * cfg.max_sys_fraction
-        ));
-    }
-    None
 }
 
 /// Something measured against the others: a build (or, when calibrating, a build with extra
@@ -129,7 +91,7 @@ pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {
     }
 }
 
-/// `measure.mode = "lockstep"`: per workload, `lockstep.sessions` sessions of the arms taking
+/// Per workload, `lockstep.sessions` sessions of the arms taking
 /// turns (`lockstep.rs`). Sessions of the workloads alternate, so a slow stretch of the
 /// machine is shared among them rather than landing on one.
 pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<Vec<Session>> {
@@ -175,56 +137,6 @@ fn lockstep_schedule(cfg: &Measure) -> Vec<(u32, &Workload)> {
                 .map(move |w| (s, w))
         })
         .collect()
-}
-
-/// `measure.mode = "processes"`: K blocks per workload, each a random order of one
-/// whole-process run per arm.
-pub fn run(arms: &[MeasuredArm], cfg: &Measure) -> Result<Vec<Run>> {
-    let total = cfg.pairs as u64 * cfg.workloads.len() as u64 * arms.len() as u64;
-    let bar = ProgressBar::new(total).with_prefix("measure").with_style(
-        ProgressStyle::with_template(
-            "{prefix:>12} [{bar:30}] {pos}/{len} runs {elapsed} {wide_msg}",
-        )
-        .expect("a valid template")
-        .progress_chars("=> "),
-    );
-    let mut rng = SplitMix64::new(cfg.seed);
-    let mut runs = Vec::new();
-    for pair in 0..cfg.pairs {
-        for workload in &cfg.workloads {
-            let mut order: Vec<usize> = (0..arms.len()).collect();
-            rng.shuffle(&mut order);
-            for (slot, index) in order.into_iter().enumerate() {
-                let arm = &arms[index];
-                let name = &arm.name;
-                bar.set_message(format!("pair {} {} on {}", pair + 1, workload.name, name));
-                let cmd = pinned(&arm.exe, cfg.pin_core)
-                    .args(workload.args.iter().cloned())
-                    .args(arm.extra.iter().cloned());
-                let output =
-                    bar.suspend(|| cmd.run_with_timeout(Duration::from_secs(cfg.timeout_secs)))?;
-                let result =
-                    parse_line(&String::from_utf8_lossy(&output.stdout)).with_context(|| {
-                        format!(
-                            "measured workload `{}` on {name}: `{}`",
-                            workload.name,
-                            cmd.display()
-                        )
-                    })?;
-                runs.push(Run {
-                    workload: workload.name.clone(),
-                    build: name.clone(),
-                    pair,
-                    slot,
-                    disturbed: disturbed(&result, cfg),
-                    result,
-                });
-                bar.inc(1);
-            }
-        }
-    }
-    bar.finish_and_clear();
-    Ok(runs)
 }
 
 /// The median of `values` (mean of the middle two for an even count); `None` when empty.
@@ -319,24 +231,6 @@ pub mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("not a latency report: hello")
-        );
-    }
-
-    #[test]
-    fn disturbed_runs_are_flagged_with_the_reason() {
-        let cfg = measure_config();
-        let mut line = parse_line(LINE).unwrap();
-        assert_eq!(disturbed(&line, &cfg), None);
-        line.involuntary_ctx_switches = 51;
-        assert_eq!(
-            disturbed(&line, &cfg).unwrap(),
-            "51 involuntary context switches (limit 50)"
-        );
-        line.involuntary_ctx_switches = 0;
-        line.sys_ms = 40.0;
-        assert_eq!(
-            disturbed(&line, &cfg).unwrap(),
-            "system time 40 ms of 110 ms CPU (limit 25 %)"
         );
     }
 

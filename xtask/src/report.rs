@@ -12,9 +12,11 @@ use crate::build::Built;
 use crate::config::LoadedConfig;
 use crate::exec::Cmd;
 use crate::instructions::InstructionCount;
-use crate::measure::Run;
 use crate::stats;
 use crate::warnings::ApplyReport;
+
+/// The version of report.json's shape; `--baseline` refuses another.
+pub const SCHEMA: u32 = 4;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
@@ -34,12 +36,9 @@ pub struct Report {
     pub instructions: Vec<InstructionCount>,
     /// The same workload on other implementations (`cargo xtask compare`).
     pub comparators: Vec<crate::compare::Row>,
-    /// Processes mode: every run, raw, disturbed ones included (flagged).
-    pub runs: Vec<Run>,
-    /// Lockstep mode: every session, every batch.
-    #[serde(default)]
+    /// Every lockstep session, every batch.
     pub sessions: Vec<crate::lockstep::Session>,
-    /// Lockstep mode: `measure.versus`'s workload-against-workload ratios per build.
+    /// `measure.versus`'s workload-against-workload ratios per build.
     #[serde(default)]
     pub versus: Vec<crate::versus::VersusResult>,
     /// ...and their sessions, every batch.
@@ -325,22 +324,20 @@ pub fn environment(root: &Path, toolchain: &crate::toolchain::Toolchain) -> Envi
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::analysis::{
-        analyze,
-        tests::{builds, synthetic_runs},
-    };
+    use crate::analysis::tests::{builds, synthetic_sessions};
     use crate::build::Build;
     use crate::warnings::CrateCounts;
 
-    /// Synthetic runs in a fixed environment: what `xtask/expected/`'s files are rendered from.
+    /// Synthetic lockstep sessions in a fixed environment: what `xtask/expected/`'s files are
+    /// rendered from.
     pub fn fixture() -> Report {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/quick.toml");
         let config = crate::config::load(&root).unwrap();
         let mut config = config;
         config.path = PathBuf::from("profiles/quick.toml");
-        config.config.measure.pairs = 12;
-        config.config.measure.mode = crate::config::Mode::Processes;
-        let runs = synthetic_runs(12);
+        config.config.measure.lockstep.sessions = 10;
+        config.config.measure.lockstep.rounds = 20;
+        let sessions = synthetic_sessions(10, 20);
         let instructions: Vec<InstructionCount> = [
             ("release", 1106.0),
             ("lto", 1043.0),
@@ -365,10 +362,10 @@ pub mod tests {
             ..InstructionCount::default()
         })
         .collect();
-        let workloads = analyze(
+        let workloads = crate::analysis::analyze_lockstep(
             &["agent_send_latency".into()],
             &builds(),
-            &runs,
+            &sessions,
             &instructions,
             &config.config.measure,
         )
@@ -390,7 +387,7 @@ pub mod tests {
         );
         apply_check.missing_total = 2;
         Report {
-            schema: 3,
+            schema: SCHEMA,
             generated_unix_secs: 1_796_000_000,
             config,
             environment: Environment {
@@ -426,8 +423,7 @@ pub mod tests {
             workloads,
             instructions,
             comparators: Vec::new(),
-            runs,
-            sessions: Vec::new(),
+            sessions,
             versus: Vec::new(),
             versus_sessions: Vec::new(),
             stages: Vec::new(),
@@ -488,22 +484,10 @@ pub mod tests {
         }
     }
 
-    /// The same report measured in lockstep mode (synthetic sessions).
-    pub fn lockstep_fixture() -> Report {
+    /// The report of a run from a shipped profile, with stages reused and skipped and a
+    /// `versus` pair: every optional section of report.md.
+    pub fn full_fixture() -> Report {
         let mut r = fixture();
-        r.config.config.measure.mode = crate::config::Mode::Lockstep;
-        r.config.config.measure.lockstep.sessions = 10;
-        r.config.config.measure.lockstep.rounds = 20;
-        r.sessions = crate::analysis::tests::synthetic_sessions(10, 20);
-        r.runs = Vec::new();
-        r.workloads = crate::analysis::analyze_lockstep(
-            &["agent_send_latency".into()],
-            &builds(),
-            &r.sessions,
-            &r.instructions,
-            &r.config.config.measure,
-        )
-        .unwrap();
         r.profile.origin = "bundle /ci/bundles/merged: trained at commit 0123456789ab with rustc 1.95.0, 1 training workload(s)".into();
         r.stages = [
             ("instrument", crate::pgo::Outcome::Skipped),
@@ -528,17 +512,17 @@ pub mod tests {
     }
 
     #[test]
-    fn report_md_in_lockstep_mode_matches_the_expected_file() {
-        let md = crate::markdown::render_markdown(&lockstep_fixture());
+    fn report_md_with_every_section_matches_the_expected_file() {
+        let md = crate::markdown::render_markdown(&full_fixture());
         assert!(md.contains("Protocol: **lockstep**"), "{md}");
         assert!(md.contains("(rounds.svg)"), "{md}");
-        expect_file("report-lockstep.md", &md);
+        expect_file("report-full.md", &md);
     }
 
     /// A workload with its own lockstep keys gets a line saying how it was measured.
     #[test]
     fn a_workloads_own_lockstep_keys_are_stated_in_report_md() {
-        let mut r = lockstep_fixture();
+        let mut r = fixture();
         assert!(!crate::markdown::render_markdown(&r).contains("batches of"));
         r.config.config.measure.workloads[0].batch_messages = Some(9001);
         let md = crate::markdown::render_markdown(&r);

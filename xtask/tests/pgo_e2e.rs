@@ -86,15 +86,10 @@ fn the_whole_pipeline_on_the_quick_config() {
     let rows = w["rows"].as_array().unwrap();
     let builds: Vec<&str> = rows.iter().map(|r| r["build"].as_str().unwrap()).collect();
     assert_eq!(builds, measured_builds());
-    // Lockstep by default: quick.toml has 4 sessions of 20 rounds.
-    assert_eq!(w["mode"], "lockstep");
-    assert_eq!(
-        w["pairs_total"].as_u64(),
-        Some(4),
-        "quick.toml has 4 sessions"
-    );
+    // Lockstep: quick.toml has 4 sessions of 20 rounds.
+    assert_eq!(w["sessions"].as_u64(), Some(4), "quick.toml has 4 sessions");
     assert_eq!(w["rounds_per_session"].as_u64(), Some(20));
-    let clean = w["pairs_total"].as_u64().unwrap() - w["pairs_dropped"].as_u64().unwrap();
+    let clean = w["sessions"].as_u64().unwrap();
     let valgrind = testutil::have(
         "instructions per message (valgrind)",
         testutil::on_path("valgrind"),
@@ -172,10 +167,9 @@ fn the_whole_pipeline_on_the_quick_config() {
         }
         assert_eq!(s["totals"].as_array().unwrap().len(), arms.len());
     }
-    assert_eq!(
-        report["runs"],
-        serde_json::json!([]),
-        "no process runs in lockstep mode"
+    assert!(
+        report.get("runs").is_none(),
+        "lockstep is the only protocol"
     );
     assert!(
         report["environment"]["rustc_vv"]
@@ -348,37 +342,6 @@ fn a_raw_profile_is_refused_before_any_build() {
         !stderr.contains("cargo build"),
         "refused before any build:\n{stderr}"
     );
-}
-
-/// The processes mode remains, on the same builds: blocks of whole-process runs, the report
-/// says so, and no rounds.svg is left from the lockstep run.
-#[test]
-fn the_processes_mode_still_measures_in_blocks() {
-    let run = good_run();
-    let (tmp, data, target) = (&run.tmp, &run.data, &run.target);
-    let config = config_variant(
-        &tmp.join("processes.toml"),
-        r#"mode = "lockstep""#,
-        r#"mode = "processes""#,
-    );
-    for stage in ["measure", "report"] {
-        let out = xtask_with(&config, &["pgo", stage], data, target);
-        assert!(out.status.success(), "{}", stderr_of(&out));
-    }
-    let report = json(&data.join("report.json"));
-    let w = &report["workloads"][0];
-    assert_eq!(w["mode"], "processes");
-    assert_eq!(w["pairs_total"].as_u64(), Some(6), "quick.toml has 6 pairs");
-    assert_eq!(
-        report["runs"].as_array().unwrap().len(),
-        6 * (measured_builds().len() + 1) * 2,
-        "a run of each build and the A/A run a block, 6 blocks of each of 2 workloads"
-    );
-    assert_eq!(report["versus"], serde_json::json!([]), "lockstep only");
-    assert_eq!(report["sessions"], serde_json::json!([]));
-    assert!(!data.join("rounds.svg").exists());
-    let md = std::fs::read_to_string(data.join("report.md")).unwrap();
-    assert!(md.contains("Protocol: **processes**"), "{md}");
 }
 
 /// `cargo xtask pgo calibrate` on the quick config: nothing injected is not called a change,

@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 use super::{
     BASELINE, Comparison, Row, WorkloadAnalysis, capture, judge_rows, median_distribution,
 };
-use crate::config::{Measure, Mode};
+use crate::config::Measure;
 use crate::instructions::InstructionCount;
 use crate::lockstep::{Batch, Session};
 use crate::measure::median;
@@ -123,10 +123,8 @@ fn analyze_sessions(
     Ok(WorkloadAnalysis {
         workload: workload.to_string(),
         capture,
-        mode: Mode::Lockstep,
         rounds_per_session: sessions[0].order.len(),
-        pairs_total: sessions.len(),
-        pairs_dropped: 0,
+        sessions: sessions.len(),
         aa,
         rows,
         bolt_vs_pgo,

@@ -8,12 +8,11 @@
 //! Either way: rows of medians, paired comparisons with release, the A/A noise floor, a
 //! verdict per percentile.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Measure, Mode};
-use crate::instructions::InstructionCount;
-use crate::measure::{BASELINE, BASELINE_AGAIN, Run, median};
+use crate::config::Measure;
+use crate::measure::{BASELINE, BASELINE_AGAIN, median};
 
 mod lockstep;
 use crate::stats::{self, Estimate, Verdict};
@@ -57,16 +56,10 @@ pub struct Row {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadAnalysis {
     pub workload: String,
-    /// How it was measured.
-    #[serde(default = "processes")]
-    pub mode: Mode,
-    /// Lockstep: rounds per session (0 in processes mode).
-    #[serde(default)]
+    /// Rounds per session (1 for calibration's blocks of separate processes).
     pub rounds_per_session: usize,
-    /// Blocks (processes mode) or sessions (lockstep mode).
-    pub pairs_total: usize,
-    /// Blocks dropped whole because one of their runs was disturbed.
-    pub pairs_dropped: usize,
+    /// Sessions of new processes (calibration's separate-process contrast: undisturbed blocks).
+    pub sessions: usize,
     /// Release against itself (second run of each block): the noise floor.
     pub aa: Comparison,
     pub rows: Vec<Row>,
@@ -84,10 +77,6 @@ pub struct WorkloadAnalysis {
 const PGO: &str = "lto+pgo";
 const ORACLE: &str = "oracle";
 const LTO: &str = "lto";
-
-fn processes() -> Mode {
-    Mode::Processes
-}
 
 impl WorkloadAnalysis {
     /// The capture in words, or `None` without an oracle.
@@ -108,104 +97,20 @@ impl WorkloadAnalysis {
         ))
     }
 
-    /// What the figures rest on, in words: "12 sessions × 200 rounds (lockstep)" or
-    /// "20 pairs, 1 dropped as disturbed (processes)".
+    /// What the figures rest on, in words: "12 sessions × 200 rounds (lockstep)".
     pub fn basis(&self) -> String {
-        match self.mode {
-            Mode::Lockstep => format!(
-                "{} sessions × {} rounds (lockstep)",
-                self.pairs_total, self.rounds_per_session
-            ),
-            Mode::Processes => format!(
-                "{} pairs, {} dropped as disturbed (processes)",
-                self.pairs_total, self.pairs_dropped
-            ),
-        }
+        format!(
+            "{} sessions × {} rounds (lockstep)",
+            self.sessions, self.rounds_per_session
+        )
     }
-}
-
-type Metric = fn(&Run) -> u64;
-const METRICS: [Metric; 3] = [
-    |r| r.result.median_ns,
-    |r| r.result.p95_ns,
-    |r| r.result.p99_ns,
-];
-
-pub fn analyze(
-    workloads: &[String],
-    builds: &[String],
-    runs: &[Run],
-    instructions: &[InstructionCount],
-    cfg: &Measure,
-) -> Result<Vec<WorkloadAnalysis>> {
-    workloads
-        .iter()
-        .map(|w| analyze_one(w, builds, runs, instructions, cfg))
-        .collect()
-}
-
-fn analyze_one(
-    workload: &str,
-    builds: &[String],
-    runs: &[Run],
-    instructions: &[InstructionCount],
-    cfg: &Measure,
-) -> Result<WorkloadAnalysis> {
-    let mine: Vec<&Run> = runs.iter().filter(|r| r.workload == workload).collect();
-    let (blocks, clean) = clean_blocks(workload, &mine)?;
-    // The value of `metric` for `build` in each clean block, in block order.
-    let series = |build: &str, metric: Metric| -> Result<Vec<f64>> {
-        clean
-            .iter()
-            .map(|p| {
-                mine.iter()
-                    .find(|r| r.pair == *p && r.build == build)
-                    .map(|r| metric(r) as f64)
-                    .ok_or_else(|| anyhow::anyhow!("`{workload}`: block {p} has no run of {build}"))
-            })
-            .collect()
-    };
-    let compare = |cand: &str| -> Result<[Estimate; 3]> {
-        let mut out = Vec::new();
-        for metric in METRICS {
-            out.push(stats::compare(
-                &series(BASELINE, metric)?,
-                &series(cand, metric)?,
-                cfg.bootstrap_resamples,
-                cfg.seed,
-            )?);
-        }
-        Ok(out.try_into().expect("three metrics"))
-    };
-    let (aa, rows) = judge_rows(builds, cfg.min_effect_pct, compare, |build, vs_release| {
-        build_row(workload, build, &mine, &clean, instructions, vs_release)
-    })?;
-    // Blocks as sessions of one round each.
-    let capture = capture(builds, cfg, |b| {
-        let (x, base) = (series(b, METRICS[0])?, series(BASELINE, METRICS[0])?);
-        Ok(x.iter()
-            .zip(&base)
-            .map(|(x, r)| vec![(x / r).ln()])
-            .collect())
-    })?;
-    Ok(WorkloadAnalysis {
-        workload: workload.to_string(),
-        capture,
-        mode: Mode::Processes,
-        rounds_per_session: 0,
-        pairs_total: blocks.len(),
-        pairs_dropped: blocks.len() - clean.len(),
-        aa,
-        rows,
-        bolt_vs_pgo: None,
-    })
 }
 
 /// How much of the oracle's gain over lto the training's lto+pgo gets. `ratios(build)` gives
 /// ln(build / release) per round of each session (a block is a session of one round); the
 /// differences to lto's are the gains over lto. `None` without the three builds, or when the
 /// oracle gained nothing in any resample.
-fn capture(
+pub(crate) fn capture(
     builds: &[String],
     cfg: &Measure,
     ratios: impl Fn(&str) -> Result<Vec<Vec<f64>>>,
@@ -236,7 +141,7 @@ fn capture(
 /// The A/A comparison (release against its second arm: the noise floor) and a row per build,
 /// each judged against it; `compare` estimates one arm against release on the three
 /// percentiles, `row` makes a build's row from its judged comparison.
-fn judge_rows(
+pub(crate) fn judge_rows(
     builds: &[String],
     min_effect_pct: f64,
     compare: impl Fn(&str) -> Result<[Estimate; 3]>,
@@ -282,7 +187,9 @@ fn judge_against(
 
 /// Per quantile (those of the first run), the median over runs of that run's value: the
 /// distribution the plot draws.
-fn median_distribution<'a>(runs: impl Iterator<Item = &'a [(f64, u64)]>) -> Vec<(f64, f64)> {
+pub(crate) fn median_distribution<'a>(
+    runs: impl Iterator<Item = &'a [(f64, u64)]>,
+) -> Vec<(f64, f64)> {
     let runs: Vec<&[(f64, u64)]> = runs.collect();
     let Some(first) = runs.first() else {
         return Vec::new();
@@ -301,65 +208,6 @@ fn median_distribution<'a>(runs: impl Iterator<Item = &'a [(f64, u64)]>) -> Vec<
         .collect()
 }
 
-/// The blocks of a workload, and those none of whose runs was disturbed (at least two).
-fn clean_blocks(workload: &str, mine: &[&Run]) -> Result<(Vec<u32>, Vec<u32>)> {
-    let mut blocks: Vec<u32> = mine.iter().map(|r| r.pair).collect();
-    blocks.sort_unstable();
-    blocks.dedup();
-    let clean: Vec<u32> = blocks
-        .iter()
-        .copied()
-        .filter(|p| {
-            mine.iter()
-                .filter(|r| r.pair == *p)
-                .all(|r| r.disturbed.is_none())
-        })
-        .collect();
-    if clean.len() < 2 {
-        bail!(
-            "`{workload}`: only {} of {} blocks were undisturbed; the machine was too busy to compare. \
-             Rerun on a quieter machine, or raise `max_involuntary_switches` / `max_sys_fraction`",
-            clean.len(),
-            blocks.len()
-        );
-    }
-    Ok((blocks, clean))
-}
-
-/// One build's row: medians over its clean runs, its instructions, its comparison.
-fn build_row(
-    workload: &str,
-    build: &str,
-    mine: &[&Run],
-    clean: &[u32],
-    instructions: &[InstructionCount],
-    vs_release: Option<Comparison>,
-) -> Row {
-    let runs_of: Vec<&Run> = mine
-        .iter()
-        .copied()
-        .filter(|r| r.build == build && clean.contains(&r.pair))
-        .collect();
-    let med = |metric: Metric| {
-        median(&runs_of.iter().map(|r| metric(r) as f64).collect::<Vec<_>>()).unwrap_or(f64::NAN)
-    };
-    let instr = instructions
-        .iter()
-        .find(|i| i.workload == workload && i.build == build);
-    let distribution = median_distribution(runs_of.iter().map(|r| r.result.percentiles.as_slice()));
-    Row {
-        build: build.to_string(),
-        runs: runs_of.len(),
-        median_ns: med(METRICS[0]),
-        p95_ns: med(METRICS[1]),
-        p99_ns: med(METRICS[2]),
-        instructions_per_message: instr.and_then(|i| i.per_message),
-        instructions_note: instr.and_then(|i| i.note.clone()),
-        vs_release,
-        distribution,
-    }
-}
-
 #[cfg(test)]
 pub mod tests {
     use super::*;
@@ -370,92 +218,11 @@ pub mod tests {
 
     /// Synthetic runs: release ~200 ns, LTO the same, PGO 10 % faster, with a deterministic
     /// wobble; block 2 disturbed.
-    pub fn synthetic_runs(pairs: u32) -> Vec<Run> {
-        let mut runs = Vec::new();
-        for pair in 0..pairs {
-            let wobble = [0.0, 3.0, -2.0, 1.0, -1.0, 2.0][pair as usize % 6];
-            for (slot, (build, base)) in [
-                ("release", 200.0),
-                ("release-aa", 200.5),
-                ("lto", 199.0),
-                ("lto+pgo", 180.0),
-                ("oracle", 170.0),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let mut result = parse_line(LINE).unwrap();
-                let v = base + wobble + slot as f64 * 0.25;
-                result.median_ns = v as u64;
-                result.p95_ns = (v * 1.2) as u64;
-                result.p99_ns = (v * 2.0) as u64;
-                result.percentiles = vec![(0.5, v as u64), (0.99, (v * 2.0) as u64)];
-                runs.push(Run {
-                    workload: "agent_send_latency".into(),
-                    build: build.into(),
-                    pair,
-                    slot,
-                    disturbed: (pair == 2 && build == "lto")
-                        .then(|| "99 involuntary context switches (limit 50)".into()),
-                    result,
-                });
-            }
-        }
-        runs
-    }
 
     pub fn builds() -> Vec<String> {
         ["release", "lto", "lto+pgo", "oracle"]
             .map(String::from)
             .to_vec()
-    }
-
-    #[test]
-    fn drops_disturbed_blocks_whole_and_judges_against_the_noise_floor() {
-        let cfg = measure_config();
-        let a = analyze(
-            &["agent_send_latency".into()],
-            &builds(),
-            &synthetic_runs(12),
-            &[],
-            &cfg,
-        )
-        .unwrap();
-        let a = &a[0];
-        assert_eq!((a.pairs_total, a.pairs_dropped), (12, 1));
-        assert!(a.rows.iter().all(|r| r.runs == 11));
-        let pgo = a.rows[2].vs_release.as_ref().unwrap();
-        assert_eq!(pgo.median.verdict, Verdict::Faster, "{pgo:?}");
-        assert!(
-            pgo.median.estimate.ci_low_pct < -9.0 && pgo.median.estimate.ci_high_pct > -11.0,
-            "{pgo:?}"
-        );
-        let lto = a.rows[1].vs_release.as_ref().unwrap();
-        assert_eq!(lto.median.verdict, Verdict::NoDetectableChange, "{lto:?}");
-        assert!(a.aa.median.estimate.ci_low_pct <= 0.5, "{:?}", a.aa);
-        assert!(a.rows[0].vs_release.is_none());
-        assert_eq!(a.rows[2].distribution[0].0, 0.5);
-    }
-
-    #[test]
-    fn too_few_undisturbed_blocks_is_a_clear_error() {
-        let mut runs = synthetic_runs(3);
-        for r in runs.iter_mut().filter(|r| r.pair == 0) {
-            r.disturbed = Some("x".into());
-        }
-        let err = analyze(
-            &["agent_send_latency".into()],
-            &builds(),
-            &runs,
-            &[],
-            &measure_config(),
-        )
-        .unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("only 1 of 3 blocks were undisturbed"),
-            "{err}"
-        );
     }
 
     /// Synthetic lockstep sessions: release ~200 ns, release-aa the same, lto 1 % faster,
@@ -512,10 +279,7 @@ pub mod tests {
             &measure_config(),
         )
         .unwrap()[0];
-        assert_eq!(
-            (w.mode, w.pairs_total, w.rounds_per_session),
-            (Mode::Lockstep, 10, 20)
-        );
+        assert_eq!((w.sessions, w.rounds_per_session), (10, 20));
         assert!(w.aa.median.estimate.change_pct.abs() < 0.5, "{:?}", w.aa);
         let pgo = w.rows[2].vs_release.as_ref().unwrap();
         assert!(

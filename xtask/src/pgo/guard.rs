@@ -185,7 +185,7 @@ mod tests {
         trained_more.train.workloads[0].args.push("--warmup".into());
         assert_ne!(a, fingerprint(&root, "rustc 1", &trained_more).unwrap());
         let mut measured_more = cfg.clone();
-        measured_more.measure.pairs += 1;
+        measured_more.measure.lockstep.sessions += 1;
         assert_eq!(
             a,
             fingerprint(&root, "rustc 1", &measured_more).unwrap(),

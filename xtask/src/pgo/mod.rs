@@ -10,12 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::build::{Build, Built};
 use crate::cargo::{self, Workspace};
-use crate::config::{self, LoadedConfig, Mode};
+use crate::config::{self, LoadedConfig};
 use crate::flags::{CommonFlags, PgoFlags};
 use crate::fsx;
 use crate::instructions::InstructionCount;
 use crate::lockstep::Session;
-use crate::measure::Run;
 use crate::report::{ProfileInfo, Report};
 use crate::toolchain::{self, Toolchain};
 use crate::warnings::ApplyReport;
@@ -209,14 +208,11 @@ pub struct Baselines {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurements {
-    pub mode: Mode,
     /// The measured builds, in [`Build::MEASURED`] order.
     pub builds: Vec<Built>,
-    /// Processes mode: every run.
-    pub runs: Vec<Run>,
-    /// Lockstep mode: every session.
+    /// Every lockstep session.
     pub sessions: Vec<Session>,
-    /// Lockstep mode: the sessions of `measure.versus`, workload against workload.
+    /// The sessions of `measure.versus`, workload against workload.
     pub versus_sessions: Vec<Session>,
     pub instructions: Vec<InstructionCount>,
     pub comparators: Vec<crate::compare::Row>,
@@ -508,15 +504,18 @@ Total count: 9704034
         std::fs::create_dir_all(&dir).unwrap();
         let old = dir.join("old.json");
         std::fs::write(&old, r#"{"schema": 2, "builds": []}"#).unwrap();
-        let err = load_baseline(&old, 3).unwrap_err().to_string();
+        let schema = crate::report::SCHEMA;
+        let err = load_baseline(&old, schema).unwrap_err().to_string();
         assert!(
-            err.contains("is a report of schema 2, this version writes schema 3"),
+            err.contains(&format!(
+                "is a report of schema 2, this version writes schema {schema}"
+            )),
             "{err}"
         );
         let report = crate::report::tests::fixture();
         let current = dir.join("current.json");
         std::fs::write(&current, serde_json::to_string(&report).unwrap()).unwrap();
-        assert_eq!(load_baseline(&current, 3).unwrap().schema, 3);
+        assert_eq!(load_baseline(&current, schema).unwrap().schema, schema);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

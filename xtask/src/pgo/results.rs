@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use super::{Ctx, Measurements, MergedProfile, OptimizedBuild};
 use crate::build::Built;
-use crate::config::Mode;
 use crate::fsx;
 use crate::instructions;
 use crate::measure;
@@ -17,30 +16,10 @@ use crate::toolchain::Toolchain;
 
 pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
     let cfg = &ctx.config.config;
-    let mode = cfg.measure.mode;
     let started = std::time::Instant::now();
-    let (runs, sessions) = match mode {
-        Mode::Lockstep => (
-            Vec::new(),
-            measure::run_lockstep(&measure::arms(&builds), &cfg.measure)?,
-        ),
-        Mode::Processes => (
-            measure::run(&measure::arms(&builds), &cfg.measure)?,
-            Vec::new(),
-        ),
-    };
+    let sessions = measure::run_lockstep(&measure::arms(&builds), &cfg.measure)?;
     // Workload against workload on the same build, paired the same way.
-    let versus_sessions = match mode {
-        Mode::Lockstep => crate::versus::run(&builds, &cfg.measure)?,
-        Mode::Processes => {
-            if !cfg.measure.versus.is_empty() {
-                eprintln!(
-                    "measure: `measure.versus` is measured in lockstep mode only; skipped in processes mode"
-                );
-            }
-            Vec::new()
-        }
-    };
+    let versus_sessions = crate::versus::run(&builds, &cfg.measure)?;
     let latency_secs = started.elapsed().as_secs_f64();
     // The deterministic metric beside the noisy one.
     let started = std::time::Instant::now();
@@ -79,14 +58,11 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
         &shipped,
     )?;
     eprintln!(
-        "measure: latency ({}) {latency_secs:.1} s, instructions {instructions_secs:.1} s, comparators {:.1} s",
-        mode.name(),
+        "measure: latency (lockstep) {latency_secs:.1} s, instructions {instructions_secs:.1} s, comparators {:.1} s",
         started.elapsed().as_secs_f64()
     );
     Ok(Measurements {
-        mode,
         builds,
-        runs,
         sessions,
         versus_sessions,
         instructions,
@@ -115,24 +91,15 @@ pub(super) fn report(
         .map(|w| w.name.clone())
         .collect();
     let build_names: Vec<String> = builds.iter().map(|b| b.name().to_string()).collect();
-    let workloads = match measured.mode {
-        Mode::Lockstep => crate::analysis::analyze_lockstep(
-            &workload_names,
-            &build_names,
-            &measured.sessions,
-            &measured.instructions,
-            &cfg.measure,
-        )?,
-        Mode::Processes => crate::analysis::analyze(
-            &workload_names,
-            &build_names,
-            &measured.runs,
-            &measured.instructions,
-            &cfg.measure,
-        )?,
-    };
+    let workloads = crate::analysis::analyze_lockstep(
+        &workload_names,
+        &build_names,
+        &measured.sessions,
+        &measured.instructions,
+        &cfg.measure,
+    )?;
     let report = Report {
-        schema: 3,
+        schema: report::SCHEMA,
         generated_unix_secs: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -146,7 +113,6 @@ pub(super) fn report(
         workloads,
         instructions: measured.instructions.clone(),
         comparators: measured.comparators.clone(),
-        runs: measured.runs.clone(),
         sessions: measured.sessions.clone(),
         versus: crate::versus::analyze(
             &measured.versus_sessions,
@@ -166,11 +132,11 @@ pub(super) fn report(
         &ctx.data.join("latency.svg"),
         crate::plot::render_svg(&report).as_bytes(),
     )?;
-    // Lockstep only: one session round by round, and every session's ratio.
+    // One session round by round, and every session's ratio.
     let rounds = ctx.data.join("rounds.svg");
     match crate::plot::render_rounds_svg(&report) {
         Some(svg) => fsx::write_atomic(&rounds, svg.as_bytes())?,
-        // A processes-mode report has no rounds: an old picture would belong to another run.
+        // No session recorded: an old picture would belong to another run.
         None if rounds.exists() => std::fs::remove_file(&rounds)
             .with_context(|| format!("cannot remove the stale {}", rounds.display()))?,
         None => {}

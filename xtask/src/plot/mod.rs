@@ -44,13 +44,8 @@ fn nines(q: f64) -> f64 {
 
 fn title(w: &crate::analysis::WorkloadAnalysis) -> String {
     format!(
-        "{} latency by percentile (medians over {})",
-        w.workload,
-        match w.mode {
-            crate::config::Mode::Lockstep => format!("{} sessions", w.pairs_total),
-            crate::config::Mode::Processes =>
-                format!("{} undisturbed pairs", w.pairs_total - w.pairs_dropped),
-        }
+        "{} latency by percentile (medians over {} sessions)",
+        w.workload, w.sessions
     )
 }
 
@@ -285,16 +280,18 @@ mod tests {
             4,
             "release, lto, lto+pgo, oracle"
         );
-        assert!(svg.contains("lto+pgo: median 181 ns"), "{svg}");
+        assert!(svg.contains("lto+pgo: median 182 ns"), "{svg}");
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
         assert_eq!(svg.matches('<').count(), svg.matches('>').count());
         roxmltree::Document::parse(&svg).expect("well-formed XML");
     }
 
     #[test]
-    fn rounds_svg_is_drawn_in_lockstep_mode_only() {
-        assert!(render_rounds_svg(&crate::report::tests::fixture()).is_none());
-        let svg = render_rounds_svg(&crate::report::tests::lockstep_fixture()).unwrap();
+    fn rounds_svg_is_drawn_when_there_are_sessions() {
+        let mut none = crate::report::tests::fixture();
+        none.sessions.clear();
+        assert!(render_rounds_svg(&none).is_none());
+        let svg = render_rounds_svg(&crate::report::tests::fixture()).unwrap();
         let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
         // Panels 1 and 2 are lines (5 arms, then 4 ratios), panel 3 dots (4 arms).
         assert_eq!(
