@@ -216,9 +216,7 @@ pub mod tests {
     use crate::measure::tests::{LINE, measure_config};
     use crate::stats::Verdict;
 
-    /// Synthetic runs: release ~200 ns, LTO the same, PGO 10 % faster, with a deterministic
-    /// wobble; block 2 disturbed.
-
+    /// The measured builds of the synthetic data.
     pub fn builds() -> Vec<String> {
         ["release", "lto", "lto+pgo", "oracle"]
             .map(String::from)

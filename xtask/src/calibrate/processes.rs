@@ -240,6 +240,8 @@ mod tests {
     use crate::measure::tests::{LINE, measure_config};
     use crate::stats::Verdict;
 
+    /// Synthetic runs: release ~200 ns, LTO the same, PGO 10 % faster, with a deterministic
+    /// wobble; block 2 disturbed.
     fn synthetic_runs(pairs: u32) -> Vec<Run> {
         let mut runs = Vec::new();
         for pair in 0..pairs {
