@@ -19,7 +19,7 @@ use crate::exec::Cmd;
 use crate::flags::CompareFlags;
 use crate::fsx;
 use crate::measure::median;
-use crate::pgo::Ctx;
+use crate::pipeline::Ctx;
 use crate::stats::SplitMix64;
 
 /// Whether sender and receiver share a thread.

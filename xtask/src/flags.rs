@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::pgo::Stage;
+use crate::pipeline::Stage;
 
 /// One flag of a command: its name, the placeholder of its value (if it takes one), its help.
 #[derive(Debug)]

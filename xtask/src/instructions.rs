@@ -19,7 +19,7 @@ use crate::callgrind::{self, FunctionCost};
 use crate::config::{Instructions, Workload};
 use crate::exec::Cmd;
 use crate::fsx;
-use crate::insight::{Simulated, parse_events, simulated};
+use crate::insight_data::{Simulated, parse_events, simulated};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstructionCount {

@@ -3,9 +3,7 @@
 //! its own module.
 
 mod analysis;
-mod bolt;
 mod build;
-mod calibrate;
 mod callgrind;
 mod cargo;
 mod compare;
@@ -13,14 +11,12 @@ mod config;
 mod exec;
 mod flags;
 mod fsx;
-mod gate;
-mod insight;
+mod insight_data;
 mod instructions;
+mod llvm_bolt;
 mod lockstep;
-mod markdown;
 mod measure;
-mod pgo;
-mod plot;
+mod pipeline;
 mod report;
 mod rustflags;
 mod stats;
@@ -45,7 +41,7 @@ fn main() -> ExitCode {
             println!("{text}");
             return ExitCode::SUCCESS;
         }
-        flags::Command::Pgo(flags) => pgo::run(flags),
+        flags::Command::Pgo(flags) => pipeline::run(flags),
         flags::Command::Compare(flags) => compare::run(flags),
     };
     match result {

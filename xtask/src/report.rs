@@ -2,6 +2,10 @@
 //! holds): the terminal table, `report.md` in the form of the benchmark page, the
 //! benchmark-history entries. The plot is in `plot.rs`.
 
+pub mod gate;
+pub mod markdown;
+pub mod plot;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -29,7 +33,7 @@ pub struct Report {
     pub apply_check: ApplyReport,
     /// What the profile holds and how the training compares with each measured workload.
     #[serde(default)]
-    pub insight: Option<crate::pgo::InsightReport>,
+    pub insight: Option<crate::pipeline::InsightReport>,
     pub builds: Vec<Built>,
     /// Per workload: rows, paired comparisons, noise floor.
     pub workloads: Vec<WorkloadAnalysis>,
@@ -47,10 +51,10 @@ pub struct Report {
     /// The stages of the run that wrote this report, before the report itself: which ran
     /// and which were reused (up to date), with their fingerprints and seconds.
     #[serde(default)]
-    pub stages: Vec<crate::pgo::StageRun>,
+    pub stages: Vec<crate::pipeline::StageRun>,
     /// The BOLT stage's record, when it ran: its profile, BOLT's report, the proof.
     #[serde(default)]
-    pub bolt: Option<crate::pgo::bolt::BoltBuild>,
+    pub bolt: Option<crate::pipeline::bolt::BoltBuild>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -350,7 +354,7 @@ pub mod tests {
             build: b.into(),
             per_message: Some(i),
             totals: Some((1_000_000, 1_000_000 + (i * 2000.0) as u64)),
-            simulated: Some(crate::insight::Simulated {
+            simulated: Some(crate::insight_data::Simulated {
                 cond_branches: i / 6.0,
                 cond_mispredicts: i / 300.0,
                 indirect_branches: 11.0,
@@ -432,8 +436,8 @@ pub mod tests {
     }
 
     /// An insight of made-up but plausible figures (the parsers are tested on real output).
-    pub fn insight_fixture() -> crate::pgo::InsightReport {
-        use crate::insight::{FunctionCount, HotFunction, contents};
+    pub fn insight_fixture() -> crate::pipeline::InsightReport {
+        use crate::insight_data::{FunctionCount, HotFunction, contents};
         let f = |name: &str, count: u64| FunctionCount {
             symbol: format!("_ZN{name}"),
             name: name.into(),
@@ -445,21 +449,21 @@ pub mod tests {
             f("tokio::sync::mpsc::list::Rx<T>::pop", 900_000),
             f("serde_json::de::from_str", 0),
         ];
-        crate::pgo::InsightReport {
+        crate::pipeline::InsightReport {
             training: contents(&training, 12),
             required: vec![
-                crate::pgo::insight::RequiredCoverage {
+                crate::pipeline::insight::RequiredCoverage {
                     prefix: "mty_runtime::".into(),
                     functions: 40,
                     nonzero: 31,
                 },
-                crate::pgo::insight::RequiredCoverage {
+                crate::pipeline::insight::RequiredCoverage {
                     prefix: "tokio::sync::mpsc::".into(),
                     functions: 25,
                     nonzero: 22,
                 },
             ],
-            workloads: vec![crate::pgo::insight::WorkloadInsight {
+            workloads: vec![crate::pipeline::insight::WorkloadInsight {
                 workload: "agent_send_latency".into(),
                 profile: PathBuf::from("pgo-data/insight/agent_send_latency.profdata"),
                 overlap_pct: 53.8,
@@ -490,11 +494,11 @@ pub mod tests {
         let mut r = fixture();
         r.profile.origin = "bundle /ci/bundles/merged: trained at commit 0123456789ab with rustc 1.95.0, 1 training workload(s)".into();
         r.stages = [
-            ("instrument", crate::pgo::Outcome::Skipped),
-            ("merge", crate::pgo::Outcome::Reused),
-            ("measure", crate::pgo::Outcome::Ran),
+            ("instrument", crate::pipeline::Outcome::Skipped),
+            ("merge", crate::pipeline::Outcome::Reused),
+            ("measure", crate::pipeline::Outcome::Ran),
         ]
-        .map(|(stage, outcome)| crate::pgo::StageRun {
+        .map(|(stage, outcome)| crate::pipeline::StageRun {
             stage: stage.into(),
             seconds: 1.0,
             outcome,
@@ -513,7 +517,7 @@ pub mod tests {
 
     #[test]
     fn report_md_with_every_section_matches_the_expected_file() {
-        let md = crate::markdown::render_markdown(&full_fixture());
+        let md = crate::report::markdown::render_markdown(&full_fixture());
         assert!(md.contains("Protocol: **lockstep**"), "{md}");
         assert!(md.contains("(rounds.svg)"), "{md}");
         expect_file("report-full.md", &md);
@@ -523,13 +527,13 @@ pub mod tests {
     #[test]
     fn a_workloads_own_lockstep_keys_are_stated_in_report_md() {
         let mut r = fixture();
-        assert!(!crate::markdown::render_markdown(&r).contains("batches of"));
+        assert!(!crate::report::markdown::render_markdown(&r).contains("batches of"));
         r.config.config.measure.workloads[0].batch_messages = Some(9001);
-        let md = crate::markdown::render_markdown(&r);
+        let md = crate::report::markdown::render_markdown(&r);
         assert!(md.contains("9001 messages, its arms pinned"), "{md}");
         let w = &mut r.config.config.measure.workloads[0];
         (w.share_core, w.sessions, w.name) = (Some(false), Some(4), "w".into());
-        let md = crate::markdown::render_markdown(&r);
+        let md = crate::report::markdown::render_markdown(&r);
         let line = "- `w`: 4 sessions, batches of 9001 messages, its arms not pinned (`share_core = false`: it runs several threads).";
         assert!(md.contains(line), "{md}");
     }
@@ -557,7 +561,10 @@ pub mod tests {
 
     #[test]
     fn report_md_matches_the_expected_file() {
-        expect_file("report.md", &crate::markdown::render_markdown(&fixture()));
+        expect_file(
+            "report.md",
+            &crate::report::markdown::render_markdown(&fixture()),
+        );
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub struct Toolchain {
     pub user_rustflags: crate::rustflags::UserFlags,
     /// llvm-bolt and merge-fdata, when found (the `bolt` stage).
     #[serde(default)]
-    pub bolt: Option<crate::bolt::BoltTools>,
+    pub bolt: Option<crate::llvm_bolt::BoltTools>,
     pub rustc: RustcInfo,
     /// `rustc -vV`, verbatim, for the report.
     pub rustc_vv: String,
@@ -131,7 +131,7 @@ pub fn doctor() -> Result<Toolchain> {
     let user_rustflags =
         crate::rustflags::effective(&crate::rustflags::Sources::here()?, &rustc.host, &cfg)?;
     crate::rustflags::check_conflicts(&user_rustflags)?;
-    let bolt = crate::bolt::find(rustc.llvm_major, &path_dirs());
+    let bolt = crate::llvm_bolt::find(rustc.llvm_major, &path_dirs());
     Ok(Toolchain {
         bolt,
         rustc,

@@ -126,15 +126,15 @@ pub(super) fn report(
     // Everything below is rendered from `report`, the same value report.json holds.
     let path = ctx.data.join("report.json");
     fsx::write_json(&path, &report)?;
-    let markdown = crate::markdown::render_markdown(&report);
+    let markdown = crate::report::markdown::render_markdown(&report);
     fsx::write_atomic(&ctx.data.join("report.md"), markdown.as_bytes())?;
     fsx::write_atomic(
         &ctx.data.join("latency.svg"),
-        crate::plot::render_svg(&report).as_bytes(),
+        crate::report::plot::render_svg(&report).as_bytes(),
     )?;
     // One session round by round, and every session's ratio.
     let rounds = ctx.data.join("rounds.svg");
-    match crate::plot::render_rounds_svg(&report) {
+    match crate::report::plot::render_rounds_svg(&report) {
         Some(svg) => fsx::write_atomic(&rounds, svg.as_bytes())?,
         // No session recorded: an old picture would belong to another run.
         None if rounds.exists() => std::fs::remove_file(&rounds)

@@ -21,6 +21,7 @@ use crate::warnings::ApplyReport;
 
 pub mod bolt;
 mod bundle;
+pub mod calibrate;
 mod fresh;
 mod guard;
 mod inputs;
@@ -268,9 +269,11 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     let comparators =
         crate::compare::compile_in_background(&ctx.ws.root, &ctx.target_root.join("comparators"));
     if flags.calibrate {
-        let release = crate::calibrate::release_build(&ctx, &tc)?;
+        let release = crate::pipeline::calibrate::release_build(&ctx, &tc)?;
         return timer
-            .section_named("calibrate", || crate::calibrate::run(&ctx, &release))
+            .section_named("calibrate", || {
+                crate::pipeline::calibrate::run(&ctx, &release)
+            })
             .map(drop);
     }
     if let Some(dir) = &flags.export {
@@ -413,7 +416,7 @@ fn gate(flags: &PgoFlags, report: &Report) -> Result<()> {
         Some(path) => Some(load_baseline(path, report.schema)?),
         None => None,
     };
-    crate::gate::enforce(report, baseline.as_ref())
+    crate::report::gate::enforce(report, baseline.as_ref())
 }
 
 /// An earlier report.json to gate against, refused with the reason when it was written by
@@ -458,7 +461,7 @@ fn doctor() -> Result<Toolchain> {
         ),
         None => eprintln!(
             "doctor: llvm-bolt not found (the bolt stage needs it: apt-get install {})",
-            crate::bolt::package(tc.rustc.llvm_major)
+            crate::llvm_bolt::package(tc.rustc.llvm_major)
         ),
     }
     Ok(tc)

@@ -25,7 +25,7 @@ pub fn render_markdown(report: &Report) -> String {
     simulated(&mut md, report);
     crate::callgrind::render_markdown(&mut md, &report.instructions);
     if let Some(b) = &report.bolt {
-        crate::pgo::bolt::render_markdown(&mut md, b);
+        crate::pipeline::bolt::render_markdown(&mut md, b);
     }
     crate::versus::render_markdown(&mut md, &report.versus);
     comparators(&mut md, report);
@@ -371,10 +371,10 @@ fn recorded(md: &mut String, report: &Report) {
             .iter()
             .map(|s| {
                 let outcome = match s.outcome {
-                    crate::pgo::Outcome::Ran => "ran",
-                    crate::pgo::Outcome::Reused => "reused (up to date)",
-                    crate::pgo::Outcome::Skipped => "skipped",
-                    crate::pgo::Outcome::Failed => "failed",
+                    crate::pipeline::Outcome::Ran => "ran",
+                    crate::pipeline::Outcome::Reused => "reused (up to date)",
+                    crate::pipeline::Outcome::Skipped => "skipped",
+                    crate::pipeline::Outcome::Failed => "failed",
                 };
                 format!("{} {outcome}", s.stage)
             })

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use crate::config::Measure;
 use crate::measure::{BASELINE, BASELINE_AGAIN, median};
 
-mod lockstep;
+mod sessions;
 use crate::stats::{self, Estimate, Verdict};
-pub use lockstep::analyze_lockstep;
+pub use sessions::analyze_lockstep;
 
 /// A comparison judged against its threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

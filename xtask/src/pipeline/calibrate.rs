@@ -27,7 +27,7 @@ use crate::config::Measure;
 use crate::fsx;
 use crate::lockstep::Session;
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm, median};
-use crate::pgo::Ctx;
+use crate::pipeline::Ctx;
 use crate::stats;
 
 /// The protocol a calibration row was measured with.

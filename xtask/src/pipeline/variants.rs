@@ -76,7 +76,7 @@ pub(super) fn bolt_stage(
     merged: &MergedProfile,
     optimized: &OptimizedBuild,
 ) -> Result<Option<bolt::BoltBuild>> {
-    let decided = crate::bolt::decide(
+    let decided = crate::llvm_bolt::decide(
         ctx.config.config.bolt.enabled,
         tc.bolt.as_ref(),
         tc.rustc.llvm_major,

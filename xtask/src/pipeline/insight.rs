@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Ctx, InstrumentedBuild, MergedProfile, OptimizedBuild};
 use crate::exec::Cmd;
-use crate::insight::{self, Contents, FunctionCount, HotFunction};
+use crate::insight_data::{self as insight, Contents, FunctionCount, HotFunction};
 use crate::toolchain::Toolchain;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,10 +18,10 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::{Ctx, MergedProfile};
-use crate::bolt::{self, BoltReport, BoltTools};
 use crate::build::{Build, Built};
 use crate::exec::Cmd;
 use crate::fsx;
+use crate::llvm_bolt::{self as bolt, BoltReport, BoltTools};
 use crate::toolchain::Toolchain;
 
 /// The stage's output.
