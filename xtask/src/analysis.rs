@@ -12,7 +12,8 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Measure;
-use crate::measure::{BASELINE, BASELINE_AGAIN, median};
+use crate::measure::{BASELINE, BASELINE_AGAIN};
+use crate::stats::median;
 
 mod sessions;
 use crate::stats::{self, Estimate, Verdict};
@@ -209,66 +210,16 @@ pub(crate) fn median_distribution<'a>(
 }
 
 #[cfg(test)]
-pub mod tests {
+mod tests {
     use super::*;
-    use crate::lockstep::{Batch, Session};
-    use crate::measure::parse_line;
-    use crate::measure::tests::{LINE, measure_config};
+    use crate::fixtures::builds;
+
+    use crate::fixtures::measure_config;
     use crate::stats::Verdict;
-
-    /// The measured builds of the synthetic data.
-    pub fn builds() -> Vec<String> {
-        ["release", "lto", "lto+pgo", "oracle"]
-            .map(String::from)
-            .to_vec()
-    }
-
-    /// Synthetic lockstep sessions: release ~200 ns, release-aa the same, lto 1 % faster,
-    /// lto+pgo 10 % faster; the machine's state flips between 170 and 235 ns every 5 rounds
-    /// (all arms alike), each arm process has its own small offset.
-    pub fn synthetic_sessions(n: u32, rounds: usize) -> Vec<Session> {
-        let arms = ["release", "release-aa", "lto", "lto+pgo", "oracle"];
-        let factor = [1.0, 1.0, 0.99, 0.90, 0.85];
-        (0..n)
-            .map(|s| {
-                let offsets: Vec<f64> = (0..arms.len())
-                    .map(|a| 1.0 + 0.002 * (((s as usize * 7 + a * 3) % 5) as f64 - 2.0))
-                    .collect();
-                let batches = (0..arms.len())
-                    .map(|a| {
-                        (0..rounds)
-                            .map(|r| {
-                                let state = if (r / 5) % 2 == 0 { 170.0 } else { 235.0 };
-                                let m = state * factor[a] * offsets[a];
-                                Batch {
-                                    median_ns: m,
-                                    p95_ns: m * 1.2,
-                                    p99_ns: m * 2.0,
-                                    p999_ns: Some(m * 3.0),
-                                    mean_ns: m * 1.05,
-                                    inject_ns: None,
-                                }
-                            })
-                            .collect()
-                    })
-                    .collect();
-                let mut total = parse_line(LINE).unwrap();
-                total.percentiles = vec![(0.5, 200), (0.99, 400)];
-                Session {
-                    workload: "agent_send_latency".into(),
-                    session: s,
-                    arms: arms.map(String::from).to_vec(),
-                    order: (0..rounds).map(|_| vec![0, 1, 2, 3, 4]).collect(),
-                    batches,
-                    totals: vec![total; arms.len()],
-                }
-            })
-            .collect()
-    }
 
     #[test]
     fn lockstep_sessions_give_the_known_ratios_through_state_flips() {
-        let sessions = synthetic_sessions(10, 20);
+        let sessions = crate::fixtures::sessions(10, 20);
         let w = &analyze_lockstep(
             &["agent_send_latency".into()],
             &builds(),

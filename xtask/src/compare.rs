@@ -13,14 +13,11 @@ use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use crate::build::{Build, Built};
+use crate::build::Built;
 use crate::config::Compare;
 use crate::exec::Cmd;
-use crate::flags::CompareFlags;
-use crate::fsx;
-use crate::measure::median;
-use crate::pipeline::Ctx;
 use crate::stats::SplitMix64;
+use crate::stats::median;
 
 /// Whether sender and receiver share a thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +78,7 @@ pub fn nearest_rank(sorted: &[u64], q: f64) -> u64 {
 
 pub fn parse_values(stdout: &str) -> Result<ValuesLine> {
     let parsed: ValuesLine =
-        crate::measure::parse_last_line(stdout, "a JSON line with `values_ns`")?;
+        crate::workload::parse_last_line(stdout, "a JSON line with `values_ns`")?;
     if parsed.values_ns.is_empty() {
         bail!("it reported no values");
     }
@@ -97,27 +94,6 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(program))
         .find(|p| p.is_file())
-}
-
-/// `cargo xtask compare`: the comparison table alone, on a release build of the binary
-/// (cargo rebuilds it only when stale). The LTO and PGO rows come with `cargo xtask pgo`,
-/// whose report holds the same table for all three builds: reusing old pipeline builds here
-/// could silently measure stale executables.
-pub fn run(flags: CompareFlags) -> Result<()> {
-    let ctx = Ctx::open(&flags.common)?;
-    let tc = crate::toolchain::doctor()?;
-    let (release, _) = ctx.build(&tc, Build::Release, Build::Release.rustflags(None))?;
-    let rows = run_comparators(
-        &ctx.ws.root,
-        &ctx.target_root.join("comparators"),
-        &ctx.config.config.compare,
-        &[release],
-    )?;
-    let path = ctx.data.join("compare.json");
-    fsx::write_json(&path, &rows)?;
-    println!("\n{}", render(&rows, &ctx.config.config.compare));
-    println!("wrote {}", path.display());
-    Ok(())
 }
 
 /// The Mighty and tokio rows, from mty-bench builds (`release` first).

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::pipeline::Stage;
+use crate::stage::Stage;
 
 /// One flag of a command: its name, the placeholder of its value (if it takes one), its help.
 #[derive(Debug)]
@@ -45,7 +45,7 @@ const COMMON: [FlagSpec; 4] = [
 ];
 
 /// Flags only `cargo xtask pgo` takes.
-const PGO_ONLY: [FlagSpec; 9] = [
+const PGO_ONLY: [FlagSpec; 10] = [
     flag(
         "--check",
         None,
@@ -78,6 +78,12 @@ const PGO_ONLY: [FlagSpec; 9] = [
         "--remeasure",
         None,
         "measure again although the measured executables and the measure config are unchanged",
+    ),
+    flag(
+        "--publish",
+        None,
+        "after the report, write this run's report.md with a line of context (machine, date, \
+         commit) to docs/results/<date>-<commit>.md and add its headline row to docs/results/README.md",
     ),
     flag(
         "--profile",
@@ -163,6 +169,8 @@ pub struct PgoFlags {
     pub force: Option<Stage>,
     /// `--remeasure`: measure although the measurement's inputs are unchanged.
     pub remeasure: bool,
+    /// `--publish`: keep this run's report.md in docs/results/, with a row in its index.
+    pub publish: bool,
     /// `--profile PATH`: a stored profile or bundle instead of training.
     pub profile: Option<PathBuf>,
     /// `--bundle DIR` (train, merge): also write the profile as a bundle into DIR.
@@ -228,6 +236,7 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                                 })
                             }
                             "--remeasure" => flags.remeasure = true,
+                            "--publish" => flags.publish = true,
                             "--profile" => flags.profile = value.map(PathBuf::from),
                             "--bundle" => flags.bundle = value.map(PathBuf::from),
                             "--input" => flags.inputs.extend(value),

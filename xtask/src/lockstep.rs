@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Measure, Workload};
 use crate::exec::{self, Cmd};
-use crate::measure::{WorkloadLine, parse_line};
 use crate::stats::SplitMix64;
+use crate::workload::{WorkloadLine, parse_line};
 
 /// One arm's answer to one `g`: its batch's summary (window means around each quantile; see
 /// mty-bench's `latency.rs`).
@@ -110,7 +110,7 @@ pub fn session(
     let workload = workload.name.as_str();
     let mut live = Vec::new();
     for arm in arms {
-        let cmd = crate::measure::pinned(&arm.exe, core)
+        let cmd = crate::workload::pinned(&arm.exe, core)
             .args(arm.args.iter().cloned())
             .args(["--lockstep".to_string(), batch.clone()]);
         live.push(bar.suspend(|| Live::start(&arm.name, cmd))?);
@@ -344,7 +344,7 @@ exec sleep 60"#,
     /// beside a well-behaved arm: the error, and whether the well-behaved arm outlived it or
     /// was waited for instead of killed.
     fn failed_session(script: &str, timeout_secs: u64) -> (String, bool) {
-        let mut cfg = crate::measure::tests::measure_config();
+        let mut cfg = crate::fixtures::measure_config();
         cfg.timeout_secs = timeout_secs;
         cfg.lockstep.rounds = 2;
         cfg.lockstep.share_core = false;
@@ -446,7 +446,7 @@ exec sleep 60"#,
 
     #[test]
     fn arms_share_the_configured_core_the_last_one_or_none() {
-        let mut cfg = crate::measure::tests::measure_config();
+        let mut cfg = crate::fixtures::measure_config();
         cfg.pin_core = Some(0);
         let share = |cfg: &Measure, w: &Workload| shared_core(cfg, w.shares_core_in(&cfg.lockstep));
         let mut w = Workload::new("w", vec!["w".into()]);

@@ -9,6 +9,8 @@ mod cargo;
 mod compare;
 mod config;
 mod exec;
+#[cfg(test)]
+mod fixtures;
 mod flags;
 mod fsx;
 mod insight_data;
@@ -16,15 +18,18 @@ mod instructions;
 mod llvm_bolt;
 mod lockstep;
 mod measure;
+mod outputs;
 mod pipeline;
 mod report;
 mod rustflags;
+mod stage;
 mod stats;
 #[cfg(test)]
 mod testutil;
 mod toolchain;
 mod versus;
 mod warnings;
+mod workload;
 
 use std::process::ExitCode;
 
@@ -42,7 +47,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         flags::Command::Pgo(flags) => pipeline::run(flags),
-        flags::Command::Compare(flags) => compare::run(flags),
+        flags::Command::Compare(flags) => pipeline::compare_command::run(flags),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,56 +1,19 @@
 //! The measured arms and the `measure` stage's protocol: per workload, sessions of live
 //! processes taking turns on one core (`lockstep.rs`), and what a workload prints.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::{Deserialize, Serialize};
 
 use crate::build::{Build, Built};
 use crate::config::{Measure, Workload};
-use crate::exec::Cmd;
 use crate::lockstep::{self, Arm, Session};
 use crate::stats::SplitMix64;
 
 /// The baseline build's name, and the name of its second run in each block (A/A).
 pub const BASELINE: &str = Build::BASELINE.name();
 pub const BASELINE_AGAIN: &str = "release-aa";
-
-/// What one `mty-bench` latency run printed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkloadLine {
-    pub median_ns: u64,
-    pub p95_ns: u64,
-    pub p99_ns: u64,
-    pub max_ns: u64,
-    pub mean_ns: f64,
-    pub clock_overhead_ns: u64,
-    /// `[quantile, ns]` pairs.
-    pub percentiles: Vec<(f64, u64)>,
-    pub user_ms: f64,
-    pub sys_ms: f64,
-    pub voluntary_ctx_switches: u64,
-    pub involuntary_ctx_switches: u64,
-}
-
-/// Parses the JSON line a latency workload prints (the last non-empty line of stdout).
-pub fn parse_line(stdout: &str) -> Result<WorkloadLine> {
-    parse_last_line(stdout, "a latency report")
-}
-
-/// The last non-empty line of a workload's stdout, parsed as `what`.
-pub fn parse_last_line<T: serde::de::DeserializeOwned>(stdout: &str, what: &str) -> Result<T> {
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .context("it printed nothing on stdout")?;
-    serde_json::from_str(line).with_context(|| {
-        let shown: String = line.chars().take(200).collect();
-        format!("its last line is not {what}: {shown}")
-    })
-}
 
 /// Something measured against the others: a build (or, when calibrating, a build with extra
 /// arguments), under a name of its own.
@@ -77,18 +40,6 @@ pub fn arms(builds: &[Built]) -> Vec<MeasuredArm> {
         }
     }
     arms
-}
-
-/// `exe`, pinned to `core` with `taskset -c` when one is given.
-pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {
-    match core {
-        Some(core) => Cmd::new("taskset").args([
-            "-c".to_string(),
-            core.to_string(),
-            exe.display().to_string(),
-        ]),
-        None => Cmd::new(exe.display().to_string()),
-    }
 }
 
 /// Per workload, `lockstep.sessions` sessions of the arms taking
@@ -139,35 +90,13 @@ fn lockstep_schedule(cfg: &Measure) -> Vec<(u32, &Workload)> {
         .collect()
 }
 
-/// The median of `values` (mean of the middle two for an even count); `None` when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
-
 #[cfg(test)]
-pub mod tests {
+mod tests {
     use super::*;
-
-    pub const LINE: &str = r#"{"workload":"agent_send_latency","messages":200000,"warmup":10000,"policy":"block","payload_bytes":0,"capacity":8,"median_ns":253,"p95_ns":302,"p99_ns":563,"max_ns":161151,"mean_ns":267.68,"clock_overhead_ns":30,"percentiles":[[0.01,197],[0.5,253],[0.99,563]],"user_ms":70.0,"sys_ms":0.0,"voluntary_ctx_switches":0,"involuntary_ctx_switches":1}"#;
-
-    pub fn measure_config() -> Measure {
-        crate::config::parse(
-            &std::fs::read_to_string(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../profiles/quick.toml"
-            ))
-            .unwrap(),
-        )
-        .unwrap()
-        .measure
-    }
+    use crate::fixtures::LINE;
+    use crate::fixtures::measure_config;
+    use crate::stats::median;
+    use crate::workload::parse_line;
 
     /// A workload with fewer sessions of its own takes part in the first ones only; the
     /// others alternate with it as before.

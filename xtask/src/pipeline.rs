@@ -1,246 +1,37 @@
-//! `cargo xtask pgo`: the pipeline, top to bottom. Each stage is a function whose output is
-//! a type the next stage takes (a `MergedProfile` is what `optimize` accepts, and only
-//! `merge` or a validated `pgo-data/stages/merge.json` makes one); each output is also
-//! written to `pgo-data/stages/<stage>.json`, so any stage can run alone.
+//! `cargo xtask pgo`: the pipeline, top to bottom, as one straight function of stages, each
+//! a function of `steps.rs` whose output is the type the next stage takes (a `MergedProfile`
+//! is what `optimize` accepts, and only `merge` or a validated `pgo-data/stages/merge.json`
+//! makes one). Each output is also recorded in `pgo-data/stages/<stage>.json`, so any stage
+//! can run alone, and is reused while its inputs are unchanged.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
-use crate::build::{Build, Built};
-use crate::cargo::{self, Workspace};
-use crate::config::{self, LoadedConfig};
-use crate::flags::{CommonFlags, PgoFlags};
-use crate::fsx;
-use crate::instructions::InstructionCount;
-use crate::lockstep::Session;
-use crate::report::{ProfileInfo, Report};
-use crate::toolchain::{self, Toolchain};
-use crate::warnings::ApplyReport;
-
-pub mod bolt;
+mod bolt;
 mod bundle;
-pub mod calibrate;
+mod calibrate;
+pub mod compare_command;
+mod ctx;
 mod fresh;
 mod guard;
 mod inputs;
-pub mod insight;
+mod insight;
 mod profile;
 mod results;
 mod shipped;
 mod stages;
-mod variants;
-pub use insight::InsightReport;
-pub use profile::check_applied;
-use profile::{instrument, load_merged, merge, optimize, stale, train};
-use results::{measure, report};
+mod steps;
+
+use crate::flags::PgoFlags;
+use crate::fsx;
+use crate::outputs::{InstrumentedBuild, MergedProfile, OptimizedBuild, TrainingRun};
+use crate::report::Report;
+use crate::stage::Stage;
+use crate::toolchain::Toolchain;
+use ctx::Ctx;
 use stages::Timer;
-pub use stages::{Outcome, Stage, StageRun};
-use variants::{bolt_stage, from_profile, one_stage};
-
-/// Everything the stages share, and the lock on pgo-data/ for as long as it lives.
-pub struct Ctx {
-    pub config: LoadedConfig,
-    pub ws: Workspace,
-    pub data: PathBuf,
-    pub target_root: PathBuf,
-    /// `--force [STAGE]`: this stage and every later one run even when up to date.
-    pub force_from: Option<Stage>,
-    /// `--remeasure`: measure (and report) again even when the builds are unchanged.
-    pub remeasure: bool,
-    _lock: guard::Lock,
-}
-
-impl Ctx {
-    /// Reads the config and the workspace, then takes pgo-data/ for this run (one run at a
-    /// time) and removes what an interrupted run left.
-    pub fn open(flags: &CommonFlags) -> Result<Ctx> {
-        // Profile paths reach rustc inside RUSTFLAGS, which cargo splits on whitespace; and
-        // they must be absolute, since rustc runs in each crate's directory.
-        let mut dirs = [flags.pgo_data.clone(), flags.target_dir.clone()];
-        for path in &mut dirs {
-            *path = std::path::absolute(&*path)
-                .with_context(|| format!("cannot make {} absolute", path.display()))?;
-            if path.to_string_lossy().contains(char::is_whitespace) {
-                anyhow::bail!(
-                    "{} contains whitespace, which RUSTFLAGS cannot carry; choose another directory",
-                    path.display()
-                );
-            }
-        }
-        let [data, target_root] = dirs;
-        let config = config::load(&flags.config)?;
-        let ws = cargo::workspace(&config.config.binary)
-            .with_context(|| format!("checking the config {}", flags.config.display()))?;
-        let lock = guard::lock(&data, flags.wait)?;
-        for leftover in guard::remove_leftover_temps(&data)? {
-            eprintln!(
-                "removed {} (left by an interrupted run)",
-                leftover.display()
-            );
-        }
-        Ok(Ctx {
-            config,
-            ws,
-            data,
-            target_root,
-            force_from: None,
-            remeasure: false,
-            _lock: lock,
-        })
-    }
-
-    fn stage_file(&self, stage: Stage) -> PathBuf {
-        self.data
-            .join("stages")
-            .join(format!("{}.json", stage.name()))
-    }
-    fn raw_dir(&self) -> PathBuf {
-        self.data.join("raw")
-    }
-    fn logs(&self) -> PathBuf {
-        self.data.join("logs")
-    }
-    /// A stage's recorded output, for running a later stage alone.
-    fn load<T: serde::de::DeserializeOwned>(&self, stage: Stage) -> Result<T> {
-        fsx::read_json(
-            &self.stage_file(stage),
-            &format!("output of the `{}` stage", stage.name()),
-        )
-    }
-    /// Records a stage's output in `pgo-data/stages/<stage>.json`.
-    fn record<T: Serialize>(&self, stage: Stage, out: &T) -> Result<()> {
-        fsx::write_json(&self.stage_file(stage), out)
-    }
-    /// A stage's recorded output when there is one (a stage that was skipped has none).
-    fn load_optional<T: serde::de::DeserializeOwned>(&self, stage: Stage) -> Result<Option<T>> {
-        self.stage_file(stage)
-            .is_file()
-            .then(|| self.load(stage))
-            .transpose()
-    }
-    /// Removes a stage's records: what they describe is not this run's.
-    fn forget(&self, stage: Stage) -> Result<()> {
-        for file in [self.stage_file(stage), self.inputs_file(stage)] {
-            if file.exists() {
-                std::fs::remove_file(&file)
-                    .with_context(|| format!("cannot remove {}", file.display()))?;
-            }
-        }
-        Ok(())
-    }
-    fn inputs_file(&self, stage: Stage) -> PathBuf {
-        self.data
-            .join("stages")
-            .join(format!("{}.inputs.json", stage.name()))
-    }
-    /// The inputs the stage's recorded output was made from; `None` when there is no
-    /// readable record (it then runs).
-    fn load_inputs(&self, stage: Stage) -> Option<fresh::Recorded> {
-        fsx::read_json(&self.inputs_file(stage), "stage inputs").ok()
-    }
-    fn record_inputs(&self, stage: Stage, inputs: &fresh::Recorded) -> Result<()> {
-        fsx::write_json(&self.inputs_file(stage), inputs)
-    }
-    /// Whether `stage` must run although it may be up to date.
-    fn forced(&self, stage: Stage) -> bool {
-        let index = |s: Stage| Stage::ALL.iter().position(|x| *x == s);
-        self.force_from
-            .is_some_and(|from| index(stage) >= index(from))
-            || (self.remeasure && stage == Stage::Measure)
-    }
-
-    /// Builds `build` with `rustflags` in its own target folder.
-    pub fn build(
-        &self,
-        tc: &Toolchain,
-        build: Build,
-        rustflags: String,
-    ) -> Result<(Built, Vec<String>)> {
-        let flags = crate::rustflags::compose(&tc.user_rustflags, &rustflags);
-        let out = cargo::build(
-            &self.ws,
-            &tc.rustc.host,
-            build,
-            &flags,
-            &self.target_root,
-            &self.logs(),
-        )?;
-        // The final crate's own flags (`cargo rustc -- …`) are part of how it was built.
-        let flags: Vec<String> = flags
-            .into_iter()
-            .chain(build.final_args().iter().map(|a| a.to_string()))
-            .collect();
-        let mut built = Built::new(build, out.exe, flags.join(" "));
-        built.rustflags_exact = flags;
-        built.user_rustflags_source = tc.user_rustflags.source.clone();
-        built.hash = fsx::file_hash(&built.exe)?;
-        built.compiled = out.compiled;
-        Ok((built, out.diagnostics))
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct InstrumentedBuild(pub Built);
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TrainingRun {
-    pub profraw: Vec<PathBuf>,
-    /// What the profile depends on (toolchain, training config, sources), hashed.
-    pub fingerprint: String,
-}
-
-/// An indexed profile produced by `merge` from this run's training.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MergedProfile(pub ProfileInfo);
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OptimizedBuild {
-    pub build: Built,
-    pub apply: ApplyReport,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Baselines {
-    pub release: Built,
-    pub lto: Built,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Measurements {
-    /// The measured builds, in [`Build::MEASURED`] order.
-    pub builds: Vec<Built>,
-    /// Every lockstep session.
-    pub sessions: Vec<Session>,
-    /// The sessions of `measure.versus`, workload against workload.
-    pub versus_sessions: Vec<Session>,
-    pub instructions: Vec<InstructionCount>,
-    pub comparators: Vec<crate::compare::Row>,
-}
-
-impl Measurements {
-    /// The measured builds; without an oracle (`--profile`: nothing trained here to make
-    /// one from) the others.
-    pub fn builds_of(
-        optimized: &OptimizedBuild,
-        base: &Baselines,
-        oracle: Option<&OptimizedBuild>,
-        bolt: Option<&bolt::BoltBuild>,
-    ) -> Vec<Built> {
-        Build::MEASURED
-            .iter()
-            .filter_map(|b| match b {
-                Build::Release => Some(base.release.clone()),
-                Build::Lto => Some(base.lto.clone()),
-                Build::LtoPgo => Some(optimized.build.clone()),
-                Build::Oracle => oracle.map(|o| o.build.clone()),
-                Build::Bolt => bolt.map(|b| b.build.clone()),
-                Build::Instrumented => unreachable!("the instrumented build is not measured"),
-            })
-            .collect()
-    }
-}
+use steps::ProfileSource;
 
 pub fn run(flags: PgoFlags) -> Result<()> {
     let mut timer = Timer::default();
@@ -260,20 +51,14 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         ctx.data.display(),
         ctx.target_root.display()
     );
-    // Stage 1: a version-matched llvm-profdata, or nothing works. Cheap, so every
-    // invocation runs it.
-    let tc = timer.section(Stage::Doctor, doctor)?;
-    ctx.record(Stage::Doctor, &tc)?;
+    let tc = steps::doctor(&ctx, timer)?;
     // The C++ and Go comparators compile (seconds, one core each) while the builds below leave a
     // core idle in their single-threaded LTO steps; the report finds them up to date.
     let comparators =
         crate::compare::compile_in_background(&ctx.ws.root, &ctx.target_root.join("comparators"));
     if flags.calibrate {
-        let release = crate::pipeline::calibrate::release_build(&ctx, &tc)?;
         return timer
-            .section_named("calibrate", || {
-                crate::pipeline::calibrate::run(&ctx, &release)
-            })
+            .section_named("calibrate", || calibrate::run(&ctx, &tc))
             .map(drop);
     }
     if let Some(dir) = &flags.export {
@@ -282,133 +67,187 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     if let Some(only) = flags.stage {
         return one_stage(&ctx, &tc, flags, timer, only);
     }
-    if let Some(path) = &flags.profile {
-        return from_profile(&ctx, &tc, flags, timer, path);
-    }
-    // Every stage below is reused when its inputs are unchanged (`stages::run`).
-    // Stage 2: the instrumented build, under the SAME cargo profile as the optimised one.
-    let instrumented = stages::run(
-        &ctx,
-        timer,
-        Stage::Instrument,
-        inputs::instrument(&ctx, &tc)?,
-        || instrument(&ctx, &tc),
-    )?;
-    // Stage 3: run the training mix through that very executable.
-    let training = stages::run(
-        &ctx,
-        timer,
-        Stage::Train,
-        inputs::train(&ctx, &instrumented)?,
-        || train(&ctx, &tc, &instrumented),
-    )?;
-    // Stage 4: raw profiles -> one indexed, content-addressed profile.
-    let merged = stages::run(
-        &ctx,
-        timer,
-        Stage::Merge,
-        inputs::merge(&tc, &training, flags.skip_bad_profiles)?,
-        || merge(&ctx, &tc, &training, flags.skip_bad_profiles),
-    )?;
-    // Stage 5: the PGO build, and the proof from rustc's own warnings that it applied
-    // (recorded before the verdict, so the counts are on file either way).
-    let optimized = stages::run(
-        &ctx,
-        timer,
-        Stage::Optimize,
-        inputs::optimize(&ctx, &tc, &merged)?,
-        || optimize(&ctx, &tc, &merged),
-    )?;
-    check_applied(&optimized, flags.allow_stale)?;
+    // Stages 2-4: a profile, trained here or stored.
+    let (merged, instrumented) = match &flags.profile {
+        Some(path) => {
+            let why = format!("--profile {}", path.display());
+            for stage in [Stage::Instrument, Stage::Train] {
+                timer.skip(stage, &why);
+            }
+            let source = ProfileSource::Stored {
+                path,
+                allow_stale: flags.allow_stale,
+            };
+            (steps::merge(&ctx, &tc, timer, source)?, None)
+        }
+        None => {
+            let instrumented = steps::instrument(&ctx, &tc, timer)?;
+            let training = steps::train(&ctx, &tc, timer, &instrumented)?;
+            let source = ProfileSource::Training {
+                training: &training,
+                skip_bad: flags.skip_bad_profiles,
+            };
+            (steps::merge(&ctx, &tc, timer, source)?, Some(instrumented))
+        }
+    };
+    // Stage 5: the PGO build, and the proof that the profile applied.
+    let optimized = steps::optimize(&ctx, &tc, timer, &merged, flags.allow_stale)?;
     // Stage 5b: BOLT after PGO, when llvm-bolt is there (or required).
-    let bolted = bolt_stage(&ctx, &tc, timer, &merged, &optimized)?;
-    // Stage 6: why: what the profile holds, and whether the training looks like each
-    // measured workload (profiled alone on the instrumented binary).
-    let insight = stages::run(
+    let bolted = steps::bolt(&ctx, &tc, timer, &merged, &optimized)?;
+    // Stages 6-7: why, and the oracle. Both need this run's instrumented build and training;
+    // on a stored profile their records of an earlier training are removed: they describe
+    // another profile than this run's.
+    let oracle = match &instrumented {
+        Some(instrumented) => {
+            let insight = steps::insight(&ctx, &tc, timer, instrumented, &merged)?;
+            Some(steps::oracle(&ctx, &tc, timer, &insight)?)
+        }
+        None => {
+            for stage in [Stage::Insight, Stage::Oracle] {
+                ctx.forget(stage)?;
+                timer.skip(stage, "it needs this run's instrumented build and training");
+            }
+            None
+        }
+    };
+    // Stage 8: what we compare against.
+    let base = steps::baselines(&ctx, &tc, timer)?;
+    // Stage 9: the held-out workloads on every build, in lockstep; instructions per message.
+    steps::measure(
         &ctx,
         timer,
-        Stage::Insight,
-        inputs::insight(&ctx, &tc, &instrumented, &merged)?,
-        || insight::insight(&ctx, &tc, &instrumented, &merged),
-    )?;
-    // Stage 7: the oracle, a PGO build trained on the measured workloads themselves: how much
-    // of the attainable gain the held-out training gets. Never shipped.
-    let oracle = stages::run(
-        &ctx,
-        timer,
-        Stage::Oracle,
-        inputs::oracle(&ctx, &tc, &insight)?,
-        || insight::oracle(&ctx, &tc, &insight),
-    )?;
-    check_applied(&oracle, false).context("the oracle build")?;
-    // Stage 8: what we compare against: no LTO and no PGO; fat LTO without PGO.
-    let base = stages::run(
-        &ctx,
-        timer,
-        Stage::Baselines,
-        inputs::baselines(&ctx, &tc)?,
-        || baselines(&ctx, &tc),
-    )?;
-    // Stage 9: the held-out workloads on every build (lockstep by default), and
-    // instructions per message with simulated branches and caches.
-    let builds = Measurements::builds_of(&optimized, &base, Some(&oracle), bolted.as_ref());
-    stages::run(
-        &ctx,
-        timer,
-        Stage::Measure,
-        inputs::measure(&ctx, &builds)?,
-        || measure(&ctx, builds.clone()),
+        &optimized,
+        &base,
+        oracle.as_ref(),
+        bolted.as_ref(),
     )?;
     // Stage 10: the statistics, the table, report.json, report.md, the plots, history.
     let _ = comparators.join();
-    let report = report_stage(&ctx, &tc, timer)?;
-    gate(flags, &report)
+    let report = steps::report(&ctx, &tc, timer)?;
+    publish_and_gate(&ctx, flags, &report)
 }
 
-/// The report stage (reused like the others: then report.json is read back, and its table
-/// shown again); it renders from the recorded outputs of the stages before it.
-fn report_stage(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Report> {
-    let so_far = timer.runs.clone();
-    let rendered = stages::run(ctx, timer, Stage::Report, inputs::report(ctx)?, || {
-        // The insight is optional here: a pgo-data/ from before the stage existed.
-        let insight: Option<InsightReport> = ctx.load_optional(Stage::Insight)?;
-        // The BOLT build, when this pgo-data has one (a skipped stage removes its record).
-        let bolt: Option<bolt::BoltBuild> = ctx.load_optional(Stage::Bolt)?;
-        report(
-            ctx,
-            tc,
-            &load_merged(ctx)?,
-            &ctx.load(Stage::Optimize)?,
-            insight.as_ref(),
-            &ctx.load(Stage::Measure)?,
-            so_far,
-            bolt,
-        )
-    })?;
-    let report: Report = fsx::read_json(&rendered.report_json, "the report")?;
-    if timer
-        .runs
-        .last()
-        .is_some_and(|r| r.outcome == stages::Outcome::Reused)
-    {
-        println!("\n{}", crate::report::render_table(&report));
-        println!(
-            "nothing changed since {} was written: it is this run's result",
-            rendered.report_json.display()
-        );
-        // A CI job that reuses the report still shows the page.
-        if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
-            let page = ctx.data.join("report.md");
-            let markdown = std::fs::read_to_string(&page)
-                .with_context(|| format!("cannot read {}", page.display()))?;
-            fsx::append_line(std::path::Path::new(&summary), &markdown)?;
+/// `cargo xtask pgo <stage>`: that stage alone, on the recorded outputs of the earlier ones.
+fn one_stage(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    flags: &PgoFlags,
+    timer: &mut Timer,
+    only: Stage,
+) -> Result<()> {
+    match only {
+        Stage::Doctor => {}
+        Stage::Instrument => {
+            steps::instrument(ctx, tc, timer)?;
+        }
+        Stage::Train if flags.bundle.is_some() => {
+            // One machine's share of a training across machines: build, train, merge, and
+            // write the bundle, from a fresh checkout in one command.
+            train_from_scratch(ctx, tc, flags, timer)?;
+            let dir = flags.bundle.as_deref().expect("matched");
+            timer.section_named("bundle", || shipped::export(ctx, tc, dir))?;
+        }
+        Stage::Train => {
+            let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
+            steps::train(ctx, tc, timer, &instrumented)?;
+        }
+        Stage::Merge if !flags.inputs.is_empty() => {
+            let bundles = shipped::read_inputs(&flags.inputs)?;
+            let merged = steps::merge(ctx, tc, timer, ProfileSource::Bundles(&bundles))?;
+            if let Some(dir) = &flags.bundle {
+                timer.section_named("bundle", || {
+                    shipped::write_merged_bundle(dir, &merged, &bundles)
+                })?;
+            }
+        }
+        Stage::Merge => {
+            let training: TrainingRun = ctx.load(Stage::Train)?;
+            let source = ProfileSource::Training {
+                training: &training,
+                skip_bad: flags.skip_bad_profiles,
+            };
+            steps::merge(ctx, tc, timer, source)?;
+            if let Some(dir) = &flags.bundle {
+                timer.section_named("bundle", || shipped::export(ctx, tc, dir))?;
+            }
+        }
+        Stage::Optimize => {
+            let merged = profile::load_merged(ctx)?;
+            let merged = match profile::stale(ctx, tc, &merged)? {
+                None => merged,
+                Some(why) if flags.allow_stale => {
+                    eprintln!("warning: {why}; optimizing with it anyway (--allow-stale)");
+                    merged
+                }
+                Some(why) => {
+                    // The default retrains: a stale profile only half applies.
+                    eprintln!("{why}: retraining (pass --allow-stale to use it anyway)");
+                    train_from_scratch(ctx, tc, flags, timer)?
+                }
+            };
+            steps::optimize(ctx, tc, timer, &merged, flags.allow_stale)?;
+        }
+        Stage::Bolt => {
+            let merged = profile::load_merged(ctx)?;
+            let optimized: OptimizedBuild = ctx.load(Stage::Optimize)?;
+            steps::bolt(ctx, tc, timer, &merged, &optimized)?;
+        }
+        Stage::Insight => {
+            let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
+            let merged = profile::load_merged(ctx)?;
+            steps::insight(ctx, tc, timer, &instrumented, &merged)?;
+        }
+        Stage::Oracle => {
+            let insight = ctx.load(Stage::Insight)?;
+            steps::oracle(ctx, tc, timer, &insight)?;
+        }
+        Stage::Baselines => {
+            steps::baselines(ctx, tc, timer)?;
+        }
+        Stage::Measure => {
+            // No oracle record: a run from a stored profile (`--profile`) has none.
+            let oracle: Option<OptimizedBuild> = ctx.load_optional(Stage::Oracle)?;
+            let bolted = ctx.load_optional(Stage::Bolt)?;
+            steps::measure(
+                ctx,
+                timer,
+                &ctx.load(Stage::Optimize)?,
+                &ctx.load(Stage::Baselines)?,
+                oracle.as_ref(),
+                bolted.as_ref(),
+            )?;
+        }
+        Stage::Report => {
+            let report = steps::report(ctx, tc, timer)?;
+            publish_and_gate(ctx, flags, &report)?;
         }
     }
-    Ok(report)
+    Ok(())
 }
 
-/// `--check` / `--baseline`: the gate, after the report is safely written.
-fn gate(flags: &PgoFlags, report: &Report) -> Result<()> {
+/// Instrument, train and merge, each reused when up to date: a profile of this tree.
+fn train_from_scratch(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    flags: &PgoFlags,
+    timer: &mut Timer,
+) -> Result<MergedProfile> {
+    let instrumented = steps::instrument(ctx, tc, timer)?;
+    let training = steps::train(ctx, tc, timer, &instrumented)?;
+    let source = ProfileSource::Training {
+        training: &training,
+        skip_bad: flags.skip_bad_profiles,
+    };
+    steps::merge(ctx, tc, timer, source)
+}
+
+/// After the report is safely written: `--publish` (a copy in docs/results/), then the gate
+/// (`--check` / `--baseline`).
+fn publish_and_gate(ctx: &Ctx, flags: &PgoFlags, report: &Report) -> Result<()> {
+    if flags.publish {
+        let written = crate::report::publish::publish(&ctx.ws.root, &ctx.data, report)?;
+        println!("published {}", written.display());
+    }
     if !flags.check {
         return Ok(());
     }
@@ -422,7 +261,7 @@ fn gate(flags: &PgoFlags, report: &Report) -> Result<()> {
 /// An earlier report.json to gate against, refused with the reason when it was written by
 /// another version of the report (build names and fields differ: rows would silently not
 /// match).
-fn load_baseline(path: &std::path::Path, schema: u32) -> Result<Report> {
+fn load_baseline(path: &Path, schema: u32) -> Result<Report> {
     let what = "baseline report (a pgo-data/report.json of an earlier run)";
     let value: serde_json::Value = fsx::read_json(path, what)?;
     let theirs = value.get("schema").and_then(serde_json::Value::as_u64);
@@ -438,43 +277,11 @@ fn load_baseline(path: &std::path::Path, schema: u32) -> Result<Report> {
         .with_context(|| format!("cannot read the {what} {}", path.display()))
 }
 
-fn doctor() -> Result<Toolchain> {
-    let tc = toolchain::doctor()?;
-    eprintln!(
-        "doctor: rustc {} (LLVM {}, host {}); llvm-profdata {} ({})",
-        tc.rustc.release,
-        tc.rustc.llvm_version,
-        tc.rustc.host,
-        tc.llvm_profdata.display(),
-        tc.llvm_profdata_version
-    );
-    eprintln!(
-        "doctor: the user's rustflags: {}",
-        tc.user_rustflags.describe()
-    );
-    match &tc.bolt {
-        Some(b) => eprintln!(
-            "doctor: llvm-bolt {} ({}), merge-fdata {}",
-            b.llvm_bolt.display(),
-            b.version,
-            b.merge_fdata.display()
-        ),
-        None => eprintln!(
-            "doctor: llvm-bolt not found (the bolt stage needs it: apt-get install {})",
-            crate::llvm_bolt::package(tc.rustc.llvm_major)
-        ),
-    }
-    Ok(tc)
-}
-
-fn baselines(ctx: &Ctx, tc: &Toolchain) -> Result<Baselines> {
-    let (release, _) = ctx.build(tc, Build::Release, Build::Release.rustflags(None))?;
-    let (lto, _) = ctx.build(tc, Build::Lto, Build::Lto.rustflags(None))?;
-    Ok(Baselines { release, lto })
-}
-
 #[cfg(test)]
 mod tests {
+    use crate::flags::CommonFlags;
+    use std::path::PathBuf;
+
     use super::profile::parse_show;
     use super::*;
 
@@ -515,7 +322,7 @@ Total count: 9704034
             )),
             "{err}"
         );
-        let report = crate::report::tests::fixture();
+        let report = crate::fixtures::report();
         let current = dir.join("current.json");
         std::fs::write(&current, serde_json::to_string(&report).unwrap()).unwrap();
         assert_eq!(load_baseline(&current, schema).unwrap().schema, schema);

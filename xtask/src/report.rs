@@ -5,6 +5,7 @@
 pub mod gate;
 pub mod markdown;
 pub mod plot;
+pub mod publish;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use crate::build::Built;
 use crate::config::LoadedConfig;
 use crate::exec::Cmd;
 use crate::instructions::InstructionCount;
+use crate::outputs::ProfileInfo;
 use crate::stats;
 use crate::warnings::ApplyReport;
 
@@ -33,7 +35,7 @@ pub struct Report {
     pub apply_check: ApplyReport,
     /// What the profile holds and how the training compares with each measured workload.
     #[serde(default)]
-    pub insight: Option<crate::pipeline::InsightReport>,
+    pub insight: Option<crate::outputs::InsightReport>,
     pub builds: Vec<Built>,
     /// Per workload: rows, paired comparisons, noise floor.
     pub workloads: Vec<WorkloadAnalysis>,
@@ -51,10 +53,10 @@ pub struct Report {
     /// The stages of the run that wrote this report, before the report itself: which ran
     /// and which were reused (up to date), with their fingerprints and seconds.
     #[serde(default)]
-    pub stages: Vec<crate::pipeline::StageRun>,
+    pub stages: Vec<crate::stage::StageRun>,
     /// The BOLT stage's record, when it ran: its profile, BOLT's report, the proof.
     #[serde(default)]
-    pub bolt: Option<crate::pipeline::bolt::BoltBuild>,
+    pub bolt: Option<crate::outputs::BoltBuild>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,25 +69,6 @@ pub struct Environment {
     pub kernel: String,
     pub git_commit: String,
     pub git_dirty: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProfileInfo {
-    pub path: PathBuf,
-    pub hash: String,
-    pub functions: u64,
-    pub max_function_count: u64,
-    pub total_count: u64,
-    /// What the profile was trained from, hashed (see `pgo/guard.rs`).
-    #[serde(default)]
-    pub fingerprint: String,
-    /// Raw profiles left out by `--skip-bad-profiles`, with the reason.
-    #[serde(default)]
-    pub skipped_raw: Vec<String>,
-    /// Where the profile came from, in words: trained in this run, or a stored profile or
-    /// bundle (`--profile`), or bundles merged (`merge --input`).
-    #[serde(default)]
-    pub origin: String,
 }
 
 impl Report {
@@ -326,198 +309,13 @@ pub fn environment(root: &Path, toolchain: &crate::toolchain::Toolchain) -> Envi
 }
 
 #[cfg(test)]
-pub mod tests {
+mod tests {
     use super::*;
-    use crate::analysis::tests::{builds, synthetic_sessions};
-    use crate::build::Build;
-    use crate::warnings::CrateCounts;
-
-    /// Synthetic lockstep sessions in a fixed environment: what `xtask/expected/`'s files are
-    /// rendered from.
-    pub fn fixture() -> Report {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/quick.toml");
-        let config = crate::config::load(&root).unwrap();
-        let mut config = config;
-        config.path = PathBuf::from("profiles/quick.toml");
-        config.config.measure.lockstep.sessions = 10;
-        config.config.measure.lockstep.rounds = 20;
-        let sessions = synthetic_sessions(10, 20);
-        let instructions: Vec<InstructionCount> = [
-            ("release", 1106.0),
-            ("lto", 1043.0),
-            ("lto+pgo", 917.0),
-            ("oracle", 880.0),
-        ]
-        .into_iter()
-        .map(|(b, i)| InstructionCount {
-            workload: "agent_send_latency".into(),
-            build: b.into(),
-            per_message: Some(i),
-            totals: Some((1_000_000, 1_000_000 + (i * 2000.0) as u64)),
-            simulated: Some(crate::insight_data::Simulated {
-                cond_branches: i / 6.0,
-                cond_mispredicts: i / 300.0,
-                indirect_branches: 11.0,
-                indirect_mispredicts: 0.4,
-                i1_misses: 0.02,
-                d1_misses: i / 30.0,
-                ll_misses: 0.01,
-            }),
-            ..InstructionCount::default()
-        })
-        .collect();
-        let workloads = crate::analysis::analyze_lockstep(
-            &["agent_send_latency".into()],
-            &builds(),
-            &sessions,
-            &instructions,
-            &config.config.measure,
-        )
-        .unwrap();
-        let build = |b: Build| {
-            Built::new(
-                b,
-                PathBuf::from(format!("target/pgo/{}/mty-bench", b.target_folder())),
-                String::new(),
-            )
-        };
-        let mut apply_check = ApplyReport::default();
-        apply_check.per_crate.insert(
-            "std".into(),
-            CrateCounts {
-                missing: 2,
-                mismatch: 0,
-            },
-        );
-        apply_check.missing_total = 2;
-        Report {
-            schema: SCHEMA,
-            generated_unix_secs: 1_796_000_000,
-            config,
-            environment: Environment {
-                rustc_vv:
-                    "rustc 1.95.0 (59807616e 2026-04-14)\nrelease: 1.95.0\nLLVM version: 22.1.2"
-                        .into(),
-                llvm_profdata: PathBuf::from("/sysroot/bin/llvm-profdata"),
-                llvm_profdata_version: "LLVM version 22.1.2-rust-1.95.0-stable".into(),
-                cpu_model: "Test CPU @ 2.00GHz".into(),
-                cores: 2,
-                kernel: "6.1.0-test".into(),
-                git_commit: "0123456789abcdef0123456789abcdef01234567".into(),
-                git_dirty: false,
-            },
-            profile: ProfileInfo {
-                path: PathBuf::from("pgo-data/merged-00000000deadbeef.profdata"),
-                hash: "00000000deadbeef".into(),
-                functions: 1138,
-                max_function_count: 180000,
-                total_count: 9704034,
-                fingerprint: "0123456789abcdef".into(),
-                skipped_raw: Vec::new(),
-                origin: String::new(),
-            },
-            apply_check,
-            insight: Some(insight_fixture()),
-            // The synthetic data has no BOLT build (as a run without llvm-bolt).
-            builds: Build::MEASURED
-                .into_iter()
-                .filter(|b| *b != Build::Bolt)
-                .map(build)
-                .collect(),
-            workloads,
-            instructions,
-            comparators: Vec::new(),
-            sessions,
-            versus: Vec::new(),
-            versus_sessions: Vec::new(),
-            stages: Vec::new(),
-            bolt: None,
-        }
-    }
-
-    /// An insight of made-up but plausible figures (the parsers are tested on real output).
-    pub fn insight_fixture() -> crate::pipeline::InsightReport {
-        use crate::insight_data::{FunctionCount, HotFunction, contents};
-        let f = |name: &str, count: u64| FunctionCount {
-            symbol: format!("_ZN{name}"),
-            name: name.into(),
-            count,
-        };
-        let training = vec![
-            f("mty_runtime::pool::PoolInner::lock", 2_172_987),
-            f("tokio::task::coop::RestoreOnPending::drop", 3_314_986),
-            f("tokio::sync::mpsc::list::Rx<T>::pop", 900_000),
-            f("serde_json::de::from_str", 0),
-        ];
-        crate::pipeline::InsightReport {
-            training: contents(&training, 12),
-            required: vec![
-                crate::pipeline::insight::RequiredCoverage {
-                    prefix: "mty_runtime::".into(),
-                    functions: 40,
-                    nonzero: 31,
-                },
-                crate::pipeline::insight::RequiredCoverage {
-                    prefix: "tokio::sync::mpsc::".into(),
-                    functions: 25,
-                    nonzero: 22,
-                },
-            ],
-            workloads: vec![crate::pipeline::insight::WorkloadInsight {
-                workload: "agent_send_latency".into(),
-                profile: PathBuf::from("pgo-data/insight/agent_send_latency.profdata"),
-                overlap_pct: 53.8,
-                untrained_share_pct: 17.9,
-                hot: vec![
-                    HotFunction {
-                        name: "mty_runtime::mailbox::MailboxSender<M>::send".into(),
-                        workload_share_pct: 11.2,
-                        training_share_pct: 0.4,
-                    },
-                    HotFunction {
-                        name: "tokio::sync::mpsc::list::Rx<T>::pop".into(),
-                        workload_share_pct: 8.1,
-                        training_share_pct: 3.9,
-                    },
-                ],
-                never_trained: Vec::new(),
-            }],
-            previous_overlap_pct: Some(97.5),
-            min_overlap_pct: 40.0,
-            warnings: Vec::new(),
-        }
-    }
-
-    /// The report of a run from a shipped profile, with stages reused and skipped and a
-    /// `versus` pair: every optional section of report.md.
-    pub fn full_fixture() -> Report {
-        let mut r = fixture();
-        r.profile.origin = "bundle /ci/bundles/merged: trained at commit 0123456789ab with rustc 1.95.0, 1 training workload(s)".into();
-        r.stages = [
-            ("instrument", crate::pipeline::Outcome::Skipped),
-            ("merge", crate::pipeline::Outcome::Reused),
-            ("measure", crate::pipeline::Outcome::Ran),
-        ]
-        .map(|(stage, outcome)| crate::pipeline::StageRun {
-            stage: stage.into(),
-            seconds: 1.0,
-            outcome,
-            fingerprint: None,
-        })
-        .to_vec();
-        r.versus_sessions = crate::versus::tests::sessions(1.08);
-        r.versus = crate::versus::analyze(
-            &r.versus_sessions,
-            &r.instructions,
-            &crate::versus::tests::cfg(),
-        )
-        .unwrap();
-        r
-    }
+    use crate::fixtures::expect_file;
 
     #[test]
     fn report_md_with_every_section_matches_the_expected_file() {
-        let md = crate::report::markdown::render_markdown(&full_fixture());
+        let md = crate::report::markdown::render_markdown(&crate::fixtures::full_report());
         assert!(md.contains("Protocol: **lockstep**"), "{md}");
         assert!(md.contains("(rounds.svg)"), "{md}");
         expect_file("report-full.md", &md);
@@ -526,7 +324,7 @@ pub mod tests {
     /// A workload with its own lockstep keys gets a line saying how it was measured.
     #[test]
     fn a_workloads_own_lockstep_keys_are_stated_in_report_md() {
-        let mut r = fixture();
+        let mut r = crate::fixtures::report();
         assert!(!crate::report::markdown::render_markdown(&r).contains("batches of"));
         r.config.config.measure.workloads[0].batch_messages = Some(9001);
         let md = crate::report::markdown::render_markdown(&r);
@@ -538,38 +336,22 @@ pub mod tests {
         assert!(md.contains(line), "{md}");
     }
 
-    /// Compares with a committed expected file; `UPDATE_EXPECT=1` rewrites it.
-    pub fn expect_file(name: &str, actual: &str) {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("expected")
-            .join(name);
-        if std::env::var_os("UPDATE_EXPECT").is_some() {
-            std::fs::write(&path, actual).unwrap();
-        }
-        let expected = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            expected == actual,
-            "{} differs from what was rendered (rerun with UPDATE_EXPECT=1 to accept):\n{actual}",
-            path.display()
-        );
-    }
-
     #[test]
     fn the_table_matches_the_expected_file() {
-        expect_file("table.txt", &render_table(&fixture()));
+        expect_file("table.txt", &render_table(&crate::fixtures::report()));
     }
 
     #[test]
     fn report_md_matches_the_expected_file() {
         expect_file(
             "report.md",
-            &crate::report::markdown::render_markdown(&fixture()),
+            &crate::report::markdown::render_markdown(&crate::fixtures::report()),
         );
     }
 
     #[test]
     fn benchmark_entries_are_in_the_custom_smaller_is_better_shape() {
-        let entries = benchmark_entries(&fixture());
+        let entries = benchmark_entries(&crate::fixtures::report());
         let json = serde_json::to_value(&entries).unwrap();
         assert_eq!(json[0]["name"], "agent_send_latency release median");
         assert_eq!(json[0]["unit"], "ns");
@@ -580,7 +362,8 @@ pub mod tests {
             "agent_send_latency release instructions/message"
         );
         assert_eq!(json[1]["value"], 1106.0);
-        let line: serde_json::Value = serde_json::from_str(&history_line(&fixture())).unwrap();
+        let line: serde_json::Value =
+            serde_json::from_str(&history_line(&crate::fixtures::report())).unwrap();
         assert_eq!(
             line["benchmarks"].as_array().unwrap().len(),
             8,

@@ -228,60 +228,9 @@ pub fn render_markdown(md: &mut String, results: &[VersusResult]) {
 }
 
 #[cfg(test)]
-pub mod tests {
+mod tests {
     use super::*;
-
-    fn batch(ns: f64) -> Batch {
-        Batch {
-            median_ns: ns,
-            p95_ns: ns,
-            p99_ns: ns,
-            p999_ns: Some(ns),
-            mean_ns: ns,
-            inject_ns: None,
-        }
-    }
-
-    pub fn cfg() -> Measure {
-        let mut m = crate::measure::tests::measure_config();
-        m.workloads = ["mailbox", "tokio"]
-            .map(|n| Workload::new(n, vec![n.to_string()]))
-            .to_vec();
-        m.versus = vec![Versus {
-            subject: "mailbox".into(),
-            reference: "tokio".into(),
-        }];
-        m
-    }
-
-    /// Sessions where the subject costs `ratio` times the reference, on a machine whose
-    /// speed flips between rounds and sessions (both arms of a round share the state).
-    pub fn sessions(ratio: f64) -> Vec<Session> {
-        let arms = ["release:mailbox", "release:tokio"];
-        (0..12)
-            .map(|s| {
-                let speeds: Vec<f64> = (0..10)
-                    .map(|r| if (r + s) % 3 == 0 { 1.4 } else { 1.0 } * (1.0 + s as f64 / 50.0))
-                    .collect();
-                let wobble = |r: usize| 1.0 + ((r * 7 + s as usize) % 5) as f64 / 1000.0;
-                Session {
-                    workload: "mailbox vs tokio".into(),
-                    session: s,
-                    arms: arms.map(String::from).to_vec(),
-                    order: vec![vec![0, 1]; 10],
-                    batches: vec![
-                        speeds
-                            .iter()
-                            .enumerate()
-                            .map(|(r, v)| batch(100.0 * ratio * v * wobble(r)))
-                            .collect(),
-                        speeds.iter().map(|v| batch(100.0 * v)).collect(),
-                    ],
-                    totals: Vec::new(),
-                }
-            })
-            .collect()
-    }
+    use crate::fixtures::{versus_config, versus_sessions};
 
     #[test]
     fn a_known_ratio_is_recovered_through_speed_flips() {
@@ -295,7 +244,7 @@ pub mod tests {
                 ..InstructionCount::default()
             })
             .collect::<Vec<_>>();
-        let got = analyze(&sessions(1.08), &instructions, &cfg()).unwrap();
+        let got = analyze(&versus_sessions(1.08), &instructions, &versus_config()).unwrap();
         assert_eq!(got.len(), 1, "only release was measured: {got:?}");
         let r = &got[0];
         assert_eq!((r.build.as_str(), r.median.pairs), ("release", 12));
@@ -317,11 +266,11 @@ pub mod tests {
 
     #[test]
     fn batches_without_p999_leave_that_ratio_unreported() {
-        let mut s = sessions(1.08);
+        let mut s = versus_sessions(1.08);
         for batch in s.iter_mut().flat_map(|s| s.batches.iter_mut().flatten()) {
             batch.p999_ns = None;
         }
-        let got = analyze(&s, &[], &cfg()).unwrap();
+        let got = analyze(&s, &[], &versus_config()).unwrap();
         assert!(got[0].p99.is_some() && got[0].p999.is_none(), "{got:?}");
         let line = render_table(&got);
         assert!(line.contains("p99.9 not reported"), "{line}");
@@ -329,9 +278,9 @@ pub mod tests {
 
     #[test]
     fn a_session_missing_an_arm_is_an_error_naming_it() {
-        let mut s = sessions(1.0);
+        let mut s = versus_sessions(1.0);
         s[3].arms[1] = "release:other".into();
-        let err = analyze(&s, &[], &cfg()).unwrap_err().to_string();
+        let err = analyze(&s, &[], &versus_config()).unwrap_err().to_string();
         assert!(
             err.contains(
                 "session 3 of `mailbox vs tokio` lacks the arm `release:mailbox` or `release:tokio`"

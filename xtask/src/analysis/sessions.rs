@@ -11,7 +11,7 @@ use super::{
 use crate::config::Measure;
 use crate::instructions::InstructionCount;
 use crate::lockstep::{Batch, Session};
-use crate::measure::median;
+use crate::stats::median;
 use crate::stats::{self, Estimate};
 
 type BatchMetric = fn(&Batch) -> f64;
@@ -148,7 +148,7 @@ fn session_row(
             .collect();
         median(&per_session).unwrap_or(f64::NAN)
     };
-    let totals: Vec<&crate::measure::WorkloadLine> = sessions
+    let totals: Vec<&crate::workload::WorkloadLine> = sessions
         .iter()
         .filter_map(|s| {
             let i = s.arms.iter().position(|a| a == build)?;

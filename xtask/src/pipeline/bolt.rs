@@ -15,48 +15,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Serialize};
 
-use super::{Ctx, MergedProfile};
+use super::ctx::Ctx;
+
 use crate::build::{Build, Built};
 use crate::exec::Cmd;
 use crate::fsx;
-use crate::llvm_bolt::{self as bolt, BoltReport, BoltTools};
+use crate::llvm_bolt::{self as bolt, BoltTools};
+use crate::outputs::BoltBuild;
+use crate::outputs::MergedProfile;
 use crate::toolchain::Toolchain;
-
-/// The stage's output.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BoltBuild {
-    /// The BOLT-optimised executable (`exe`), with the relinked PGO build's flags.
-    pub build: Built,
-    /// The PGO build relinked with relocations, the input of BOLT.
-    pub relinked: PathBuf,
-    pub tools: BoltTools,
-    /// The merged `.fdata` profile.
-    pub profile: PathBuf,
-    /// The profile was given (`bolt.profile`), not trained in this run.
-    #[serde(default)]
-    pub given: bool,
-    /// The optimising step's options (`bolt.options`).
-    #[serde(default)]
-    pub options: Vec<String>,
-    pub report: BoltReport,
-    /// Per `apply_check.required` prefix: how many of the profiled functions match it.
-    pub required: Vec<(String, usize)>,
-    /// Instructions per message of the first measured workload, relinked against the plain
-    /// lto+pgo build (the relink must not change the code); `None` without valgrind.
-    #[serde(default)]
-    pub relink_instructions: Option<(f64, f64)>,
-}
-
-impl super::fresh::Artifacts for BoltBuild {
-    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
-        vec![(self.build.exe.clone(), Some(self.build.hash.clone()))]
-    }
-    fn compiled(&self) -> u64 {
-        self.build.compiled
-    }
-}
 
 fn dir(ctx: &Ctx) -> PathBuf {
     ctx.data.join("bolt")
@@ -270,60 +238,4 @@ fn fdata_files(dir: &Path) -> Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     Ok(files)
-}
-
-/// report.md's BOLT section.
-pub fn render_markdown(md: &mut String, b: &BoltBuild) {
-    use std::fmt::Write as _;
-    let r = &b.report;
-    let _ = writeln!(
-        md,
-        "## BOLT after PGO\n\n`{}` ({}), instrumentation mode: the PGO build relinked with `-Wl,-q`, {}, then `llvm-bolt -data=… {}`.\n",
-        b.tools.llvm_bolt.display(),
-        b.tools.version,
-        if b.given {
-            format!(
-                "optimised with the given profile `{}` (`bolt.profile`: not trained in this run)",
-                b.profile.display()
-            )
-        } else {
-            "instrumented by BOLT, trained with the `[train]` mix, `merge-fdata`".to_string()
-        },
-        b.options.join(" ")
-    );
-    let _ = writeln!(
-        md,
-        "- Profile applied: {} of {} functions have a non-empty profile (BOLT's count); of the required paths: {}.",
-        r.functions_profiled,
-        r.functions_total,
-        b.required
-            .iter()
-            .map(|(p, n)| format!("`{p}` {n} functions"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    match b.relink_instructions {
-        Some((relinked, plain)) => {
-            let _ = writeln!(
-                md,
-                "- Relinking with relocations: {relinked:.1} instructions per message against lto+pgo's {plain:.1} (the relink must not change the code)."
-            );
-        }
-        None => {
-            let _ = writeln!(
-                md,
-                "- Relinking with relocations: instructions per message not counted (no valgrind)."
-            );
-        }
-    }
-    if !r.dyno.is_empty() {
-        let _ = writeln!(
-            md,
-            "\n| BOLT dyno-stats (training mix) | after | change |\n|---|---:|---|"
-        );
-        for (what, count, change) in &r.dyno {
-            let _ = writeln!(md, "| {what} | {count} | {change} |");
-        }
-    }
-    md.push('\n');
 }

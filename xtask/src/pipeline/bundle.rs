@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::config::Train;
 use crate::fsx;
-use crate::report::ProfileInfo;
+use crate::outputs::ProfileInfo;
 use crate::toolchain::Toolchain;
 
 pub const MANIFEST: &str = "manifest.json";

@@ -21,14 +21,16 @@ use serde::{Deserialize, Serialize};
 
 mod processes;
 
+use super::ctx::Ctx;
 use crate::analysis::{self, Judged};
 use crate::build::{Build, Built};
 use crate::config::Measure;
 use crate::fsx;
 use crate::lockstep::Session;
-use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm, median};
-use crate::pipeline::Ctx;
+use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
 use crate::stats;
+use crate::stats::median;
+use crate::toolchain::Toolchain;
 
 /// The protocol a calibration row was measured with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,7 +76,8 @@ pub struct Calibration {
     pub rows: Vec<CalibrationRow>,
 }
 
-pub fn run(ctx: &Ctx, release: &Built) -> Result<Calibration> {
+pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
+    let release = &release_build(ctx, tc)?;
     let cfg = &ctx.config.config;
     let workload = match &cfg.calibrate.workload {
         Some(name) => cfg
@@ -254,7 +257,7 @@ pub fn render(c: &Calibration, m: &Measure, blocks: u32) -> String {
 
 /// The release build `calibrate` measures, built now (in the same target folder as the
 /// pipeline's `release` build; cargo does nothing when it is fresh).
-pub fn release_build(ctx: &Ctx, tc: &crate::toolchain::Toolchain) -> Result<Built> {
+fn release_build(ctx: &Ctx, tc: &Toolchain) -> Result<Built> {
     let (built, _) = ctx.build(tc, Build::Release, Build::Release.rustflags(None))?;
     Ok(built)
 }
@@ -267,7 +270,7 @@ mod tests {
     /// sessions and batch where it has them.
     #[test]
     fn the_header_states_the_workloads_own_lockstep_keys() {
-        let mut m = crate::measure::tests::measure_config();
+        let mut m = crate::fixtures::measure_config();
         let c = Calibration {
             workload: m.workloads[0].name.clone(),
             probe_median_ns: 200.0,

@@ -5,12 +5,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+use super::ctx::Ctx;
 use super::fresh::{Artifacts, Inputs, sources};
-use super::{
-    Baselines, Ctx, InsightReport, InstrumentedBuild, Measurements, MergedProfile, OptimizedBuild,
+use crate::build::{Build, Built};
+use crate::outputs::BoltBuild;
+use crate::outputs::Rendered;
+use crate::outputs::{
+    Baselines, InsightReport, InstrumentedBuild, Measurements, MergedProfile, OptimizedBuild,
     TrainingRun,
 };
-use crate::build::{Build, Built};
 use crate::toolchain::Toolchain;
 
 /// What every build depends on: the toolchain, the sources that go into mty-bench, the
@@ -226,5 +229,20 @@ impl Artifacts for Baselines {
 impl Artifacts for Measurements {
     fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
         Vec::new()
+    }
+}
+
+impl Artifacts for BoltBuild {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        vec![(self.build.exe.clone(), Some(self.build.hash.clone()))]
+    }
+    fn compiled(&self) -> u64 {
+        self.build.compiled
+    }
+}
+
+impl Artifacts for Rendered {
+    fn artifacts(&self) -> Vec<(std::path::PathBuf, Option<String>)> {
+        vec![(self.report_json.clone(), Some(self.hash.clone()))]
     }
 }

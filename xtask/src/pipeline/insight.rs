@@ -8,49 +8,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
-use super::{Ctx, InstrumentedBuild, MergedProfile, OptimizedBuild};
+use super::ctx::Ctx;
+
 use crate::exec::Cmd;
-use crate::insight_data::{self as insight, Contents, FunctionCount, HotFunction};
+use crate::insight_data::{self as insight, FunctionCount};
+use crate::outputs::InsightReport;
+use crate::outputs::RequiredCoverage;
+use crate::outputs::WorkloadInsight;
+use crate::outputs::{InstrumentedBuild, MergedProfile, OptimizedBuild};
 use crate::toolchain::Toolchain;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InsightReport {
-    /// The merged training profile: hottest functions, crates.
-    pub training: Contents,
-    /// Per `apply_check.required` prefix: its functions in the profile, and how many ran.
-    pub required: Vec<RequiredCoverage>,
-    pub workloads: Vec<WorkloadInsight>,
-    /// This training's overlap with the previous run's profile (when there was one), in %.
-    pub previous_overlap_pct: Option<f64>,
-    pub min_overlap_pct: f64,
-    /// What deserves a look, in words (also printed).
-    pub warnings: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RequiredCoverage {
-    pub prefix: String,
-    pub functions: usize,
-    pub nonzero: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkloadInsight {
-    pub workload: String,
-    /// The workload's own profile (in `pgo-data/insight/`; the oracle build's input).
-    pub profile: PathBuf,
-    /// Program-level edge overlap of the workload's profile with the training's, in %.
-    pub overlap_pct: f64,
-    /// The share of the workload's count in functions the training never ran, in %.
-    #[serde(default)]
-    pub untrained_share_pct: f64,
-    /// The workload's hottest functions, with their share there and in the training.
-    pub hot: Vec<HotFunction>,
-    /// Functions of the required paths the workload ran and the training never did.
-    pub never_trained: Vec<String>,
-}
 
 pub(super) fn insight(
     ctx: &Ctx,
@@ -136,7 +103,13 @@ pub(super) fn insight(
         min_overlap_pct: cfg.insight.min_overlap_pct,
         warnings,
     };
-    for w in &out.workloads {
+    Ok(out)
+}
+
+/// What the insight found, on the terminal: each workload's overlap with the training and its
+/// hottest functions, the overlap with the previous training, the warnings.
+pub(super) fn summarize(found: &InsightReport) {
+    for w in &found.workloads {
         eprintln!(
             "insight: `{}` overlaps the training profile {:.1} %, {:.1} % of its count in functions never trained; its hottest: {}",
             w.workload,
@@ -153,13 +126,12 @@ pub(super) fn insight(
                 .join("; ")
         );
     }
-    if let Some(p) = out.previous_overlap_pct {
+    if let Some(p) = found.previous_overlap_pct {
         eprintln!("insight: this training overlaps the previous run's {p:.1} %");
     }
-    for warning in &out.warnings {
+    for warning in &found.warnings {
         eprintln!("warning: {warning}");
     }
-    Ok(out)
 }
 
 /// The oracle: a build whose profile is the measured workloads' own (merged from the insight

@@ -7,11 +7,15 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{Ctx, InstrumentedBuild, MergedProfile, OptimizedBuild, Stage, TrainingRun};
+use super::ctx::Ctx;
+
+use crate::outputs::{InstrumentedBuild, MergedProfile, OptimizedBuild, TrainingRun};
+
 use crate::build::Build;
 use crate::exec::Cmd;
 use crate::fsx;
-use crate::report::ProfileInfo;
+use crate::outputs::ProfileInfo;
+use crate::stage::Stage;
 use crate::toolchain::Toolchain;
 use crate::warnings::ApplyReport;
 

@@ -4,14 +4,19 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Measurements, MergedProfile, OptimizedBuild};
+use super::ctx::Ctx;
+
 use crate::build::Built;
 use crate::fsx;
 use crate::instructions;
 use crate::measure;
+use crate::outputs::BoltBuild;
+use crate::outputs::InsightReport;
+use crate::outputs::Rendered;
+use crate::outputs::{Measurements, MergedProfile, OptimizedBuild};
 use crate::report::{self, Report};
+use crate::stage::StageRun;
 use crate::toolchain::Toolchain;
 
 pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
@@ -77,10 +82,10 @@ pub(super) fn report(
     tc: &Toolchain,
     merged: &MergedProfile,
     optimized: &OptimizedBuild,
-    insight: Option<&super::InsightReport>,
+    insight: Option<&InsightReport>,
     measured: &Measurements,
-    stages: Vec<super::StageRun>,
-    bolt: Option<super::bolt::BoltBuild>,
+    stages: Vec<StageRun>,
+    bolt: Option<BoltBuild>,
 ) -> Result<Rendered> {
     let builds = measured.builds.clone();
     let cfg = &ctx.config.config;
@@ -166,18 +171,4 @@ pub(super) fn report(
         hash: fsx::file_hash(&path)?,
         report_json: path,
     })
-}
-
-/// What the report stage records: where report.json is, and its content hash (the other
-/// documents are rendered from it).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Rendered {
-    pub report_json: std::path::PathBuf,
-    pub hash: String,
-}
-
-impl super::fresh::Artifacts for Rendered {
-    fn artifacts(&self) -> Vec<(std::path::PathBuf, Option<String>)> {
-        vec![(self.report_json.clone(), Some(self.hash.clone()))]
-    }
 }

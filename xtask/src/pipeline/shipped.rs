@@ -8,10 +8,12 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 use super::bundle::{self, Manifest};
+use super::ctx::Ctx;
 use super::fresh::Inputs;
-use super::{Ctx, InstrumentedBuild, MergedProfile, Stage};
 use crate::exec::Cmd;
 use crate::fsx;
+use crate::outputs::{InstrumentedBuild, MergedProfile};
+use crate::stage::Stage;
 use crate::toolchain::Toolchain;
 
 /// What `--profile PATH` depends on: the profile's bytes and, for a bundle, its manifest.

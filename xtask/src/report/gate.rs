@@ -100,7 +100,7 @@ pub fn enforce(report: &Report, baseline: Option<&Report>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::fixture;
+    use crate::fixtures::report as fixture;
 
     #[test]
     fn passes_when_pgo_is_significantly_faster_by_the_gain() {

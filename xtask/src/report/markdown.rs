@@ -1,12 +1,16 @@
 //! `report.md`: the benchmark page, in the form of the seed's page (workload, numbers,
 //! comparators, recorded values, raw nanos, interpretation), rendered from the [`Report`].
 
+mod bolt_section;
+mod functions_section;
+
 use std::fmt::Write as _;
 
 use crate::analysis::Comparison;
-use crate::measure::{BASELINE, BASELINE_AGAIN, median};
+use crate::measure::{BASELINE, BASELINE_AGAIN};
 use crate::report::{Report, floor_line, fmt_instr};
 use crate::stats;
+use crate::stats::median;
 
 /// The timed region, stated once for the page.
 const TIMED_REGION: &str = "Per message: `Instant::now()`; the send (`send(msg).await` under the Block policy, `try_send(msg)` under Fail); \
@@ -23,9 +27,9 @@ pub fn render_markdown(report: &Report) -> String {
     numbers(&mut md, report);
     insight(&mut md, report);
     simulated(&mut md, report);
-    crate::callgrind::render_markdown(&mut md, &report.instructions);
+    functions_section::render(&mut md, &report.instructions);
     if let Some(b) = &report.bolt {
-        crate::pipeline::bolt::render_markdown(&mut md, b);
+        bolt_section::render(&mut md, b);
     }
     crate::versus::render_markdown(&mut md, &report.versus);
     comparators(&mut md, report);
@@ -371,10 +375,10 @@ fn recorded(md: &mut String, report: &Report) {
             .iter()
             .map(|s| {
                 let outcome = match s.outcome {
-                    crate::pipeline::Outcome::Ran => "ran",
-                    crate::pipeline::Outcome::Reused => "reused (up to date)",
-                    crate::pipeline::Outcome::Skipped => "skipped",
-                    crate::pipeline::Outcome::Failed => "failed",
+                    crate::stage::Outcome::Ran => "ran",
+                    crate::stage::Outcome::Reused => "reused (up to date)",
+                    crate::stage::Outcome::Skipped => "skipped",
+                    crate::stage::Outcome::Failed => "failed",
                 };
                 format!("{} {outcome}", s.stage)
             })

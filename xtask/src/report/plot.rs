@@ -273,7 +273,7 @@ mod tests {
 
     #[test]
     fn the_svg_has_a_line_per_build_and_is_well_formed() {
-        let svg = render_svg(&crate::report::tests::fixture());
+        let svg = render_svg(&crate::fixtures::report());
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert_eq!(
             svg.matches("<polyline").count(),
@@ -288,10 +288,10 @@ mod tests {
 
     #[test]
     fn rounds_svg_is_drawn_when_there_are_sessions() {
-        let mut none = crate::report::tests::fixture();
+        let mut none = crate::fixtures::report();
         none.sessions.clear();
         assert!(render_rounds_svg(&none).is_none());
-        let svg = render_rounds_svg(&crate::report::tests::fixture()).unwrap();
+        let svg = render_rounds_svg(&crate::fixtures::report()).unwrap();
         let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
         // Panels 1 and 2 are lines (5 arms, then 4 ratios), panel 3 dots (4 arms).
         assert_eq!(
@@ -329,7 +329,7 @@ mod tests {
         ) {
             return;
         }
-        let mut report = crate::report::tests::fixture();
+        let mut report = crate::fixtures::report();
         let mut second = report.workloads[0].clone();
         second.workload = "tokio_mpsc_send_latency_with_a_long_name".into();
         for row in &mut second.rows {

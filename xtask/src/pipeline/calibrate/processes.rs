@@ -15,8 +15,10 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::{self, Comparison, Row, WorkloadAnalysis};
 use crate::config::{Calibrate, Measure};
 use crate::instructions::InstructionCount;
-use crate::measure::{BASELINE, MeasuredArm, WorkloadLine, median, parse_line, pinned};
+use crate::measure::{BASELINE, MeasuredArm};
+use crate::stats::median;
 use crate::stats::{self, Estimate, SplitMix64};
+use crate::workload::{WorkloadLine, parse_line, pinned};
 
 /// One process run of one workload on one build.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -235,10 +237,10 @@ fn build_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::tests::builds;
-    use crate::measure::parse_line;
-    use crate::measure::tests::{LINE, measure_config};
+    use crate::fixtures::builds;
+    use crate::fixtures::{LINE, measure_config};
     use crate::stats::Verdict;
+    use crate::workload::parse_line;
 
     /// Synthetic runs: release ~200 ns, LTO the same, PGO 10 % faster, with a deterministic
     /// wobble; block 2 disturbed.

@@ -103,7 +103,7 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
                 .filter_map(|s| {
                     let (b, c) = (s.arm(crate::measure::BASELINE)?, s.arm(a)?);
                     let r = pct_changes(b, c);
-                    crate::measure::median(&r)
+                    crate::stats::median(&r)
                 })
                 .collect();
             (*a, values)

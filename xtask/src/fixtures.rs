@@ -1,0 +1,325 @@
+//! Test data shared by the unit tests of several modules, in one place: synthetic lockstep
+//! sessions with known ratios, the measurement config of `profiles/quick.toml`, a workload's
+//! real output line, and the `Report` that `xtask/expected/`'s files are rendered from.
+//! Tests only; nothing here is compiled into `cargo xtask`.
+
+use std::path::{Path, PathBuf};
+
+use crate::build::{Build, Built};
+use crate::config::{Measure, Versus, Workload};
+use crate::instructions::InstructionCount;
+use crate::lockstep::{Batch, Session};
+use crate::outputs::ProfileInfo;
+use crate::report::{Environment, Report, SCHEMA};
+use crate::warnings::{ApplyReport, CrateCounts};
+use crate::workload::parse_line;
+
+/// Synthetic lockstep sessions in a fixed environment: what `xtask/expected/`'s files are
+/// rendered from.
+pub fn report() -> Report {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/quick.toml");
+    let config = crate::config::load(&root).unwrap();
+    let mut config = config;
+    config.path = PathBuf::from("profiles/quick.toml");
+    config.config.measure.lockstep.sessions = 10;
+    config.config.measure.lockstep.rounds = 20;
+    let sessions = sessions(10, 20);
+    let instructions: Vec<InstructionCount> = [
+        ("release", 1106.0),
+        ("lto", 1043.0),
+        ("lto+pgo", 917.0),
+        ("oracle", 880.0),
+    ]
+    .into_iter()
+    .map(|(b, i)| InstructionCount {
+        workload: "agent_send_latency".into(),
+        build: b.into(),
+        per_message: Some(i),
+        totals: Some((1_000_000, 1_000_000 + (i * 2000.0) as u64)),
+        simulated: Some(crate::insight_data::Simulated {
+            cond_branches: i / 6.0,
+            cond_mispredicts: i / 300.0,
+            indirect_branches: 11.0,
+            indirect_mispredicts: 0.4,
+            i1_misses: 0.02,
+            d1_misses: i / 30.0,
+            ll_misses: 0.01,
+        }),
+        ..InstructionCount::default()
+    })
+    .collect();
+    let workloads = crate::analysis::analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &sessions,
+        &instructions,
+        &config.config.measure,
+    )
+    .unwrap();
+    let build = |b: Build| {
+        Built::new(
+            b,
+            PathBuf::from(format!("target/pgo/{}/mty-bench", b.target_folder())),
+            String::new(),
+        )
+    };
+    let mut apply_check = ApplyReport::default();
+    apply_check.per_crate.insert(
+        "std".into(),
+        CrateCounts {
+            missing: 2,
+            mismatch: 0,
+        },
+    );
+    apply_check.missing_total = 2;
+    Report {
+        schema: SCHEMA,
+        generated_unix_secs: 1_796_000_000,
+        config,
+        environment: Environment {
+            rustc_vv: "rustc 1.95.0 (59807616e 2026-04-14)\nrelease: 1.95.0\nLLVM version: 22.1.2"
+                .into(),
+            llvm_profdata: PathBuf::from("/sysroot/bin/llvm-profdata"),
+            llvm_profdata_version: "LLVM version 22.1.2-rust-1.95.0-stable".into(),
+            cpu_model: "Test CPU @ 2.00GHz".into(),
+            cores: 2,
+            kernel: "6.1.0-test".into(),
+            git_commit: "0123456789abcdef0123456789abcdef01234567".into(),
+            git_dirty: false,
+        },
+        profile: ProfileInfo {
+            path: PathBuf::from("pgo-data/merged-00000000deadbeef.profdata"),
+            hash: "00000000deadbeef".into(),
+            functions: 1138,
+            max_function_count: 180000,
+            total_count: 9704034,
+            fingerprint: "0123456789abcdef".into(),
+            skipped_raw: Vec::new(),
+            origin: String::new(),
+        },
+        apply_check,
+        insight: Some(insight()),
+        // The synthetic data has no BOLT build (as a run without llvm-bolt).
+        builds: Build::MEASURED
+            .into_iter()
+            .filter(|b| *b != Build::Bolt)
+            .map(build)
+            .collect(),
+        workloads,
+        instructions,
+        comparators: Vec::new(),
+        sessions,
+        versus: Vec::new(),
+        versus_sessions: Vec::new(),
+        stages: Vec::new(),
+        bolt: None,
+    }
+}
+
+/// An insight of made-up but plausible figures (the parsers are tested on real output).
+pub fn insight() -> crate::outputs::InsightReport {
+    use crate::insight_data::{FunctionCount, HotFunction, contents};
+    let f = |name: &str, count: u64| FunctionCount {
+        symbol: format!("_ZN{name}"),
+        name: name.into(),
+        count,
+    };
+    let training = vec![
+        f("mty_runtime::pool::PoolInner::lock", 2_172_987),
+        f("tokio::task::coop::RestoreOnPending::drop", 3_314_986),
+        f("tokio::sync::mpsc::list::Rx<T>::pop", 900_000),
+        f("serde_json::de::from_str", 0),
+    ];
+    crate::outputs::InsightReport {
+        training: contents(&training, 12),
+        required: vec![
+            crate::outputs::RequiredCoverage {
+                prefix: "mty_runtime::".into(),
+                functions: 40,
+                nonzero: 31,
+            },
+            crate::outputs::RequiredCoverage {
+                prefix: "tokio::sync::mpsc::".into(),
+                functions: 25,
+                nonzero: 22,
+            },
+        ],
+        workloads: vec![crate::outputs::WorkloadInsight {
+            workload: "agent_send_latency".into(),
+            profile: PathBuf::from("pgo-data/insight/agent_send_latency.profdata"),
+            overlap_pct: 53.8,
+            untrained_share_pct: 17.9,
+            hot: vec![
+                HotFunction {
+                    name: "mty_runtime::mailbox::MailboxSender<M>::send".into(),
+                    workload_share_pct: 11.2,
+                    training_share_pct: 0.4,
+                },
+                HotFunction {
+                    name: "tokio::sync::mpsc::list::Rx<T>::pop".into(),
+                    workload_share_pct: 8.1,
+                    training_share_pct: 3.9,
+                },
+            ],
+            never_trained: Vec::new(),
+        }],
+        previous_overlap_pct: Some(97.5),
+        min_overlap_pct: 40.0,
+        warnings: Vec::new(),
+    }
+}
+
+/// The report of a run from a shipped profile, with stages reused and skipped and a
+/// `versus` pair: every optional section of report.md.
+pub fn full_report() -> Report {
+    let mut r = report();
+    r.profile.origin = "bundle /ci/bundles/merged: trained at commit 0123456789ab with rustc 1.95.0, 1 training workload(s)".into();
+    r.stages = [
+        ("instrument", crate::stage::Outcome::Skipped),
+        ("merge", crate::stage::Outcome::Reused),
+        ("measure", crate::stage::Outcome::Ran),
+    ]
+    .map(|(stage, outcome)| crate::stage::StageRun {
+        stage: stage.into(),
+        seconds: 1.0,
+        outcome,
+        fingerprint: None,
+    })
+    .to_vec();
+    r.versus_sessions = versus_sessions(1.08);
+    r.versus =
+        crate::versus::analyze(&r.versus_sessions, &r.instructions, &versus_config()).unwrap();
+    r
+}
+
+/// Compares with a committed expected file; `UPDATE_EXPECT=1` rewrites it.
+pub fn expect_file(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("expected")
+        .join(name);
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        expected == actual,
+        "{} differs from what was rendered (rerun with UPDATE_EXPECT=1 to accept):\n{actual}",
+        path.display()
+    );
+}
+
+/// The measured builds of the synthetic data.
+pub fn builds() -> Vec<String> {
+    ["release", "lto", "lto+pgo", "oracle"]
+        .map(String::from)
+        .to_vec()
+}
+
+/// Synthetic lockstep sessions: release ~200 ns, release-aa the same, lto 1 % faster,
+/// lto+pgo 10 % faster; the machine's state flips between 170 and 235 ns every 5 rounds
+/// (all arms alike), each arm process has its own small offset.
+pub fn sessions(n: u32, rounds: usize) -> Vec<Session> {
+    let arms = ["release", "release-aa", "lto", "lto+pgo", "oracle"];
+    let factor = [1.0, 1.0, 0.99, 0.90, 0.85];
+    (0..n)
+        .map(|s| {
+            let offsets: Vec<f64> = (0..arms.len())
+                .map(|a| 1.0 + 0.002 * (((s as usize * 7 + a * 3) % 5) as f64 - 2.0))
+                .collect();
+            let batches = (0..arms.len())
+                .map(|a| {
+                    (0..rounds)
+                        .map(|r| {
+                            let state = if (r / 5) % 2 == 0 { 170.0 } else { 235.0 };
+                            let m = state * factor[a] * offsets[a];
+                            Batch {
+                                median_ns: m,
+                                p95_ns: m * 1.2,
+                                p99_ns: m * 2.0,
+                                p999_ns: Some(m * 3.0),
+                                mean_ns: m * 1.05,
+                                inject_ns: None,
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut total = parse_line(LINE).unwrap();
+            total.percentiles = vec![(0.5, 200), (0.99, 400)];
+            Session {
+                workload: "agent_send_latency".into(),
+                session: s,
+                arms: arms.map(String::from).to_vec(),
+                order: (0..rounds).map(|_| vec![0, 1, 2, 3, 4]).collect(),
+                batches,
+                totals: vec![total; arms.len()],
+            }
+        })
+        .collect()
+}
+
+pub const LINE: &str = r#"{"workload":"agent_send_latency","messages":200000,"warmup":10000,"policy":"block","payload_bytes":0,"capacity":8,"median_ns":253,"p95_ns":302,"p99_ns":563,"max_ns":161151,"mean_ns":267.68,"clock_overhead_ns":30,"percentiles":[[0.01,197],[0.5,253],[0.99,563]],"user_ms":70.0,"sys_ms":0.0,"voluntary_ctx_switches":0,"involuntary_ctx_switches":1}"#;
+
+pub fn measure_config() -> Measure {
+    crate::config::parse(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../profiles/quick.toml"
+        ))
+        .unwrap(),
+    )
+    .unwrap()
+    .measure
+}
+
+pub fn batch(ns: f64) -> Batch {
+    Batch {
+        median_ns: ns,
+        p95_ns: ns,
+        p99_ns: ns,
+        p999_ns: Some(ns),
+        mean_ns: ns,
+        inject_ns: None,
+    }
+}
+
+pub fn versus_config() -> Measure {
+    let mut m = measure_config();
+    m.workloads = ["mailbox", "tokio"]
+        .map(|n| Workload::new(n, vec![n.to_string()]))
+        .to_vec();
+    m.versus = vec![Versus {
+        subject: "mailbox".into(),
+        reference: "tokio".into(),
+    }];
+    m
+}
+
+/// Sessions where the subject costs `ratio` times the reference, on a machine whose
+/// speed flips between rounds and sessions (both arms of a round share the state).
+pub fn versus_sessions(ratio: f64) -> Vec<Session> {
+    let arms = ["release:mailbox", "release:tokio"];
+    (0..12)
+        .map(|s| {
+            let speeds: Vec<f64> = (0..10)
+                .map(|r| if (r + s) % 3 == 0 { 1.4 } else { 1.0 } * (1.0 + s as f64 / 50.0))
+                .collect();
+            let wobble = |r: usize| 1.0 + ((r * 7 + s as usize) % 5) as f64 / 1000.0;
+            Session {
+                workload: "mailbox vs tokio".into(),
+                session: s,
+                arms: arms.map(String::from).to_vec(),
+                order: vec![vec![0, 1]; 10],
+                batches: vec![
+                    speeds
+                        .iter()
+                        .enumerate()
+                        .map(|(r, v)| batch(100.0 * ratio * v * wobble(r)))
+                        .collect(),
+                    speeds.iter().map(|v| batch(100.0 * v)).collect(),
+                ],
+                totals: Vec::new(),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,164 @@
+//! What each stage hands the next, as recorded in `pgo-data/stages/<stage>.json`: typed, so
+//! that a stage accepts only what the stage before it makes (the optimised build takes a
+//! `MergedProfile`, which only `merge`, a shipped profile or a validated record makes).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::build::{Build, Built};
+use crate::insight_data::{Contents, HotFunction};
+use crate::instructions::InstructionCount;
+use crate::llvm_bolt::{BoltReport, BoltTools};
+use crate::lockstep::Session;
+use crate::warnings::ApplyReport;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstrumentedBuild(pub Built);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainingRun {
+    pub profraw: Vec<PathBuf>,
+    /// What the profile depends on (toolchain, training config, sources), hashed.
+    pub fingerprint: String,
+}
+
+/// An indexed profile produced by `merge` from this run's training.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergedProfile(pub ProfileInfo);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OptimizedBuild {
+    pub build: Built,
+    pub apply: ApplyReport,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Baselines {
+    pub release: Built,
+    pub lto: Built,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Measurements {
+    /// The measured builds, in [`Build::MEASURED`] order.
+    pub builds: Vec<Built>,
+    /// Every lockstep session.
+    pub sessions: Vec<Session>,
+    /// The sessions of `measure.versus`, workload against workload.
+    pub versus_sessions: Vec<Session>,
+    pub instructions: Vec<InstructionCount>,
+    pub comparators: Vec<crate::compare::Row>,
+}
+
+impl Measurements {
+    /// The measured builds; without an oracle (`--profile`: nothing trained here to make
+    /// one from) the others.
+    pub fn builds_of(
+        optimized: &OptimizedBuild,
+        base: &Baselines,
+        oracle: Option<&OptimizedBuild>,
+        bolt: Option<&BoltBuild>,
+    ) -> Vec<Built> {
+        Build::MEASURED
+            .iter()
+            .filter_map(|b| match b {
+                Build::Release => Some(base.release.clone()),
+                Build::Lto => Some(base.lto.clone()),
+                Build::LtoPgo => Some(optimized.build.clone()),
+                Build::Oracle => oracle.map(|o| o.build.clone()),
+                Build::Bolt => bolt.map(|b| b.build.clone()),
+                Build::Instrumented => unreachable!("the instrumented build is not measured"),
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InsightReport {
+    /// The merged training profile: hottest functions, crates.
+    pub training: Contents,
+    /// Per `apply_check.required` prefix: its functions in the profile, and how many ran.
+    pub required: Vec<RequiredCoverage>,
+    pub workloads: Vec<WorkloadInsight>,
+    /// This training's overlap with the previous run's profile (when there was one), in %.
+    pub previous_overlap_pct: Option<f64>,
+    pub min_overlap_pct: f64,
+    /// What deserves a look, in words (also printed).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequiredCoverage {
+    pub prefix: String,
+    pub functions: usize,
+    pub nonzero: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadInsight {
+    pub workload: String,
+    /// The workload's own profile (in `pgo-data/insight/`; the oracle build's input).
+    pub profile: PathBuf,
+    /// Program-level edge overlap of the workload's profile with the training's, in %.
+    pub overlap_pct: f64,
+    /// The share of the workload's count in functions the training never ran, in %.
+    #[serde(default)]
+    pub untrained_share_pct: f64,
+    /// The workload's hottest functions, with their share there and in the training.
+    pub hot: Vec<HotFunction>,
+    /// Functions of the required paths the workload ran and the training never did.
+    pub never_trained: Vec<String>,
+}
+
+/// The stage's output.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BoltBuild {
+    /// The BOLT-optimised executable (`exe`), with the relinked PGO build's flags.
+    pub build: Built,
+    /// The PGO build relinked with relocations, the input of BOLT.
+    pub relinked: PathBuf,
+    pub tools: BoltTools,
+    /// The merged `.fdata` profile.
+    pub profile: PathBuf,
+    /// The profile was given (`bolt.profile`), not trained in this run.
+    #[serde(default)]
+    pub given: bool,
+    /// The optimising step's options (`bolt.options`).
+    #[serde(default)]
+    pub options: Vec<String>,
+    pub report: BoltReport,
+    /// Per `apply_check.required` prefix: how many of the profiled functions match it.
+    pub required: Vec<(String, usize)>,
+    /// Instructions per message of the first measured workload, relinked against the plain
+    /// lto+pgo build (the relink must not change the code); `None` without valgrind.
+    #[serde(default)]
+    pub relink_instructions: Option<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileInfo {
+    pub path: PathBuf,
+    pub hash: String,
+    pub functions: u64,
+    pub max_function_count: u64,
+    pub total_count: u64,
+    /// What the profile was trained from, hashed (see `pgo/guard.rs`).
+    #[serde(default)]
+    pub fingerprint: String,
+    /// Raw profiles left out by `--skip-bad-profiles`, with the reason.
+    #[serde(default)]
+    pub skipped_raw: Vec<String>,
+    /// Where the profile came from, in words: trained in this run, or a stored profile or
+    /// bundle (`--profile`), or bundles merged (`merge --input`).
+    #[serde(default)]
+    pub origin: String,
+}
+
+/// What the report stage records: where report.json is, and its content hash (the other
+/// documents are rendered from it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rendered {
+    pub report_json: std::path::PathBuf,
+    pub hash: String,
+}

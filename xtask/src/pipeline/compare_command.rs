@@ -1,0 +1,30 @@
+//! `cargo xtask compare`: the comparison table alone, on a release build of the binary.
+
+use anyhow::Result;
+
+use super::ctx::Ctx;
+use crate::build::Build;
+use crate::compare::{render, run_comparators};
+use crate::flags::CompareFlags;
+use crate::fsx;
+
+/// `cargo xtask compare`: the comparison table alone, on a release build of the binary
+/// (cargo rebuilds it only when stale). The LTO and PGO rows come with `cargo xtask pgo`,
+/// whose report holds the same table for all three builds: reusing old pipeline builds here
+/// could silently measure stale executables.
+pub fn run(flags: CompareFlags) -> Result<()> {
+    let ctx = Ctx::open(&flags.common)?;
+    let tc = crate::toolchain::doctor()?;
+    let (release, _) = ctx.build(&tc, Build::Release, Build::Release.rustflags(None))?;
+    let rows = run_comparators(
+        &ctx.ws.root,
+        &ctx.target_root.join("comparators"),
+        &ctx.config.config.compare,
+        &[release],
+    )?;
+    let path = ctx.data.join("compare.json");
+    fsx::write_json(&path, &rows)?;
+    println!("\n{}", render(&rows, &ctx.config.config.compare));
+    println!("wrote {}", path.display());
+    Ok(())
+}

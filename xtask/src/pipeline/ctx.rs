@@ -1,0 +1,159 @@
+//! What every stage of a run shares: the config, the workspace, where artifacts and builds
+//! go, what is forced, the records of `pgo-data/stages/`, and the lock on pgo-data/ for as
+//! long as the run lives.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::{fresh, guard};
+use crate::build::{Build, Built};
+use crate::cargo::{self, Workspace};
+use crate::config::{self, LoadedConfig};
+use crate::flags::CommonFlags;
+use crate::fsx;
+use crate::stage::Stage;
+use crate::toolchain::Toolchain;
+
+/// Everything the stages share, and the lock on pgo-data/ for as long as it lives.
+pub struct Ctx {
+    pub config: LoadedConfig,
+    pub ws: Workspace,
+    pub data: PathBuf,
+    pub target_root: PathBuf,
+    /// `--force [STAGE]`: this stage and every later one run even when up to date.
+    pub force_from: Option<Stage>,
+    /// `--remeasure`: measure (and report) again even when the builds are unchanged.
+    pub remeasure: bool,
+    _lock: guard::Lock,
+}
+
+impl Ctx {
+    /// Reads the config and the workspace, then takes pgo-data/ for this run (one run at a
+    /// time) and removes what an interrupted run left.
+    pub fn open(flags: &CommonFlags) -> Result<Ctx> {
+        // Profile paths reach rustc inside RUSTFLAGS, which cargo splits on whitespace; and
+        // they must be absolute, since rustc runs in each crate's directory.
+        let mut dirs = [flags.pgo_data.clone(), flags.target_dir.clone()];
+        for path in &mut dirs {
+            *path = std::path::absolute(&*path)
+                .with_context(|| format!("cannot make {} absolute", path.display()))?;
+            if path.to_string_lossy().contains(char::is_whitespace) {
+                anyhow::bail!(
+                    "{} contains whitespace, which RUSTFLAGS cannot carry; choose another directory",
+                    path.display()
+                );
+            }
+        }
+        let [data, target_root] = dirs;
+        let config = config::load(&flags.config)?;
+        let ws = cargo::workspace(&config.config.binary)
+            .with_context(|| format!("checking the config {}", flags.config.display()))?;
+        let lock = guard::lock(&data, flags.wait)?;
+        for leftover in guard::remove_leftover_temps(&data)? {
+            eprintln!(
+                "removed {} (left by an interrupted run)",
+                leftover.display()
+            );
+        }
+        Ok(Ctx {
+            config,
+            ws,
+            data,
+            target_root,
+            force_from: None,
+            remeasure: false,
+            _lock: lock,
+        })
+    }
+
+    pub fn stage_file(&self, stage: Stage) -> PathBuf {
+        self.data
+            .join("stages")
+            .join(format!("{}.json", stage.name()))
+    }
+    pub fn raw_dir(&self) -> PathBuf {
+        self.data.join("raw")
+    }
+    pub fn logs(&self) -> PathBuf {
+        self.data.join("logs")
+    }
+    /// A stage's recorded output, for running a later stage alone.
+    pub fn load<T: serde::de::DeserializeOwned>(&self, stage: Stage) -> Result<T> {
+        fsx::read_json(
+            &self.stage_file(stage),
+            &format!("output of the `{}` stage", stage.name()),
+        )
+    }
+    /// Records a stage's output in `pgo-data/stages/<stage>.json`.
+    pub fn record<T: Serialize>(&self, stage: Stage, out: &T) -> Result<()> {
+        fsx::write_json(&self.stage_file(stage), out)
+    }
+    /// A stage's recorded output when there is one (a stage that was skipped has none).
+    pub fn load_optional<T: serde::de::DeserializeOwned>(&self, stage: Stage) -> Result<Option<T>> {
+        self.stage_file(stage)
+            .is_file()
+            .then(|| self.load(stage))
+            .transpose()
+    }
+    /// Removes a stage's records: what they describe is not this run's.
+    pub fn forget(&self, stage: Stage) -> Result<()> {
+        for file in [self.stage_file(stage), self.inputs_file(stage)] {
+            if file.exists() {
+                std::fs::remove_file(&file)
+                    .with_context(|| format!("cannot remove {}", file.display()))?;
+            }
+        }
+        Ok(())
+    }
+    pub fn inputs_file(&self, stage: Stage) -> PathBuf {
+        self.data
+            .join("stages")
+            .join(format!("{}.inputs.json", stage.name()))
+    }
+    /// The inputs the stage's recorded output was made from; `None` when there is no
+    /// readable record (it then runs).
+    pub fn load_inputs(&self, stage: Stage) -> Option<fresh::Recorded> {
+        fsx::read_json(&self.inputs_file(stage), "stage inputs").ok()
+    }
+    pub fn record_inputs(&self, stage: Stage, inputs: &fresh::Recorded) -> Result<()> {
+        fsx::write_json(&self.inputs_file(stage), inputs)
+    }
+    /// Whether `stage` must run although it may be up to date.
+    pub fn forced(&self, stage: Stage) -> bool {
+        let index = |s: Stage| Stage::ALL.iter().position(|x| *x == s);
+        self.force_from
+            .is_some_and(|from| index(stage) >= index(from))
+            || (self.remeasure && stage == Stage::Measure)
+    }
+
+    /// Builds `build` with `rustflags` in its own target folder.
+    pub fn build(
+        &self,
+        tc: &Toolchain,
+        build: Build,
+        rustflags: String,
+    ) -> Result<(Built, Vec<String>)> {
+        let flags = crate::rustflags::compose(&tc.user_rustflags, &rustflags);
+        let out = cargo::build(
+            &self.ws,
+            &tc.rustc.host,
+            build,
+            &flags,
+            &self.target_root,
+            &self.logs(),
+        )?;
+        // The final crate's own flags (`cargo rustc -- …`) are part of how it was built.
+        let flags: Vec<String> = flags
+            .into_iter()
+            .chain(build.final_args().iter().map(|a| a.to_string()))
+            .collect();
+        let mut built = Built::new(build, out.exe, flags.join(" "));
+        built.rustflags_exact = flags;
+        built.user_rustflags_source = tc.user_rustflags.source.clone();
+        built.hash = fsx::file_hash(&built.exe)?;
+        built.compiled = out.compiled;
+        Ok((built, out.diagnostics))
+    }
+}

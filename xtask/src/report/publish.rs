@@ -1,0 +1,235 @@
+//! `--publish`: a measured run kept with the sources. The run's report.md, under one line of
+//! context (machine, date, commit, command), goes to `docs/results/<date>-<commit>.md`, and its
+//! headline row (the PGO gain with its interval, the A/A floor, the mailbox against tokio)
+//! into the index `docs/results/README.md`, newest first. Publishing the same run again
+//! replaces its row.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::Report;
+use crate::fsx;
+use crate::stats;
+
+/// The line of the index after which published rows are inserted.
+pub const MARKER: &str =
+    "<!-- runs published by cargo xtask pgo --publish are added below this line -->";
+
+const INDEX_HEADER: &str = "# Results
+
+Measured runs of `cargo xtask pgo`, one file per run, each stamped with its machine, date and
+commit; `cargo xtask pgo --publish` adds them.
+
+| date | machine | commit | lto+pgo vs release, `agent_send_latency` | A/A floor | mailbox / tokio (release) | file |
+|---|---|---|---|---|---|---|
+";
+
+/// Writes the run's page and its index row under `root/docs/results/`; returns the page.
+pub fn publish(root: &Path, data: &Path, report: &Report) -> Result<PathBuf> {
+    let dir = root.join("docs/results");
+    let page_md = data.join("report.md");
+    let body = std::fs::read_to_string(&page_md).with_context(|| {
+        format!(
+            "cannot read {} to publish it: run the report stage first",
+            page_md.display()
+        )
+    })?;
+    let name = page_name(report);
+    let page = dir.join(&name);
+    fsx::write_atomic(
+        &page,
+        format!("{}\n\n{body}", context_line(report)).as_bytes(),
+    )?;
+    let index = dir.join("README.md");
+    let old = match std::fs::read_to_string(&index) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("{INDEX_HEADER}{MARKER}\n"),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", index.display())),
+    };
+    let updated = with_row(&old, &name, &index_row(report, &name)).with_context(|| {
+        format!(
+            "{} has no line `{MARKER}` to add the row after; put it back under the table's header",
+            index.display()
+        )
+    })?;
+    fsx::write_atomic(&index, updated.as_bytes())?;
+    Ok(page)
+}
+
+/// `2026-12-01-0123456789ab.md`: the day the report was written (UTC) and the commit.
+pub fn page_name(report: &Report) -> String {
+    let commit: String = report.environment.git_commit.chars().take(12).collect();
+    format!("{}-{commit}.md", utc_date(report.generated_unix_secs))
+}
+
+/// What the page was measured on, by whom, from what.
+pub fn context_line(report: &Report) -> String {
+    let env = &report.environment;
+    format!(
+        "Measured on {} ({} cores, Linux {}), {} UTC, commit `{}`{}, with `cargo xtask pgo --config {}`.",
+        env.cpu_model,
+        env.cores,
+        env.kernel,
+        utc_date(report.generated_unix_secs),
+        env.git_commit,
+        if env.git_dirty {
+            " (with uncommitted changes)"
+        } else {
+            ""
+        },
+        report.config.path.display()
+    )
+}
+
+/// The index row: date, machine, commit, the PGO gain on the first gated (else first
+/// measured) workload with its interval, that workload's A/A floor, the mailbox against tokio
+/// on release, the link.
+pub fn index_row(report: &Report, page: &str) -> String {
+    let env = &report.environment;
+    let check = &report.config.config.check.workloads;
+    let headline = report
+        .workloads
+        .iter()
+        .find(|w| check.contains(&w.workload))
+        .or(report.workloads.first());
+    let (gain, floor) = match headline {
+        Some(w) => {
+            let gain = w
+                .rows
+                .iter()
+                .find(|r| r.build == "lto+pgo")
+                .and_then(|r| r.vs_release.as_ref())
+                .map_or("—".to_string(), |c| {
+                    stats::describe(&c.median.estimate).replace("95 % CI ", "")
+                });
+            let named = if w.workload == "agent_send_latency" {
+                gain
+            } else {
+                format!("{gain} (`{}`)", w.workload)
+            };
+            let floor = format!("±{:.1} %", stats::noise_floor_pct(&w.aa.median.estimate));
+            (named, floor)
+        }
+        None => ("—".into(), "—".into()),
+    };
+    let versus =
+        report
+            .versus
+            .iter()
+            .find(|v| v.build == "release")
+            .map_or("—".to_string(), |v| {
+                let e = &v.median;
+                format!(
+                    "{:.3}× [{:.3}, {:.3}]",
+                    e.ratio,
+                    1.0 + e.ci_low_pct / 100.0,
+                    1.0 + e.ci_high_pct / 100.0
+                )
+            });
+    let mut row = String::new();
+    let _ = write!(
+        row,
+        "| {} | {} ({} cores) | `{}`{} | {gain} | {floor} | {versus} | [{page}]({page}) |",
+        utc_date(report.generated_unix_secs),
+        env.cpu_model,
+        env.cores,
+        env.git_commit.chars().take(12).collect::<String>(),
+        if env.git_dirty { " (dirty)" } else { "" },
+    );
+    row
+}
+
+/// `index` with `row` right after the marker, and any earlier row of the same page removed;
+/// `None` without the marker.
+fn with_row(index: &str, page: &str, row: &str) -> Option<String> {
+    let link = format!("]({page})");
+    let mut out = String::new();
+    let mut found = false;
+    for line in index.lines() {
+        if line.starts_with('|') && line.contains(&link) {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+        if line.trim() == MARKER {
+            found = true;
+            out.push_str(row);
+            out.push('\n');
+        }
+    }
+    found.then_some(out)
+}
+
+/// The UTC calendar date of a Unix time, `YYYY-MM-DD` (Howard Hinnant's days-to-civil).
+pub fn utc_date(unix_secs: u64) -> String {
+    let days = (unix_secs / 86_400) as i64 + 719_468;
+    let era = days.div_euclid(146_097);
+    let doe = days.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::report;
+
+    #[test]
+    fn dates_are_utc_calendar_days() {
+        assert_eq!(utc_date(0), "1970-01-01");
+        assert_eq!(utc_date(951_782_400), "2000-02-29");
+        assert_eq!(utc_date(1_796_083_200), "2026-12-01");
+        assert_eq!(utc_date(1_796_169_599), "2026-12-01");
+    }
+
+    /// A real publish into a temporary project: the page carries the context line over the
+    /// report.md, the index gets one row after its marker (newest first), and publishing the
+    /// same run again replaces the row instead of adding another.
+    #[test]
+    fn a_run_is_published_as_a_page_and_one_index_row() {
+        let root = std::env::temp_dir().join(format!("xtask-publish-{}", std::process::id()));
+        let data = root.join("pgo-data");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("report.md"), "# the report\n").unwrap();
+        let r = report();
+        let page = publish(&root, &data, &r).unwrap();
+        assert_eq!(
+            page.file_name().unwrap().to_str().unwrap(),
+            format!("{}-0123456789ab.md", utc_date(r.generated_unix_secs))
+        );
+        let text = std::fs::read_to_string(&page).unwrap();
+        assert!(
+            text.starts_with("Measured on Test CPU @ 2.00GHz (2 cores, Linux 6.1.0-test)"),
+            "{text}"
+        );
+        assert!(text.ends_with("\n\n# the report\n"), "{text}");
+        let index = root.join("docs/results/README.md");
+        publish(&root, &data, &r).unwrap();
+        let text = std::fs::read_to_string(&index).unwrap();
+        let rows: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != MARKER)
+            .skip(1)
+            .filter(|l| l.starts_with('|'))
+            .collect();
+        assert_eq!(rows.len(), 1, "{text}");
+        assert!(
+            rows[0].contains("| 10.0 % faster, [9.7, 10.2] |"),
+            "{}",
+            rows[0]
+        );
+        assert!(rows[0].contains("`0123456789ab`"), "{}", rows[0]);
+        // An index without the marker is refused, naming the fix.
+        std::fs::write(&index, "# Results\n").unwrap();
+        let err = format!("{:#}", publish(&root, &data, &r).unwrap_err());
+        assert!(err.contains("has no line `<!-- runs published"), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,56 @@
+//! A measured workload as a process: how it is started (pinned to a core) and what it prints
+//! (its latency report, or any JSON line, as the last line of stdout).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::exec::Cmd;
+
+/// What one `mty-bench` latency run printed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadLine {
+    pub median_ns: u64,
+    pub p95_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: f64,
+    pub clock_overhead_ns: u64,
+    /// `[quantile, ns]` pairs.
+    pub percentiles: Vec<(f64, u64)>,
+    pub user_ms: f64,
+    pub sys_ms: f64,
+    pub voluntary_ctx_switches: u64,
+    pub involuntary_ctx_switches: u64,
+}
+
+/// Parses the JSON line a latency workload prints (the last non-empty line of stdout).
+pub fn parse_line(stdout: &str) -> Result<WorkloadLine> {
+    parse_last_line(stdout, "a latency report")
+}
+
+/// The last non-empty line of a workload's stdout, parsed as `what`.
+pub fn parse_last_line<T: serde::de::DeserializeOwned>(stdout: &str, what: &str) -> Result<T> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .context("it printed nothing on stdout")?;
+    serde_json::from_str(line).with_context(|| {
+        let shown: String = line.chars().take(200).collect();
+        format!("its last line is not {what}: {shown}")
+    })
+}
+
+/// `exe`, pinned to `core` with `taskset -c` when one is given.
+pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {
+    match core {
+        Some(core) => Cmd::new("taskset").args([
+            "-c".to_string(),
+            core.to_string(),
+            exe.display().to_string(),
+        ]),
+        None => Cmd::new(exe.display().to_string()),
+    }
+}
