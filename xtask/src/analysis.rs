@@ -15,9 +15,8 @@ use crate::config::Measure;
 use crate::measure::{BASELINE, BASELINE_AGAIN};
 use crate::stats::median;
 
-mod sessions;
+pub mod sessions;
 use crate::stats::{self, Estimate, Verdict};
-pub use sessions::analyze_lockstep;
 
 /// A comparison judged against its threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -211,6 +210,7 @@ pub(crate) fn median_distribution<'a>(
 
 #[cfg(test)]
 mod tests {
+    use super::sessions::analyze_lockstep;
     use super::*;
     use crate::fixtures::builds;
 

@@ -163,6 +163,65 @@ pub fn per_message(n_run: &Profile, two_n_run: &Profile, n: u64) -> Vec<Function
     out
 }
 
+/// Per-message figures from callgrind's simulators, differenced between N and 2N messages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Simulated {
+    /// Conditional branches executed, and mispredicted.
+    pub cond_branches: f64,
+    pub cond_mispredicts: f64,
+    /// Indirect branches executed, and mispredicted.
+    pub indirect_branches: f64,
+    pub indirect_mispredicts: f64,
+    /// First-level instruction and data cache misses, and last-level misses (both kinds).
+    pub i1_misses: f64,
+    pub d1_misses: f64,
+    pub ll_misses: f64,
+}
+
+/// callgrind's `Events :` and `Collected :` lines, as a map from event to count.
+pub fn parse_events(stderr: &str) -> Option<BTreeMap<String, u64>> {
+    let after = |key: &str| {
+        stderr
+            .lines()
+            .find_map(|l| Some(l.split_once(key)?.1.split_whitespace().collect::<Vec<_>>()))
+    };
+    let (names, values) = (after("Events    :")?, after("Collected :")?);
+    if names.len() != values.len() {
+        return None;
+    }
+    names
+        .into_iter()
+        .zip(values)
+        .map(|(n, v)| Some((n.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+/// Per message: the difference of the 2N and N runs' events, over N.
+pub fn simulated(
+    n: &BTreeMap<String, u64>,
+    two_n: &BTreeMap<String, u64>,
+    messages: u64,
+) -> Simulated {
+    let per = |events: &[&str]| {
+        events
+            .iter()
+            .map(|e| {
+                two_n.get(*e).copied().unwrap_or(0) as f64 - n.get(*e).copied().unwrap_or(0) as f64
+            })
+            .sum::<f64>()
+            / messages as f64
+    };
+    Simulated {
+        cond_branches: per(&["Bc"]),
+        cond_mispredicts: per(&["Bcm"]),
+        indirect_branches: per(&["Bi"]),
+        indirect_mispredicts: per(&["Bim"]),
+        i1_misses: per(&["I1mr"]),
+        d1_misses: per(&["D1mr", "D1mw"]),
+        ll_misses: per(&["ILmr", "DLmr", "DLmw"]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

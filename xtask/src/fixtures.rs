@@ -36,7 +36,7 @@ pub fn report() -> Report {
         build: b.into(),
         per_message: Some(i),
         totals: Some((1_000_000, 1_000_000 + (i * 2000.0) as u64)),
-        simulated: Some(crate::insight_data::Simulated {
+        simulated: Some(crate::callgrind::Simulated {
             cond_branches: i / 6.0,
             cond_mispredicts: i / 300.0,
             indirect_branches: 11.0,
@@ -48,7 +48,7 @@ pub fn report() -> Report {
         ..InstructionCount::default()
     })
     .collect();
-    let workloads = crate::analysis::analyze_lockstep(
+    let workloads = crate::analysis::sessions::analyze_lockstep(
         &["agent_send_latency".into()],
         &builds(),
         &sessions,

@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 
 use crate::build::Built;
 use crate::callgrind::{self, FunctionCost};
+use crate::callgrind::{Simulated, parse_events, simulated};
 use crate::config::{Instructions, Workload};
 use crate::exec::Cmd;
 use crate::fsx;
-use crate::insight_data::{Simulated, parse_events, simulated};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstructionCount {

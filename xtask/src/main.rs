@@ -26,6 +26,8 @@ mod stage;
 mod stats;
 #[cfg(test)]
 mod testutil;
+#[cfg(test)]
+mod tidy;
 mod toolchain;
 mod versus;
 mod warnings;

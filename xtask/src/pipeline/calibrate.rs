@@ -126,7 +126,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
         let start = Instant::now();
         let m = one(&cfg.measure);
         let sessions = measure::run_lockstep(&arms, &m)?;
-        let analysed = analysis::analyze_lockstep(&names, &builds, &sessions, &[], &m)?;
+        let analysed = analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], &m)?;
         let injected_pct = injected_pct(&sessions);
         rows.push(row(
             Mode::Lockstep,

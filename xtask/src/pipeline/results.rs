@@ -96,7 +96,7 @@ pub(super) fn report(
         .map(|w| w.name.clone())
         .collect();
     let build_names: Vec<String> = builds.iter().map(|b| b.name().to_string()).collect();
-    let workloads = crate::analysis::analyze_lockstep(
+    let workloads = crate::analysis::sessions::analyze_lockstep(
         &workload_names,
         &build_names,
         &measured.sessions,
@@ -139,7 +139,7 @@ pub(super) fn report(
     )?;
     // One session round by round, and every session's ratio.
     let rounds = ctx.data.join("rounds.svg");
-    match crate::report::plot::render_rounds_svg(&report) {
+    match crate::report::plot::rounds::render_rounds_svg(&report) {
         Some(svg) => fsx::write_atomic(&rounds, svg.as_bytes())?,
         // No session recorded: an old picture would belong to another run.
         None if rounds.exists() => std::fs::remove_file(&rounds)

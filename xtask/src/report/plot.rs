@@ -5,8 +5,7 @@ use std::fmt::Write as _;
 
 use crate::report::Report;
 
-mod rounds;
-pub use rounds::render_rounds_svg;
+pub mod rounds;
 
 const MIN_WIDTH: f64 = 760.0;
 const PANEL: f64 = 300.0;
@@ -269,6 +268,7 @@ fn label_ns(v: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::rounds::render_rounds_svg;
     use super::*;
 
     #[test]

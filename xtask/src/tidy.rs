@@ -1,0 +1,478 @@
+//! Tidy checks, as ordinary tests (after rust-analyzer's `tidy.rs`): the module graph keeps
+//! the layers ARCHITECTURE.md lists and has no circle, no two files share a name, every file
+//! says what it is, and the README's configuration reference lists exactly the keys the
+//! config accepts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits in the workspace")
+        .to_path_buf()
+}
+
+/// Every `.rs` file of xtask's `src/`, by module path (`main` for the crate root,
+/// `report::markdown` for `src/report/markdown.rs`).
+fn modules() -> BTreeMap<String, PathBuf> {
+    let src = root().join("xtask/src");
+    let mut out = BTreeMap::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(&src).unwrap().with_extension("");
+                let name = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("::");
+                out.insert(name, path);
+            }
+        }
+    }
+    out
+}
+
+/// Test-only code: the `*_tests.rs` files included by `#[path]`, and the fixtures.
+fn test_only(module: &str) -> bool {
+    module.ends_with("_tests") || ["fixtures", "testutil", "tidy"].contains(&module)
+}
+
+/// The text without its `#[cfg(test)]` items (a `mod tests { … }` block, a `mod x;` line).
+fn without_tests(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        let (brace, semi) = (after.find('{'), after.find(';'));
+        let end = match (brace, semi) {
+            (_, Some(s)) if brace.is_none_or(|b| s < b) => s + 1,
+            (Some(b), _) => b + matching_brace(&after[b..]),
+            _ => after.len(),
+        };
+        rest = &after[end.min(after.len())..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The length up to and including the brace that closes the one `text` starts with,
+/// skipping strings, character literals and comments.
+fn matching_brace(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let (mut depth, mut i) = (0i32, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'\'' if bytes.get(i + 2) == Some(&b'\'') => i += 2,
+            b'\'' if bytes.get(i + 1) == Some(&b'\\') => {
+                while i + 1 < bytes.len() && bytes[i + 1] != b'\'' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+/// The paths a file names: every `crate::…`, `super::…` and child-module path of its `use`
+/// items (braces expanded) and of inline paths, as module paths relative to the crate.
+fn references(module: &str, text: &str, all: &BTreeMap<String, PathBuf>) -> BTreeSet<String> {
+    let code = without_tests(text);
+    let mut paths: Vec<String> = Vec::new();
+    // `use` items, braces expanded.
+    let mut rest = code.as_str();
+    while let Some(at) = find_use(rest) {
+        let item = &rest[at..];
+        let end = item.find(';').unwrap_or(item.len());
+        let body = item[..end]
+            .trim_start_matches("pub ")
+            .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub(super) ")
+            .trim_start_matches("use ");
+        let body = body.split_whitespace().collect::<Vec<_>>().join(" ");
+        expand(&body.replace(":: ", "::").replace("{ ", "{"), &mut paths);
+        rest = &item[end..];
+    }
+    // Inline paths.
+    for start in ["crate::", "super::"] {
+        for (at, _) in code.match_indices(start) {
+            let before = code[..at].chars().last();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let path: String = code[at..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            // `super::{a, b}` is a `use` item, read above with its braces.
+            if !path.ends_with("::") {
+                paths.push(path);
+            }
+        }
+    }
+    let parent = module.rsplit_once("::").map(|(p, _)| p.to_string());
+    let mut out = BTreeSet::new();
+    for path in paths {
+        let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+        let (mut at, mut rest): (Option<String>, &[&str]) = match segments.first() {
+            Some(&"crate") => (None, &segments[1..]),
+            Some(&"super") => {
+                let mut base = parent.clone();
+                let mut i = 1;
+                while segments.get(i) == Some(&"super") {
+                    base = base.and_then(|b| b.rsplit_once("::").map(|(p, _)| p.to_string()));
+                    i += 1;
+                }
+                (base, &segments[i..])
+            }
+            Some(&"self") => (Some(module.to_string()), &segments[1..]),
+            // A child module of this one (`use sessions::analyze_lockstep`).
+            Some(first) if all.contains_key(&child(Some(module), first)) => {
+                (Some(module.to_string()), &segments[..])
+            }
+            _ => continue,
+        };
+        // Descend while the next segment is a module; the deepest one is the target.
+        while let Some(next) = rest.first() {
+            let candidate = child(at.as_deref(), next);
+            if !all.contains_key(&candidate) {
+                break;
+            }
+            at = Some(candidate);
+            rest = &rest[1..];
+        }
+        match at {
+            Some(target) if target != module => {
+                out.insert(target);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn child(parent: Option<&str>, name: &str) -> String {
+    match parent {
+        None | Some("main") => name.to_string(),
+        Some(p) => format!("{p}::{name}"),
+    }
+}
+
+/// The next `use` item at the start of a line.
+fn find_use(text: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(at) = text[from..].find("use ") {
+        let abs = from + at;
+        let line_start = text[..abs].rfind('\n').map_or(0, |n| n + 1);
+        let prefix = text[line_start..abs].trim();
+        if ["", "pub", "pub(crate)", "pub(super)"].contains(&prefix) {
+            return Some(abs);
+        }
+        from = abs + 4;
+    }
+    None
+}
+
+/// `a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e` (`self` for the prefix itself).
+fn expand(path: &str, out: &mut Vec<String>) {
+    let path = path.trim();
+    let Some(open) = path.find('{') else {
+        out.push(path.split(" as ").next().unwrap_or(path).to_string());
+        return;
+    };
+    let prefix = &path[..open];
+    let inner = &path[open + 1..path.rfind('}').unwrap_or(path.len())];
+    let mut depth = 0;
+    let mut part = String::new();
+    let mut parts = Vec::new();
+    for c in inner.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut part));
+                continue;
+            }
+            _ => {}
+        }
+        part.push(c);
+    }
+    parts.push(part);
+    for p in parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
+        let p = p.split(" as ").next().unwrap_or(p);
+        if p == "self" {
+            out.push(prefix.trim_end_matches("::").to_string());
+        } else {
+            expand(&format!("{prefix}{p}"), out);
+        }
+    }
+}
+
+/// ARCHITECTURE.md's layer list: each top-level module of xtask with its layer's number.
+fn layers() -> BTreeMap<String, (usize, String)> {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with("Layers"))
+        .expect("ARCHITECTURE.md has a `## Layers` section");
+    let mut out = BTreeMap::new();
+    for line in section.lines() {
+        let Some((number, rest)) = line.split_once(". **") else {
+            continue;
+        };
+        let Ok(number) = number.trim().parse::<usize>() else {
+            continue;
+        };
+        let (name, modules) = rest.split_once("**").expect("`N. **name**: `a`, `b``");
+        for m in modules.split('`').skip(1).step_by(2) {
+            let old = out.insert(m.to_string(), (number, name.to_string()));
+            assert!(
+                old.is_none(),
+                "`{m}` is listed in two layers of ARCHITECTURE.md"
+            );
+        }
+    }
+    assert!(
+        !out.is_empty(),
+        "ARCHITECTURE.md's `## Layers` lists no module"
+    );
+    out
+}
+
+fn top(module: &str) -> &str {
+    module.split("::").next().unwrap_or(module)
+}
+
+/// The import arrows between xtask's files (tests aside).
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let all = modules();
+    all.iter()
+        .filter(|(m, _)| !test_only(m))
+        .map(|(m, path)| {
+            let text = std::fs::read_to_string(path).unwrap();
+            let refs = references(m, &text, &all)
+                .into_iter()
+                .filter(|t| !test_only(t))
+                .collect();
+            (m.clone(), refs)
+        })
+        .collect()
+}
+
+#[test]
+fn no_module_imports_from_a_layer_above_its_own() {
+    let layers = layers();
+    let graph = graph();
+    for m in modules().keys().map(|m| top(m)).filter(|m| !test_only(m)) {
+        assert!(
+            layers.contains_key(m),
+            "the module `{m}` is in no layer of ARCHITECTURE.md's `## Layers`: add it"
+        );
+    }
+    let mut upward = Vec::new();
+    for (from, targets) in &graph {
+        let (mine, my_name) = &layers[top(from)];
+        for to in targets {
+            let (theirs, their_name) = &layers[top(to)];
+            if theirs > mine {
+                upward.push(format!(
+                    "{from} ({my_name}) imports {to} ({their_name}), a layer above it"
+                ));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "{}", upward.join("\n"));
+    let arrows: usize = graph.values().map(BTreeSet::len).sum();
+    assert!(arrows > 50, "the parser found only {arrows} import arrows");
+}
+
+#[test]
+fn the_import_graph_has_no_circle() {
+    let graph = graph();
+    // Depth-first search; a node met again on the current path closes a circle.
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == node) {
+            let mut circle = path[at..].to_vec();
+            circle.push(node.to_string());
+            return Some(circle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for node in graph.keys() {
+        if let Some(circle) = visit(node, &graph, &mut Vec::new(), &mut done) {
+            panic!("the imports go round in a circle: {}", circle.join(" -> "));
+        }
+    }
+}
+
+/// The checker itself, on made-up files: a child reaching its parent's item, braces, a
+/// re-exported child, and test code left out.
+#[test]
+fn imports_are_resolved_to_the_file_that_defines_them() {
+    let all: BTreeMap<String, PathBuf> = ["a", "a::b", "a::c", "d", "main"]
+        .into_iter()
+        .map(|m| (m.to_string(), PathBuf::new()))
+        .collect();
+    let text = "//! x\nuse super::Thing;\nuse crate::{d::{self, Y}, a::c::Z};\n\
+                fn f() { crate::d::g(); }\n#[cfg(test)]\nmod tests {\n    use crate::main;\n}\n";
+    let refs: Vec<String> = references("a::b", text, &all).into_iter().collect();
+    assert_eq!(refs, ["a", "a::c", "d"]);
+    let parent = "pub use b::Thing;\nmod b;\n";
+    let refs: Vec<String> = references("a", parent, &all).into_iter().collect();
+    assert_eq!(refs, ["a::b"]);
+}
+
+#[test]
+fn no_two_files_share_a_name_and_each_says_what_it_is() {
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (m, path) in modules() {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        names.entry(file).or_default().push(m.clone());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("//!"),
+            "{} does not start with a `//!` line saying what it is",
+            path.display()
+        );
+    }
+    let shared: Vec<String> = names
+        .iter()
+        .filter(|(_, ms)| ms.len() > 1)
+        .map(|(f, ms)| format!("{f}: {}", ms.join(", ")))
+        .collect();
+    assert!(shared.is_empty(), "files of the same name: {shared:?}");
+}
+
+/// The keys the config accepts, by its own deserializer: for each table, the field list of
+/// the error serde gives for an unknown key; the tables among those fields are walked in turn.
+fn schema_keys() -> BTreeSet<String> {
+    // Tables and arrays of tables, by dotted path ("[]" for an array's elements).
+    const TABLES: [&str; 13] = [
+        "",
+        "train",
+        "train.workloads[]",
+        "measure",
+        "measure.lockstep",
+        "measure.workloads[]",
+        "measure.versus[]",
+        "instructions",
+        "apply_check",
+        "check",
+        "compare",
+        "calibrate",
+        "insight",
+    ];
+    const MORE: [&str; 1] = ["bolt"];
+    let base: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root().join("profiles/default.toml")).unwrap())
+            .unwrap();
+    let mut keys = BTreeSet::new();
+    for table in TABLES.iter().chain(&MORE) {
+        let mut doc = base.clone();
+        let mut at = &mut doc;
+        for part in table.split('.').filter(|p| !p.is_empty()) {
+            let (name, array) = match part.strip_suffix("[]") {
+                Some(n) => (n, true),
+                None => (part, false),
+            };
+            let value = at
+                .entry(name)
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let value = if array {
+                &mut value.as_array_mut().expect("an array of tables")[0]
+            } else {
+                value
+            };
+            at = value.as_table_mut().expect("a table");
+        }
+        at.insert("zz_not_a_key".into(), toml::Value::Integer(0));
+        let err = crate::config::parse(&toml::to_string(&doc).unwrap())
+            .expect_err("an unknown key is refused")
+            .to_string();
+        let expected = err
+            .split_once("expected")
+            .unwrap_or_else(|| panic!("no field list in: {err}"))
+            .1;
+        for field in expected.split('`').skip(1).step_by(2) {
+            let key = match table {
+                &"" => field.to_string(),
+                t => format!("{t}.{field}"),
+            };
+            let nested = TABLES
+                .iter()
+                .chain(&MORE)
+                .any(|t| t.trim_end_matches("[]") == key);
+            if !nested {
+                keys.insert(key);
+            }
+        }
+    }
+    keys
+}
+
+#[test]
+fn the_readme_configuration_reference_lists_every_key() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Configuration"))
+        .expect("README.md has a `## Configuration` section");
+    let documented: BTreeSet<String> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(k, _)| k.to_string()))
+        .collect();
+    let schema = schema_keys();
+    assert!(schema.len() > 30, "{schema:?}");
+    let missing: Vec<&String> = schema.difference(&documented).collect();
+    let extra: Vec<&String> = documented.difference(&schema).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "README.md's configuration table and the config differ: not documented {missing:?}; \
+         documented but not accepted {extra:?}"
+    );
+}
