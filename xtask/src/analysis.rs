@@ -211,7 +211,6 @@ pub(crate) fn median_distribution<'a>(
 #[cfg(test)]
 mod tests {
     use super::sessions::analyze_lockstep;
-    use super::*;
     use crate::fixtures::builds;
 
     use crate::fixtures::measure_config;
