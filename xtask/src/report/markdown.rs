@@ -23,6 +23,7 @@ not subtracted.";
 pub fn render_markdown(report: &Report) -> String {
     let mut md = String::new();
     header(&mut md, report);
+    verdict(&mut md, report);
     workload(&mut md, report);
     numbers(&mut md, report);
     insight(&mut md, report);
@@ -57,6 +58,68 @@ fn header(md: &mut String, report: &Report) {
         env.git_commit,
         if env.git_dirty { " (dirty tree)" } else { "" }
     );
+}
+
+/// The answer first: whether the profile applied, then each build against release per
+/// workload, judged against the noise floor, and the training's share of the oracle's gain.
+fn verdict(md: &mut String, report: &Report) {
+    let a = &report.apply_check;
+    let required = report.config.config.apply_check.required.join("`, `");
+    let _ = writeln!(
+        md,
+        "## Verdict
+"
+    );
+    if a.applied() {
+        let _ = writeln!(
+            md,
+            "- **The profile applied**: rustc's `-pgo-warn-missing-function` and hash-mismatch warnings name no function of `{required}` \
+             ({} functions without profile data and {} mismatches elsewhere).",
+            a.missing_total, a.mismatch_total
+        );
+    } else {
+        let _ = writeln!(
+            md,
+            "- **The profile did NOT apply**: {} function(s) of `{required}` lack profile data or mismatch (first: {}).",
+            a.required_violations.len(),
+            a.required_violations
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    for w in &report.workloads {
+        let builds: Vec<String> = w
+            .rows
+            .iter()
+            .filter_map(|r| {
+                let c = r.vs_release.as_ref()?;
+                Some(format!(
+                    "{} **{}** ({})",
+                    r.build,
+                    stats::describe(&c.median.estimate),
+                    c.median.verdict.text()
+                ))
+            })
+            .collect();
+        let _ = writeln!(
+            md,
+            "- `{}`, median against release: {}; noise floor ±{:.1} %.{}",
+            w.workload,
+            builds.join("; "),
+            stats::noise_floor_pct(&w.aa.median.estimate),
+            w.capture
+                .as_ref()
+                .map(|c| format!(
+                    " The training gets {:.0} % [{:.0}, {:.0}] of the oracle's gain over lto.",
+                    c.pct, c.ci_low_pct, c.ci_high_pct
+                ))
+                .unwrap_or_default()
+        );
+    }
+    md.push('\n');
 }
 
 /// What the timed region holds, and each workload's command line.
@@ -438,18 +501,24 @@ fn protocol(md: &mut String, m: &crate::config::Measure) {
 fn raw_nanos(md: &mut String, report: &Report) {
     let _ = writeln!(
         md,
-        "## Raw nanos\n\nPer session, each arm's median over its rounds of the batch medians (ns); `rounds.svg` shows one session round by round.\n"
+        "## Raw nanos\n\nPer session, each arm's median over its rounds of the batch medians (ns); `rounds.svg` shows one session round by round; every batch is in report.json.\n"
     );
     let arms = arm_names(report);
     for w in &report.workloads {
+        let mine: Vec<_> = report
+            .sessions
+            .iter()
+            .filter(|s| s.workload == w.workload)
+            .collect();
         let _ = writeln!(
             md,
-            "### {}\n\n| session | {} |\n|---:|{}",
+            "<details><summary><code>{}</code>: {} sessions</summary>\n\n| session | {} |\n|---:|{}",
             w.workload,
+            mine.len(),
             arms.join(" | "),
             "---:|".repeat(arms.len())
         );
-        for s in report.sessions.iter().filter(|s| s.workload == w.workload) {
+        for s in mine {
             let cells: Vec<String> = arms
                 .iter()
                 .map(|a| {
@@ -460,7 +529,7 @@ fn raw_nanos(md: &mut String, report: &Report) {
                 .collect();
             let _ = writeln!(md, "| {} | {} |", s.session, cells.join(" | "));
         }
-        md.push('\n');
+        let _ = writeln!(md, "\n</details>\n");
     }
 }
 
