@@ -1,11 +1,7 @@
-//! From raw measurements to defensible figures, for either mode.
-//! - Lockstep: per session, the per-round log ratio of each arm's batch to release's batch of
-//!   the same round; the session's estimate is the median over its rounds (robust to a speed
-//!   flip), the estimate the mean over sessions, the interval a nested bootstrap.
-//! - Processes: undisturbed blocks only; per block the log ratio of each run to the block's
-//!   release run; mean and bootstrap over blocks.
-//!
-//! Either way: rows of medians, paired comparisons with release, the A/A noise floor, a
+//! From raw measurements to defensible figures: per session, the per-round log ratio of each
+//! arm's batch to release's batch of the same round; the session's estimate is the median over
+//! its rounds (robust to a speed flip), the estimate the mean over sessions, the interval a
+//! nested bootstrap (`sessions.rs`). Here the shared part: rows of medians, paired comparisons with release, the A/A noise floor, a
 //! verdict per percentile.
 
 use anyhow::Result;

@@ -1,4 +1,4 @@
-//! `cargo xtask compare`: the same mailbox workload on other implementations of the primitive,
+//! The comparison (`cargo xtask compare`, and the report's): the same mailbox workload on other implementations of the primitive,
 //! in one table: Mighty's mailbox (Block and Fail policies), bare tokio mpsc, a C++ asio
 //! coroutine channel, a C++ mutex + condition-variable channel (cross-thread) and a Go buffered
 //! channel. Every row emits its raw per-message values; the percentiles are computed here, in

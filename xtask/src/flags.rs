@@ -25,7 +25,7 @@ const COMMON: [FlagSpec; 4] = [
     flag(
         "--config",
         Some("FILE"),
-        "pipeline config (default: profiles/default.toml; profiles/quick.toml takes seconds)",
+        "pipeline config (default: profiles/default.toml; profiles/quick.toml is a short run)",
     ),
     flag(
         "--pgo-data",
@@ -89,8 +89,8 @@ const PGO_ONLY: [FlagSpec; 10] = [
         "--profile",
         Some("PATH"),
         "build from this stored profile instead of training: a bundle directory (checked against \
-         these sources and toolchain) or an indexed .profdata; skips instrument, train, merge, \
-         insight and oracle; the apply check runs as always",
+         these sources and toolchain) or an indexed .profdata; skips instrument, train, insight \
+         and oracle; the apply check runs as always",
     ),
     flag(
         "--bundle",

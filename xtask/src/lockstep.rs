@@ -1,5 +1,5 @@
-//! `measure.mode = "lockstep"`: every arm (release, release again as the A/A arm, lto,
-//! lto+pgo) is one live `mty-bench --lockstep BATCH` process for a whole session, all pinned
+//! One lockstep session, the pipeline's measurement protocol: every arm (release, release
+//! again as the A/A arm, and each other build) is one live `mty-bench --lockstep BATCH` process for a whole session, all pinned
 //! to the same core, set up and warmed once; then, round after round, xtask tells each arm in
 //! a seeded random order to run one batch and waits for its answer before telling the next.
 //! This VM's speed flips between two states about once a second: runs of separate processes

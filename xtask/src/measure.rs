@@ -1,5 +1,5 @@
-//! The measured arms and the `measure` stage's protocol: per workload, sessions of live
-//! processes taking turns on one core (`lockstep.rs`), and what a workload prints.
+//! The measured arms (each build under its name, release twice) and the schedule of lockstep
+//! sessions, each workload's taking turns with the others' (one session: `lockstep.rs`).
 
 use std::path::PathBuf;
 

@@ -143,7 +143,7 @@ pub struct ProfileInfo {
     pub functions: u64,
     pub max_function_count: u64,
     pub total_count: u64,
-    /// What the profile was trained from, hashed (see `pgo/guard.rs`).
+    /// What the profile was trained from, hashed (see `pipeline/guard.rs`).
     #[serde(default)]
     pub fingerprint: String,
     /// Raw profiles left out by `--skip-bad-profiles`, with the reason.

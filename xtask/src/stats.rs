@@ -1,5 +1,5 @@
-//! Paired statistics on whole runs: per pair r = ln(candidate / baseline); the estimate is the
-//! mean of r, with a seeded percentile-bootstrap 95 % interval and a Wilcoxon signed-rank test
+//! Paired statistics: per unit (a lockstep session, or a block of whole runs in calibration's
+//! contrast) r = ln(candidate / baseline); the estimate is the mean of r, with a seeded percentile-bootstrap 95 % interval and a Wilcoxon signed-rank test
 //! as a cross-check. Numbers in, numbers out: no processes here.
 
 use anyhow::{Result, bail};
@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// The comparison of a candidate build with a baseline over paired runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
-    /// Units of inference: pairs of runs (processes mode) or sessions (lockstep mode).
+    /// Units of inference: lockstep sessions (blocks of runs in calibration's contrast).
     pub pairs: usize,
     /// Lockstep mode: the rounds behind the sessions, in all.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -40,7 +40,7 @@ pub fn publish(root: &Path, data: &Path, report: &Report) -> Result<PathBuf> {
     let page = dir.join(&name);
     fsx::write_atomic(
         &page,
-        format!("{}\n\n{body}", context_line(report)).as_bytes(),
+        format!("{}\n\n{body}", context_line(report, root)).as_bytes(),
     )?;
     let index = dir.join("README.md");
     let old = match std::fs::read_to_string(&index) {
@@ -64,9 +64,10 @@ pub fn page_name(report: &Report) -> String {
     format!("{}-{commit}.md", utc_date(report.generated_unix_secs))
 }
 
-/// What the page was measured on, by whom, from what.
-pub fn context_line(report: &Report) -> String {
+/// What the page was measured on, when, from what (the config path relative to `root`).
+pub fn context_line(report: &Report, root: &Path) -> String {
     let env = &report.environment;
+    let config = &report.config.path;
     format!(
         "Measured on {} ({} cores, Linux {}), {} UTC, commit `{}`{}, with `cargo xtask pgo --config {}`.",
         env.cpu_model,
@@ -79,7 +80,7 @@ pub fn context_line(report: &Report) -> String {
         } else {
             ""
         },
-        report.config.path.display()
+        config.strip_prefix(root).unwrap_or(config).display()
     )
 }
 

@@ -1,4 +1,4 @@
-//! `rounds.svg` (lockstep mode only): one session round by round, its per-round ratios, and
+//! `rounds.svg`: one lockstep session round by round, its per-round ratios, and
 //! every session's ratio: the picture of why taking turns works.
 
 use std::fmt::Write as _;
@@ -9,7 +9,7 @@ use super::{
 use crate::lockstep::{Batch, Session};
 use crate::report::Report;
 
-/// `rounds.svg` (lockstep mode only): why taking turns works. For the first workload:
+/// `rounds.svg`: why taking turns works. For the first workload:
 /// (1) one session round by round, each arm's batch median: the machine's speed state moves
 /// every arm together; (2) the same rounds as ratios to release's batch of the same round:
 /// flat where the raw values jump; (3) every session's median ratio: the per-process spread
