@@ -436,7 +436,7 @@ fn a_killed_lockstep_arm_is_named() {
 /// up at once on one core, which on a slow machine can take over a second.
 #[test]
 fn a_hung_lockstep_arm_is_killed_at_its_timeout() {
-    let err = disturb_a_lockstep_arm(&[("timeout_secs = 60\n", "timeout_secs = 5\n")], |pid| {
+    let err = disturb_a_lockstep_arm(&[("timeout_secs = 60 ", "timeout_secs = 5 ")], |pid| {
         assert!(
             Command::new("kill")
                 .args(["-STOP", &pid.to_string()])
