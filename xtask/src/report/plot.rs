@@ -360,7 +360,10 @@ mod tests {
             1,
         );
         assert_ne!(padded, svg, "the root element's size attributes were found");
-        let dir = std::env::temp_dir().join(format!("xtask-plot-{}", std::process::id()));
+        // A folder per call: the tests calling this run in parallel threads of one process.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("xtask-plot-{}-{call}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (input, output) = (dir.join("padded.svg"), dir.join("padded.png"));
         std::fs::write(&input, &padded).unwrap();

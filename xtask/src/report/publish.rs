@@ -13,16 +13,18 @@ use super::Report;
 use crate::fsx;
 use crate::stats;
 
-/// The line of the index after which published rows are inserted.
+/// The line above the index's table; published rows go right under the table's header.
 pub const MARKER: &str =
-    "<!-- runs published by cargo xtask pgo --publish are added below this line -->";
+    "<!-- runs published by cargo xtask pgo --publish are added to the table below this line -->";
 
 const INDEX_HEADER: &str = "# Results
 
 Measured runs of `cargo xtask pgo`, one file per run, each stamped with its machine, date and
 commit; `cargo xtask pgo --publish` adds them.
 
-| date | machine | commit | lto+pgo vs release, `agent_send_latency` | A/A floor | mailbox / tokio (release) | file |
+";
+
+const TABLE_HEADER: &str = "| date | machine | commit | lto+pgo vs release, `agent_send_latency` | A/A floor | mailbox / tokio (release) | file |
 |---|---|---|---|---|---|---|
 ";
 
@@ -45,12 +47,14 @@ pub fn publish(root: &Path, data: &Path, report: &Report) -> Result<PathBuf> {
     let index = dir.join("README.md");
     let old = match std::fs::read_to_string(&index) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("{INDEX_HEADER}{MARKER}\n"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            format!("{INDEX_HEADER}{MARKER}\n{TABLE_HEADER}")
+        }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", index.display())),
     };
     let updated = with_row(&old, &name, &index_row(report, &name)).with_context(|| {
         format!(
-            "{} has no line `{MARKER}` to add the row after; put it back under the table's header",
+            "{} has no line `{MARKER}` above a table to add the row to; put it back above the table",
             index.display()
         )
     })?;
@@ -142,12 +146,13 @@ pub fn index_row(report: &Report, page: &str) -> String {
     row
 }
 
-/// `index` with `row` right after the marker, and any earlier row of the same page removed;
-/// `None` without the marker.
+/// `index` with `row` first in the table under the marker (right after the table's `|---|`
+/// line: a line between would end the table), and any earlier row of the same page removed;
+/// `None` without the marker and a table under it.
 fn with_row(index: &str, page: &str, row: &str) -> Option<String> {
     let link = format!("]({page})");
     let mut out = String::new();
-    let mut found = false;
+    let (mut marker, mut done) = (false, false);
     for line in index.lines() {
         if line.starts_with('|') && line.contains(&link) {
             continue;
@@ -155,12 +160,14 @@ fn with_row(index: &str, page: &str, row: &str) -> Option<String> {
         out.push_str(line);
         out.push('\n');
         if line.trim() == MARKER {
-            found = true;
+            marker = true;
+        } else if marker && !done && line.starts_with("|---") {
+            done = true;
             out.push_str(row);
             out.push('\n');
         }
     }
-    found.then_some(out)
+    done.then_some(out)
 }
 
 /// The UTC calendar date of a Unix time, `YYYY-MM-DD` (Howard Hinnant's days-to-civil).
@@ -216,11 +223,11 @@ mod tests {
         let text = std::fs::read_to_string(&index).unwrap();
         let rows: Vec<&str> = text
             .lines()
-            .skip_while(|l| *l != MARKER)
+            .skip_while(|l| !l.starts_with("|---"))
             .skip(1)
-            .filter(|l| l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
             .collect();
-        assert_eq!(rows.len(), 1, "{text}");
+        assert_eq!(rows.len(), 1, "one row, in the table: {text}");
         assert!(
             rows[0].contains("| 10.0 % faster, [9.7, 10.2] |"),
             "{}",
@@ -231,6 +238,18 @@ mod tests {
         std::fs::write(&index, "# Results\n").unwrap();
         let err = format!("{:#}", publish(&root, &data, &r).unwrap_err());
         assert!(err.contains("has no line `<!-- runs published"), "{err}");
+        // The real index takes a row as its first.
+        let real = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results/README.md"),
+        )
+        .unwrap();
+        let with = with_row(&real, "x.md", "| new | row | [x.md](x.md) |").unwrap();
+        let table: Vec<&str> = with
+            .lines()
+            .skip_while(|l| !l.starts_with("|---"))
+            .skip(1)
+            .collect();
+        assert_eq!(table[0], "| new | row | [x.md](x.md) |");
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
