@@ -454,6 +454,17 @@ fn schema_keys() -> BTreeSet<String> {
     keys
 }
 
+/// The README is a user's guide, not a notebook: measured runs live in docs/results/.
+#[test]
+fn the_readme_stays_a_guide() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines (at most 250): move measurements to docs/results/, findings to docs/findings.md"
+    );
+}
+
 #[test]
 fn the_readme_configuration_reference_lists_every_key() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
