@@ -228,6 +228,20 @@ fn a_held_lock_names_its_holder_and_wait_queues() {
 /// An interrupt (a real SIGINT) during measurement: no stage output or report changes.
 #[test]
 fn an_interrupt_during_measurement_keeps_the_artifacts() {
+    // A process started in the background by a shell without job control ignores SIGINT, and
+    // its children inherit that: xtask would then finish instead of dying, and the test would
+    // say nothing true about an interrupt.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let ignored = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .unwrap_or(0);
+    assert!(
+        ignored & (1 << (2 - 1)) == 0,
+        "these tests run with SIGINT ignored (started with `&` by a shell without job control?): \
+         run them in the foreground, or reset SIGINT before starting them"
+    );
     let run = good_run();
     let (data, target) = (&*run.data, &*run.target);
     let measure_before = std::fs::read(data.join("stages/measure.json")).unwrap();
