@@ -387,6 +387,40 @@ fn no_two_files_share_a_name_and_each_says_what_it_is() {
     assert!(shared.is_empty(), "files of the same name: {shared:?}");
 }
 
+/// ARCHITECTURE.md's codemap names every file of xtask's `src/` by its path, and every
+/// `src/….rs` path it names under `xtask/` exists.
+#[test]
+fn the_codemap_names_every_file_and_no_file_that_is_gone() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let codemap = text
+        .split("\n## ")
+        .find(|s| s.starts_with("Codemap"))
+        .expect("ARCHITECTURE.md has a `## Codemap` section");
+    let xtask = codemap
+        .split("\n- `")
+        .find(|s| s.starts_with("xtask/`"))
+        .expect("the codemap has an `xtask/` entry");
+    // The entry starts inside its first backtick pair: put the backtick back for the parity.
+    let named: BTreeSet<String> = format!("`{xtask}")
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|p| p.starts_with("src/") && p.ends_with(".rs"))
+        .map(String::from)
+        .collect();
+    let src = root().join("xtask");
+    let files: BTreeSet<String> = modules()
+        .values()
+        .map(|p| p.strip_prefix(&src).unwrap().to_string_lossy().into_owned())
+        .collect();
+    let unnamed: Vec<&String> = files.difference(&named).collect();
+    let gone: Vec<&String> = named.difference(&files).collect();
+    assert!(
+        unnamed.is_empty() && gone.is_empty(),
+        "ARCHITECTURE.md's codemap and xtask/src differ: not named {unnamed:?}; named but gone {gone:?}"
+    );
+}
+
 /// The keys the config accepts, by its own deserializer: for each table, the field list of
 /// the error serde gives for an unknown key; the tables among those fields are walked in turn.
 fn schema_keys() -> BTreeSet<String> {
