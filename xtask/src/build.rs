@@ -3,8 +3,8 @@
 //! rustflags. A new build variant is one new arm here plus the stage that makes it.
 //!
 //! Build names are not cargo profile names: the cargo profile `release-pgo` (fat LTO, one
-//! codegen unit) is shared by the `instrumented`, `lto` and `lto+pgo` builds, which differ
-//! only in the pipeline's own rustflags (cargo's `-C metadata` hash depends on the profile, so instrumenting and
+//! codegen unit) is shared by the `instrumented`, `lto`, `lto+pgo`, `oracle` and
+//! `lto+pgo+bolt` builds, which differ only in the pipeline's own rustflags (cargo's `-C metadata` hash depends on the profile, so instrumenting and
 //! optimising under one profile is what lets a profile apply).
 
 use std::path::{Path, PathBuf};
@@ -25,8 +25,9 @@ pub enum Build {
     /// Fat LTO plus the merged profile: what the benchmark page calls `release-pgo`.
     #[serde(rename = "lto+pgo")]
     LtoPgo,
-    /// Fat LTO plus a profile of the measured workloads themselves: the gain a training could
-    /// get at best. Measured beside the others, never shipped.
+    /// Fat LTO plus a profile of the measured workloads themselves: a yardstick for the
+    /// training (not always a bound: its profile is merged from every measured workload).
+    /// Measured beside the others, never shipped.
     #[serde(rename = "oracle")]
     Oracle,
     /// The PGO build relinked with its relocations (`-Wl,-q`), then optimised after link by
@@ -96,7 +97,7 @@ impl Build {
             Build::Lto => "fat LTO, no PGO",
             Build::LtoPgo => "fat LTO + PGO",
             Build::Oracle => {
-                "fat LTO + PGO trained on the measured workloads themselves (an upper bound, never shipped)"
+                "fat LTO + PGO trained on the measured workloads themselves (a yardstick, never shipped)"
             }
             Build::Bolt => "fat LTO + PGO, then BOLT (post-link layout from the same training mix)",
         }
