@@ -235,13 +235,17 @@ fn expand(path: &str, out: &mut Vec<String>) {
     }
 }
 
+/// The `## NAME` section of a Markdown document, up to the next `## `.
+fn section<'a>(text: &'a str, file: &str, name: &str) -> &'a str {
+    text.split("\n## ")
+        .find(|s| s.starts_with(name))
+        .unwrap_or_else(|| panic!("{file} has no `## {name}` section"))
+}
+
 /// ARCHITECTURE.md's layer list: each top-level module of xtask with its layer's number.
 fn layers() -> BTreeMap<String, (usize, String)> {
     let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
-    let section = text
-        .split("\n## ")
-        .find(|s| s.starts_with("Layers"))
-        .expect("ARCHITECTURE.md has a `## Layers` section");
+    let section = section(&text, "ARCHITECTURE.md", "Layers");
     let mut out = BTreeMap::new();
     for line in section.lines() {
         let Some((number, rest)) = line.split_once(". **") else {
@@ -392,10 +396,7 @@ fn no_two_files_share_a_name_and_each_says_what_it_is() {
 #[test]
 fn the_codemap_names_every_file_and_no_file_that_is_gone() {
     let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
-    let codemap = text
-        .split("\n## ")
-        .find(|s| s.starts_with("Codemap"))
-        .expect("ARCHITECTURE.md has a `## Codemap` section");
+    let codemap = section(&text, "ARCHITECTURE.md", "Codemap");
     let xtask = codemap
         .split("\n- `")
         .find(|s| s.starts_with("xtask/`"))
@@ -502,11 +503,7 @@ fn the_readme_stays_a_guide() {
 #[test]
 fn the_readme_configuration_reference_lists_every_key() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = readme
-        .split("\n## ")
-        .find(|s| s.starts_with("Configuration"))
-        .expect("README.md has a `## Configuration` section");
-    let documented: BTreeSet<String> = section
+    let documented: BTreeSet<String> = section(&readme, "README.md", "Configuration")
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
         .filter_map(|l| l.split_once('`').map(|(k, _)| k.to_string()))

@@ -59,6 +59,27 @@ fn a_rerun_reuses_what_is_up_to_date_and_reruns_what_depends_on_a_change() {
         report_before
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing changed since"));
+    // A stage run alone says what it found although it is up to date, not only that it is.
+    let out = xtask(&["pgo", "insight"], data, target);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(reused(&err, "insight"), "{err}");
+    for workload in ["agent_send_latency", "tokio_mpsc_send_latency"] {
+        assert!(
+            err.contains(&format!(
+                "insight: `{workload}` overlaps the training profile"
+            )),
+            "{workload}'s insight not shown when up to date:\n{err}"
+        );
+    }
+    let out = xtask(&["pgo", "merge"], data, target);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("merge: ") && l.contains("functions, total count")),
+        "the merged profile not shown when up to date:\n{err}"
+    );
 
     // One config key changed: the gate's threshold is read by the report alone.
     let config = config_variant(
