@@ -35,8 +35,19 @@
 //!
 //! Bytes are given back when the message leaves the mailbox: on receive, or when a closed
 //! mailbox drops what it still held. The budget bounds bytes *queued*, not bytes being
-//! handled. Senders waiting for bytes are woken together when bytes come back and race for
-//! them; there is no FIFO order among them.
+//! handled.
+//!
+//! **Fairness.** Senders waiting for a slot are served first come, first served (tokio's
+//! fair semaphore), and so are senders waiting for bytes: bytes given back go to the
+//! longest-waiting sender as soon as its whole message fits, then to the next; a later,
+//! smaller message never takes bytes ahead of it. While any sender waits for bytes, a send
+//! that would not wait (`try_send`, or `send` under [`Policy::Fail`]) returns
+//! [`SendError::Full`] even if bytes are free, and `send` under [`Policy::Block`] queues
+//! behind. The bound: once a sender waits for bytes, at most one message per other sending
+//! thread (a send already past its check at that moment) is admitted ahead of it; and once
+//! it waits for a slot, at most one sender per other thread is ahead of it in the slot
+//! queue. So a large message among a stream of small ones gets through once the messages
+//! already in the mailbox are received.
 //!
 //! A message larger than the whole budget could never be admitted: every send returns
 //! [`SendError::Oversize`] with it at once, never waits.
@@ -54,22 +65,21 @@
 //!   [`Policy::Fail`] return `Full` on the single lane without switching);
 //! * two threads sending through one `&MailboxSender` at the same moment.
 //!
-//! A mailbox whose capacity is over 1024, or made with
-//! [`Mailbox::single_sender_lane`]`(false)`, starts on the shared lane
-//! ([`MailboxSender::on_single_lane`] says which lane a mailbox is on). Dropping clones does not
+//! A mailbox whose capacity is over 1024 starts on the shared lane. Dropping clones does not
 //! bring it back. The switch loses, duplicates and reorders nothing: the messages still in
 //! the ring are received before any sent on the shared lane, and each holds a slot of the
-//! shared lane's capacity until received, so the capacity holds across the switch.
+//! shared lane's capacity until received, so the capacity holds across the switch, whatever
+//! the interleaving of sends, `try_send`s, clones and receives (the loom models check it).
 //!
 //! # Allocation
-//! Zero-byte messages (such as [`SmallPayload::Empty`]) take the fast path: a tombstone
-//! frame, no lock, no allocation, no slab slot. Other messages take no lock under the
-//! default [`Admission::Atomic`]: one compare-and-swap on admission, one atomic subtraction
-//! on release, and one `Arc` per frame. [`Admission::Locked`] (chosen with
-//! [`Mailbox::admission`], and taken by a mailbox whose budget or capacity is too large for
-//! the atomic word) takes the pool's lock once on admission and once on release and records
-//! each size in a slab slot. Both hold the byte budget as a hard bound. The channel itself
-//! allocates in blocks, as tokio's does. [`SmallPayload`] keeps up to 64 bytes inline.
+//! Zero-byte messages (such as [`SmallPayload::Empty`]) take the fast path: no lock, no
+//! allocation, no counter. Other messages take no lock: one compare-and-swap of an atomic
+//! word on admission, one atomic subtraction on release. A mailbox whose byte budget
+//! (2^40 bytes or more) or capacity (2^23 or more) is too large for that word takes a
+//! lock once on admission and once on release instead, and records each size in a slab
+//! slot. Both hold the byte budget as a hard bound, and no count can wrap (a budget of
+//! `usize::MAX` is a budget like any other). The channel itself allocates in blocks, as
+//! tokio's does. [`SmallPayload`] keeps up to 64 bytes inline.
 //!
 //! # Closing
 //! The mailbox closes when its [`MailboxReceiver`] is dropped or
@@ -87,7 +97,6 @@
 //! * [`MailboxSender::send`]: if dropped before completing, the message was not sent (it is
 //!   dropped with the future); any slot or bytes it held are given back.
 //! * [`MailboxReceiver::recv`]: cancel safe, no message is lost.
-//! * [`SlabPool::admit`]: cancel safe, nothing is admitted.
 //! * [`AgentHandle::join`]: cancel safe, the agent keeps running.
 //!
 //! # Agents
@@ -95,11 +104,20 @@
 //! own. It stops when every sender is gone or on [`AgentHandle::stop`], and drains what was
 //! admitted first.
 
+//!
+//! # Measurement switches
+//! `Mailbox::admission` (with `Admission`), `Mailbox::single_sender_lane` and
+//! `MailboxSender::on_single_lane` exist for the benchmarks and tests that measure the
+//! designs against each other. They are `#[doc(hidden)]`: not part of the documented API,
+//! and free to change.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod agent;
 mod error;
 mod mailbox;
-pub mod payload;
-pub mod pool;
+mod payload;
+mod pool;
 mod ring;
 mod sync;
 
@@ -107,4 +125,6 @@ pub use agent::{AgentHandle, AgentReport, spawn_agent};
 pub use error::SendError;
 pub use mailbox::{Mailbox, MailboxReceiver, MailboxSender, Policy, TryRecvError};
 pub use payload::{ByteSize, INLINE_CAPACITY, InlineBytes, SmallPayload};
-pub use pool::{Admission, AdmitError, PoolStats, PooledFrame, SlabPool};
+#[doc(hidden)]
+pub use pool::Admission;
+pub use pool::PoolStats;

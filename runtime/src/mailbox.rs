@@ -2,17 +2,34 @@
 //! handle its messages go through a single-producer ring ([`crate::ring`]); from the first
 //! clone (or wait, or contention) on, through tokio's bounded mpsc channel.
 
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-
-use tokio::sync::mpsc;
 
 use crate::error::SendError;
 use crate::payload::ByteSize;
 use crate::pool::{Admission, AdmitError, PoolStats, PooledFrame, SlabPool};
 use crate::ring::{Merge, Push, Ring};
+use crate::sync::{Arc, mpsc};
 
-pub use tokio::sync::mpsc::error::TryRecvError;
+/// Why [`MailboxReceiver::try_recv`] returned no message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TryRecvError {
+    /// No message is queued now; one may come.
+    Empty,
+    /// The mailbox is closed (every sender is gone, or it was closed) and empty: no message
+    /// will ever come.
+    Disconnected,
+}
+
+impl std::fmt::Display for TryRecvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TryRecvError::Empty => "mailbox empty",
+            TryRecvError::Disconnected => "mailbox closed and empty",
+        })
+    }
+}
+
+impl std::error::Error for TryRecvError {}
 
 /// What a send does when the mailbox is full (no slot or not enough bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,7 +56,7 @@ impl Mailbox {
     /// A mailbox holding at most `capacity` messages and `byte_budget` bytes of them, with
     /// the [`Policy::Block`] policy and [`Admission::Atomic`] (lock-free) admission, or
     /// [`Admission::Locked`] where the atomic word cannot count that high: a byte budget of
-    /// 2^40 bytes or more, or a capacity of 2^24 messages or more.
+    /// 2^40 bytes or more, or a capacity of 2^23 messages or more.
     ///
     /// # Panics
     /// When `capacity` is zero (as tokio's bounded channel does).
@@ -60,17 +77,30 @@ impl Mailbox {
     }
 
     /// The same mailbox with another admission design for non-empty messages (see
-    /// [`Admission`]; the byte budget bounds them the same way).
+    /// [`Admission`]; the byte budget bounds them the same way). A switch for measuring the
+    /// designs, hidden from the documented API.
     ///
     /// # Panics
-    /// [`Admission::Atomic`] with a byte budget of 2^40 bytes or more.
+    /// [`Admission::Atomic`] with a byte budget of 2^40 bytes or more, or a capacity of
+    /// 2^23 messages or more: its word cannot count them.
+    #[doc(hidden)]
     pub fn admission(self, admission: Admission) -> Self {
+        assert!(
+            admission == Admission::Locked
+                || Admission::fitting(self.capacity, self.byte_budget) == Admission::Atomic,
+            "Admission::Atomic takes budgets below 2^40 bytes and a capacity below 2^23 \
+             messages (capacity {}, budget {})",
+            self.capacity,
+            self.byte_budget
+        );
         Mailbox { admission, ..self }
     }
 
     /// The same mailbox with its single-sender lane on (the default) or off: off, it starts
     /// on the shared lane, as a mailbox of capacity over 1024 does (see the crate docs, "The
-    /// single-sender lane"). Off is there to measure what the lane buys or costs.
+    /// single-sender lane"). A switch for measuring what the lane buys or costs, hidden from
+    /// the documented API.
+    #[doc(hidden)]
     pub fn single_sender_lane(self, on: bool) -> Self {
         Mailbox {
             single_lane: on,
@@ -92,27 +122,25 @@ impl Mailbox {
     pub fn open<M: ByteSize>(self) -> (MailboxSender<M>, MailboxReceiver<M>) {
         let (tx, rx) = mpsc::channel(self.capacity);
         let pool = SlabPool::with_admission(self.byte_budget, self.admission);
-        let ring = Arc::new(Ring::new(self.capacity, self.single_lane));
+        let (ring, merge) = crate::ring::channel(self.capacity, self.single_lane);
         (
             MailboxSender {
                 tx,
-                ring: ring.clone(),
+                ring,
                 pool: pool.clone(),
                 policy: self.policy,
             },
-            MailboxReceiver {
-                rx,
-                merge: Merge::new(&ring),
-                ring,
-                pool,
-            },
+            MailboxReceiver { rx, merge, pool },
         )
     }
 }
 
 /// The single lane's ring: envelopes, and the tokio channel's permits it holds for its
 /// messages after the switch.
-type Lane<M> = Ring<Envelope<M>, mpsc::OwnedPermit<Envelope<M>>>;
+type Lane<M> = Ring<Envelope<M>, Slot<M>>;
+
+/// A slot of the shared lane held for a message of the ring after the switch.
+type Slot<M> = mpsc::OwnedPermit<Envelope<M>>;
 
 /// What a send on the single lane did.
 enum Single<M> {
@@ -157,7 +185,8 @@ impl<M> Clone for MailboxSender<M> {
 
 impl<M> MailboxSender<M> {
     /// Moves the mailbox to the shared lane (one load once there), reserving a slot of the
-    /// tokio channel for each message still in the ring.
+    /// tokio channel for each message still in the ring; waits for a switch in progress. Every
+    /// send to the tokio channel comes here first (the ring's module docs).
     #[inline]
     fn switch(&self) {
         self.ring
@@ -210,13 +239,16 @@ impl<M: ByteSize> MailboxSender<M> {
     #[inline]
     fn send_single(&self, msg: M, size: usize) -> Single<M> {
         if !self.ring.has_room() {
+            if self.ring.is_closed() {
+                return Single::Closed(msg);
+            }
             return Single::Full(msg);
         }
         let frame = match self.pool.try_admit(size) {
             Ok(frame) => frame,
             Err(AdmitError::Full) => return Single::Full(msg),
             Err(AdmitError::Closed) => return Single::Closed(msg),
-            Err(AdmitError::Oversize { .. }) => return Single::Oversize(msg),
+            Err(AdmitError::Oversize) => return Single::Oversize(msg),
         };
         match self.ring.try_push(Envelope { msg, _frame: frame }) {
             Push::Done => Single::Sent,
@@ -265,7 +297,7 @@ impl<M: ByteSize> MailboxSender<M> {
         let frame = match admitted {
             Ok(frame) => frame,
             Err(AdmitError::Closed) => return Err(SendError::Closed(msg)),
-            Err(AdmitError::Full | AdmitError::Oversize { .. }) => {
+            Err(AdmitError::Full | AdmitError::Oversize) => {
                 unreachable!("admit waits while full and the size was checked against the budget")
             }
         };
@@ -278,23 +310,24 @@ impl<M: ByteSize> MailboxSender<M> {
     #[inline]
     pub fn try_send(&self, msg: M) -> Result<(), SendError<M>> {
         let size = msg.byte_size();
+        // First, as in `send`: an oversize message is refused whatever the lane and state.
+        if size > self.pool.byte_budget() {
+            return Err(self.oversize(msg, size));
+        }
         let msg = if self.ring.is_single() {
             match self.send_single(msg, size) {
                 Single::Sent => return Ok(()),
                 Single::Closed(msg) => return Err(SendError::Closed(msg)),
-                Single::Full(msg) if size > self.pool.byte_budget() => {
-                    return Err(self.oversize(msg, size));
-                }
                 Single::Full(msg) => return Err(SendError::Full(msg)),
                 Single::Oversize(msg) => return Err(self.oversize(msg, size)),
-                Single::Elsewhere(msg) => {
-                    self.switch();
-                    msg
-                }
+                Single::Elsewhere(msg) => msg,
             }
         } else {
             msg
         };
+        // Also when the lane was not single to begin with: it may be switching, and a permit
+        // taken now would be one the switch needs for a message still in the ring.
+        self.switch();
         self.try_send_shared(msg, size)
     }
 
@@ -302,12 +335,7 @@ impl<M: ByteSize> MailboxSender<M> {
     fn try_send_shared(&self, msg: M, size: usize) -> Result<(), SendError<M>> {
         let permit = match self.tx.try_reserve() {
             Ok(permit) => permit,
-            Err(mpsc::error::TrySendError::Full(())) => {
-                if size > self.pool.byte_budget() {
-                    return Err(self.oversize(msg, size));
-                }
-                return Err(SendError::Full(msg));
-            }
+            Err(mpsc::error::TrySendError::Full(())) => return Err(SendError::Full(msg)),
             Err(mpsc::error::TrySendError::Closed(())) => return Err(SendError::Closed(msg)),
         };
         match self.pool.try_admit(size) {
@@ -317,7 +345,7 @@ impl<M: ByteSize> MailboxSender<M> {
             }
             Err(AdmitError::Full) => Err(SendError::Full(msg)),
             Err(AdmitError::Closed) => Err(SendError::Closed(msg)),
-            Err(AdmitError::Oversize { .. }) => Err(self.oversize(msg, size)),
+            Err(AdmitError::Oversize) => Err(self.oversize(msg, size)),
         }
     }
 
@@ -347,7 +375,9 @@ impl<M> MailboxSender<M> {
     }
 
     /// Whether the mailbox is still on its single-sender lane (see the crate docs): `false`
-    /// once it has moved to the shared lane, for good.
+    /// once it has moved to the shared lane, for good. For tests and measurements, hidden
+    /// from the documented API.
+    #[doc(hidden)]
     pub fn on_single_lane(&self) -> bool {
         self.ring.on_single_lane()
     }
@@ -357,9 +387,8 @@ impl<M> MailboxSender<M> {
 /// `Closed(msg)` and queued messages are dropped, giving their bytes back.
 pub struct MailboxReceiver<M> {
     rx: mpsc::Receiver<Envelope<M>>,
-    ring: Arc<Lane<M>>,
-    /// The ring's one consumer: `&mut self` keeps it one.
-    merge: Merge<Envelope<M>>,
+    /// The ring's one consumer.
+    merge: Merge<Envelope<M>, Slot<M>>,
     pool: SlabPool,
 }
 
@@ -388,38 +417,37 @@ impl<M> MailboxReceiver<M> {
         }
         // The ring's path spends the cooperative budget as tokio's `recv` does.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
-        // SAFETY: `&mut self`: this receiver is the ring's one consumer.
-        if let Some(envelope) = unsafe { self.merge.ready(&self.ring) } {
+        if let Some(envelope) = self.merge.ready() {
             coop.made_progress();
             return Poll::Ready(Some(envelope));
         }
         drop(coop);
         let rx = &mut self.rx;
-        // SAFETY: as above.
-        unsafe { self.merge.poll_rest(&self.ring, cx, |cx| rx.poll_recv(cx)) }
+        self.merge.poll_rest(cx, |cx| rx.poll_recv(cx))
     }
 
     /// The next message if one is queued now.
     #[inline]
     pub fn try_recv(&mut self) -> Result<M, TryRecvError> {
+        use mpsc::error::TryRecvError as Shared;
         if self.merge.ring_done() {
-            return self.rx.try_recv().map(|envelope| envelope.msg);
+            return match self.rx.try_recv() {
+                Ok(envelope) => Ok(envelope.msg),
+                Err(Shared::Empty) => Err(TryRecvError::Empty),
+                Err(Shared::Disconnected) => Err(TryRecvError::Disconnected),
+            };
         }
-        // SAFETY (here and below): `&mut self`: this receiver is the ring's one consumer.
-        if let Some(envelope) = unsafe { self.merge.ready(&self.ring) } {
+        if let Some(envelope) = self.merge.ready() {
             return Ok(envelope.msg);
         }
         // The same order-keeping rest as `recv`, asking tokio's lane without waiting.
         let rx = &mut self.rx;
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        let rest = unsafe {
-            self.merge
-                .poll_rest(&self.ring, &mut cx, |_| match rx.try_recv() {
-                    Ok(envelope) => Poll::Ready(Some(envelope)),
-                    Err(TryRecvError::Empty) => Poll::Pending,
-                    Err(TryRecvError::Disconnected) => Poll::Ready(None),
-                })
-        };
+        let rest = self.merge.poll_rest(&mut cx, |_| match rx.try_recv() {
+            Ok(envelope) => Poll::Ready(Some(envelope)),
+            Err(Shared::Empty) => Poll::Pending,
+            Err(Shared::Disconnected) => Poll::Ready(None),
+        });
         match rest {
             Poll::Ready(Some(envelope)) => Ok(envelope.msg),
             Poll::Ready(None) => Err(TryRecvError::Disconnected),
@@ -433,12 +461,12 @@ impl<M> MailboxReceiver<M> {
     pub fn close(&mut self) {
         self.rx.close();
         self.pool.close();
-        self.ring.close();
+        self.merge.close();
     }
 
     /// How many messages are queued.
     pub fn len(&self) -> usize {
-        self.ring.len() + usize::from(self.merge.has_stash()) + self.rx.len()
+        self.merge.len() + self.rx.len()
     }
 
     /// Whether no message is queued.
@@ -455,9 +483,8 @@ impl<M> MailboxReceiver<M> {
 impl<M> Drop for MailboxReceiver<M> {
     fn drop(&mut self) {
         self.close();
-        // What the ring still holds leaves now, giving its bytes back (the tokio channel's
-        // are dropped by its receiver, as before).
-        // SAFETY: `&mut self`: the ring's one consumer.
-        while unsafe { self.ring.try_pop() }.is_some() {}
+        // What the ring and the stash still hold leaves now, giving its bytes back (the tokio
+        // channel's are dropped by its receiver).
+        self.merge.clear();
     }
 }

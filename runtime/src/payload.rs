@@ -6,7 +6,7 @@ pub const INLINE_CAPACITY: usize = 64;
 /// What a message costs against a mailbox's byte budget.
 ///
 /// A size of zero takes the mailbox's fast path: no slab slot, no lock, no
-/// allocation (see [`crate::pool::PooledFrame::tombstone`]).
+/// allocation.
 pub trait ByteSize {
     /// The bytes this message holds, as charged against the byte budget.
     fn byte_size(&self) -> usize;

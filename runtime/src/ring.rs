@@ -18,20 +18,31 @@
 //! The consumer gives a permit back for every message it pops after the switch; so messages
 //! in the ring and in the tokio channel together never exceed the capacity. [`Ledger`] pairs
 //! the pops that race with the switch to the permits: a pop of an index the switcher counted
-//! gives one back, an earlier one does not.
+//! gives one back, an earlier one does not. Indices wrap (after 2^32 messages on a 32-bit
+//! target): "counted" is a distance from the switch's first index, never a `>=`.
+//!
+//! Nothing but the switcher takes a permit of the tokio channel before the lane is `SHARED`:
+//! every send to the tokio channel (`send`, `try_send`, a clone) first completes the switch,
+//! waiting for a switch in progress, so the switcher always finds a permit for each message.
 //!
 //! **Order.** Every ring push happens before the switch completes, every tokio send after
 //! it, so every message in the ring is older than every message in the tokio channel. The
 //! consumer ([`Merge`]) drains the ring first; when the tokio lane returns a message while
 //! the ring still held one it could not see yet, that message waits in a one-message stash
-//! behind the ring's. Once the consumer has seen `SHARED` and then an empty ring, the ring is
-//! done for good and it reads the tokio lane alone.
+//! behind the ring's, and keeps the permit of the ring message popped beside it: the tokio
+//! channel gave the stashed message's slot back when it returned it, so without that permit
+//! the mailbox could hold one message more than its capacity. Once the consumer has seen
+//! `SHARED` and then an empty ring, the ring is done for good and it reads the tokio lane
+//! alone.
+//!
+//! **One consumer** is a type: [`channel`] makes the ring together with its one [`Merge`],
+//! and only a `Merge`, through `&mut self`, pops.
 
 use std::mem::MaybeUninit;
 use std::task::{Context, Poll, Waker};
 
 use crate::sync::{
-    AtomicBool, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, UnsafeCell, fence,
+    Arc, AtomicBool, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, UnsafeCell, fence,
 };
 
 /// The largest capacity that gets a ring (allocated whole, a power of two of slots): a
@@ -57,9 +68,10 @@ pub(crate) enum Push<T> {
 /// The permits the switcher reserved for messages still in the ring, and the pops that
 /// raced with it.
 struct Ledger<P> {
-    /// The ring's head when the switcher counted it: pops of indices from here on hold a
-    /// permit. `None` until the switch has reserved them.
-    from: Option<usize>,
+    /// The ring's head when the switcher counted it, and how many it counted: pops of
+    /// indices `from, from + 1, ...` (wrapping) hold a permit. `None` until the switch has
+    /// reserved them.
+    from: Option<(usize, usize)>,
     permits: Vec<P>,
     /// Indices popped after the lane left `SINGLE` but before `from` was set.
     popped: Vec<usize>,
@@ -88,10 +100,24 @@ pub(crate) struct Ring<T, P> {
 }
 
 // SAFETY: a slot is written only by the token holder, into a slot the consumer has freed
-// (head, read with Acquire), and read only by the one consumer, after the push published it
-// (tail, read with SeqCst). Values move between threads, hence `T: Send`.
+// (head, read with Acquire), and read only by the one consumer (the one `Merge`), after the
+// push published it (tail, read with Acquire). Values and permits move between threads,
+// hence `T: Send, P: Send`.
 unsafe impl<T: Send, P: Send> Send for Ring<T, P> {}
+// SAFETY: as for `Send`: every shared access goes through the atomics and locks above.
 unsafe impl<T: Send, P: Send> Sync for Ring<T, P> {}
+
+/// Whether the switch counted `index`: it lies within `count` indices from `from`, wrapping.
+fn counted(index: usize, (from, count): (usize, usize)) -> bool {
+    index.wrapping_sub(from) < count
+}
+
+/// A ring for `capacity` messages and its one consumer (see [`Ring::new`]).
+pub(crate) fn channel<T, P>(capacity: usize, single: bool) -> (Arc<Ring<T, P>>, Merge<T, P>) {
+    let ring = Arc::new(Ring::new(capacity, single));
+    let merge = Merge::new(ring.clone());
+    (ring, merge)
+}
 
 fn lock<G>(mutex: &Mutex<G>) -> MutexGuard<'_, G> {
     mutex
@@ -102,7 +128,7 @@ fn lock<G>(mutex: &Mutex<G>) -> MutexGuard<'_, G> {
 impl<T, P> Ring<T, P> {
     /// A ring for `capacity` messages, on the single lane; past [`RING_MAX`], or when
     /// `single` is false, no slots and the shared lane from the start.
-    pub(crate) fn new(capacity: usize, single: bool) -> Self {
+    fn new(capacity: usize, single: bool) -> Self {
         let (slots, lane) = if single && capacity <= RING_MAX {
             (capacity.next_power_of_two(), SINGLE)
         } else {
@@ -150,8 +176,8 @@ impl<T, P> Ring<T, P> {
 
     /// How many messages the ring holds.
     pub(crate) fn len(&self) -> usize {
-        let head = self.head.load(Ordering::SeqCst);
-        self.tail.load(Ordering::SeqCst).wrapping_sub(head)
+        let head = self.head.load(Ordering::Acquire);
+        self.tail.load(Ordering::Acquire).wrapping_sub(head)
     }
 
     /// Pushes `value` on the single lane, or hands it back saying why not.
@@ -160,9 +186,11 @@ impl<T, P> Ring<T, P> {
         if self.token.swap(true, Ordering::Acquire) {
             return Push::Shared(value);
         }
-        let pushed = if self.lane.load(Ordering::SeqCst) != SINGLE {
+        // Acquire suffices under the token: a switch or a close that came first is seen, one
+        // that comes later waits for the token and sees this push.
+        let pushed = if self.lane.load(Ordering::Acquire) != SINGLE {
             Push::Shared(value)
-        } else if self.closed.load(Ordering::SeqCst) {
+        } else if self.closed.load(Ordering::Acquire) {
             Push::Closed(value)
         } else {
             let tail = self.tail.load(Ordering::Relaxed);
@@ -228,8 +256,18 @@ impl<T, P> Ring<T, P> {
 
     /// Gives the token back from [`Ring::take_token`], waking whoever waits on the gate.
     fn give_token(&self) {
-        self.token.store(false, Ordering::Release);
+        // An exchange, not a store, for loom (as in `try_push`): loom orders a plain store
+        // and another thread's exchange of the same atomic only partially, and then lets the
+        // waiter's next exchange read its own older `true` although this store happened
+        // before its wake-up (a false deadlock). Cold: once per switch or close.
+        self.token.swap(false, Ordering::Release);
         self.notify_gate();
+    }
+
+    /// Whether the consumer closed the mailbox.
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Whether the lane is still `SINGLE` (not switching, not shared).
@@ -243,7 +281,7 @@ impl<T, P> Ring<T, P> {
     #[inline]
     pub(crate) fn switch(&self, reserve: impl FnMut() -> Option<P>) {
         // Every send on the shared lane comes here: once shared, one load and no call.
-        if self.lane.load(Ordering::SeqCst) != SHARED {
+        if self.lane.load(Ordering::Acquire) != SHARED {
             self.switch_slow(reserve);
         }
     }
@@ -253,12 +291,12 @@ impl<T, P> Ring<T, P> {
     fn switch_slow(&self, mut reserve: impl FnMut() -> Option<P>) {
         if self
             .lane
-            .compare_exchange(SINGLE, SWITCHING, Ordering::SeqCst, Ordering::SeqCst)
+            .compare_exchange(SINGLE, SWITCHING, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
             // Another thread is switching: wait until it is done.
             let mut gate = lock(&self.gate);
-            while self.lane.load(Ordering::SeqCst) != SHARED {
+            while self.lane.load(Ordering::Acquire) != SHARED {
                 gate = self
                     .gate_cv
                     .wait(gate)
@@ -271,37 +309,41 @@ impl<T, P> Ring<T, P> {
         // the lane out of `SINGLE` and is settled in the ledger.
         fence(Ordering::SeqCst);
         let from = self.head.load(Ordering::Relaxed);
-        let tail = self.tail.load(Ordering::Relaxed);
-        let mut permits: Vec<P> = (from..tail).filter_map(|_| reserve()).collect();
+        let count = self.tail.load(Ordering::Relaxed).wrapping_sub(from);
+        // `None` only once the receiver has closed the tokio channel: then nothing more is
+        // sent, and a message with no permit only frees none when popped.
+        let mut permits: Vec<P> = (0..count).map_while(|_| reserve()).collect();
         let mut given_back = Vec::new();
         {
             let mut ledger = lock(&self.ledger);
             for index in std::mem::take(&mut ledger.popped) {
-                if index >= from {
+                if counted(index, (from, count)) {
                     given_back.extend(permits.pop());
                 }
             }
-            ledger.from = Some(from);
+            ledger.from = Some((from, count));
             ledger.permits = permits;
         }
         drop(given_back);
-        self.lane.store(SHARED, Ordering::SeqCst);
+        self.lane.store(SHARED, Ordering::Release);
         self.give_token();
     }
 
     /// Refuses every later push (one in progress completes first).
     pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
+        self.closed.store(true, Ordering::Release);
         self.take_token();
         self.give_token();
     }
 
-    /// The oldest message, if the ring holds one.
+    /// The oldest message, if the ring holds one, with the permit the switch reserved for it
+    /// (if it counted it).
     ///
     /// # Safety
-    /// One consumer: never called from two threads at once.
+    /// One consumer: never called from two threads at once (only [`Merge`] calls it, through
+    /// `&mut self`, and [`channel`] makes one `Merge` per ring).
     #[inline]
-    pub(crate) unsafe fn try_pop(&self) -> Option<T> {
+    unsafe fn pop(&self) -> Option<(T, Option<P>)> {
         let head = self.head.load(Ordering::Relaxed);
         if head == self.tail.load(Ordering::Acquire) {
             return None;
@@ -313,27 +355,27 @@ impl<T, P> Ring<T, P> {
         self.head.store(head.wrapping_add(1), Ordering::Release);
         // Pairs with the fence in `switch` (the module docs, "the switch").
         fence(Ordering::SeqCst);
-        if self.lane.load(Ordering::Relaxed) != SINGLE {
-            self.settle(head);
-        }
-        Some(value)
+        let permit = if self.lane.load(Ordering::Relaxed) != SINGLE {
+            self.settle(head)
+        } else {
+            None
+        };
+        Some((value, permit))
     }
 
-    /// After a switch: gives back the permit the switcher reserved for the message at `index`.
+    /// After a switch: the permit the switcher reserved for the message at `index`, if it
+    /// counted it.
     #[cold]
-    fn settle(&self, index: usize) {
-        let permit = {
-            let mut ledger = lock(&self.ledger);
-            match ledger.from {
-                Some(from) if index >= from => ledger.permits.pop(),
-                Some(_) => None,
-                None => {
-                    ledger.popped.push(index);
-                    None
-                }
+    fn settle(&self, index: usize) -> Option<P> {
+        let mut ledger = lock(&self.ledger);
+        match ledger.from {
+            Some(counted_range) if counted(index, counted_range) => ledger.permits.pop(),
+            Some(_) => None,
+            None => {
+                ledger.popped.push(index);
+                None
             }
-        };
-        drop(permit);
+        }
     }
 
     /// The consumer waits: pushes from now on wake `waker`. Re-check the ring after this.
@@ -365,22 +407,32 @@ impl<T, P> Drop for Ring<T, P> {
     }
 }
 
-/// The consumer's side: the ring first, then the shared lane, in the order the module docs
-/// explain.
-pub(crate) struct Merge<T> {
+/// The ring's one consumer, which reads the ring first, then the shared lane, in the order
+/// the module docs explain.
+pub(crate) struct Merge<T, P> {
+    ring: Arc<Ring<T, P>>,
     /// The consumer saw `SHARED` and then an empty ring: the ring will never hold a message
     /// again.
     ring_done: bool,
-    /// A message the shared lane returned while the ring still held older ones.
-    stash: Option<T>,
+    /// A message the shared lane returned while the ring still held older ones, and the
+    /// permit of the ring message popped beside it, which holds its slot (module docs).
+    stash: Option<(T, Option<P>)>,
 }
 
-impl<T> Merge<T> {
-    pub(crate) fn new<P>(ring: &Ring<T, P>) -> Self {
+impl<T, P> Merge<T, P> {
+    fn new(ring: Arc<Ring<T, P>>) -> Self {
         Merge {
-            ring_done: ring.lane.load(Ordering::SeqCst) == SHARED && ring.len() == 0,
+            ring_done: ring.lane.load(Ordering::Acquire) == SHARED && ring.len() == 0,
+            ring,
             stash: None,
         }
+    }
+
+    /// The ring's oldest message and its permit.
+    #[inline]
+    fn pop(&mut self) -> Option<(T, Option<P>)> {
+        // SAFETY: `&mut self`, and this is the ring's one `Merge` (`channel`).
+        unsafe { self.ring.pop() }
     }
 
     /// Whether only the shared lane is left to read.
@@ -389,46 +441,41 @@ impl<T> Merge<T> {
         self.ring_done
     }
 
-    /// The oldest message the ring or the stash holds now.
-    ///
-    /// # Safety
-    /// The ring's one consumer (see [`Ring::try_pop`]).
+    /// The oldest message the ring or the stash holds now. Its permit, if any, is given
+    /// back as it leaves.
     #[inline]
-    pub(crate) unsafe fn ready<P>(&mut self, ring: &Ring<T, P>) -> Option<T> {
-        match unsafe { ring.try_pop() } {
-            Some(value) => Some(value),
-            None => self.stash.take(),
+    pub(crate) fn ready(&mut self) -> Option<T> {
+        match self.pop() {
+            Some((value, _permit)) => Some(value),
+            None => self.stash.take().map(|(value, _permit)| value),
         }
     }
 
     /// Once [`Merge::ready`] found nothing: waits on the ring and polls the shared lane
     /// (`other`, which registers `waker` itself), keeping the ring's messages first.
-    ///
-    /// # Safety
-    /// The ring's one consumer (see [`Ring::try_pop`]).
-    pub(crate) unsafe fn poll_rest<P>(
+    pub(crate) fn poll_rest(
         &mut self,
-        ring: &Ring<T, P>,
         cx: &mut Context<'_>,
         other: impl FnOnce(&mut Context<'_>) -> Poll<Option<T>>,
     ) -> Poll<Option<T>> {
-        if ring.lane.load(Ordering::SeqCst) == SHARED {
-            if let Some(value) = unsafe { ring.try_pop() } {
+        if self.ring.lane.load(Ordering::Acquire) == SHARED {
+            if let Some((value, _permit)) = self.pop() {
                 return Poll::Ready(Some(value));
             }
             self.ring_done = true;
             return other(cx);
         }
-        ring.park(cx.waker());
-        if let Some(value) = unsafe { ring.try_pop() } {
+        self.ring.park(cx.waker());
+        if let Some((value, _permit)) = self.pop() {
             return Poll::Ready(Some(value));
         }
         match other(cx) {
             Poll::Pending => Poll::Pending,
-            Poll::Ready(got) => match unsafe { ring.try_pop() } {
-                // The shared lane's message is newer than anything in the ring.
-                Some(older) => {
-                    self.stash = got;
+            Poll::Ready(got) => match self.pop() {
+                // The shared lane's message is newer than anything in the ring: it waits,
+                // holding the older one's slot.
+                Some((older, permit)) => {
+                    self.stash = got.map(|newer| (newer, permit));
                     Poll::Ready(Some(older))
                 }
                 None => Poll::Ready(got),
@@ -436,12 +483,23 @@ impl<T> Merge<T> {
         }
     }
 
-    /// Whether a stashed message waits.
-    pub(crate) fn has_stash(&self) -> bool {
-        self.stash.is_some()
+    /// How many messages the ring and the stash hold.
+    pub(crate) fn len(&self) -> usize {
+        self.ring.len() + usize::from(self.stash.is_some())
+    }
+
+    /// Refuses every later push to the ring (see [`Ring::close`]).
+    pub(crate) fn close(&self) {
+        self.ring.close();
+    }
+
+    /// Drops every message the ring and the stash hold (the receiver is going).
+    pub(crate) fn clear(&mut self) {
+        self.stash = None;
+        while self.pop().is_some() {}
     }
 }
 
-#[cfg(all(test, mty_loom))]
-#[path = "ring_loom.rs"]
-mod loom_model;
+#[cfg(all(test, not(mty_loom)))]
+#[path = "ring_tests.rs"]
+mod tests;

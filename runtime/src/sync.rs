@@ -1,7 +1,18 @@
-//! The synchronisation primitives the pool and the ring use: std's, or loom's when the crate is
-//! built with `RUSTFLAGS="--cfg mty_loom"` for the models in `tests/loom.rs` and `ring.rs`. (A
-//! cfg of our own, not `loom`: under `--cfg loom` tokio would switch to loom as well and not
+//! The synchronisation primitives the mailbox, the ring and the pool use: std's and tokio's,
+//! or loom's when the crate is built with `RUSTFLAGS="--cfg mty_loom"` for the loom models
+//! (`tests/loom.rs`, `pool_tests.rs`). The same code runs either way; only these swap. (A cfg
+//! of our own, not `loom`: under `--cfg loom` tokio would switch to loom as well and not
 //! build.)
+//!
+//! The shared lane is tokio's bounded mpsc channel, which loom cannot see into: under the cfg
+//! it is `loom_mpsc`, a loom-aware channel with the same interface and semantics, so the
+//! ring, the switch, the stash and the admission run as shipped around it.
+
+#[cfg(mty_loom)]
+#[path = "sync/loom_mpsc.rs"]
+pub(crate) mod mpsc;
+#[cfg(not(mty_loom))]
+pub(crate) use tokio::sync::mpsc;
 
 #[cfg(mty_loom)]
 pub(crate) use loom::cell::UnsafeCell;

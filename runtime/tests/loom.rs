@@ -1,97 +1,342 @@
-//! A loom model of the slab admission and release: every interleaving of two or three threads
-//! admitting, releasing and closing keeps the byte accounting within the budget and exact.
-//! Run: `RUSTFLAGS="--cfg mty_loom" cargo test -p mty-runtime --test loom --release
+//! Loom models of the mailbox as users compile it: the real `send`, `try_send`, `clone`,
+//! `recv`, `close` and drop, with the ring, the lane switch, the stash and the admission
+//! running as shipped over loom's atomics, locks and `Arc` (the `cfg(mty_loom)` seam in
+//! `src/sync.rs`; the shared lane is a loom-aware stand-in for tokio's channel with its
+//! interface and semantics). Each model checks every interleaving within the preemption
+//! bound: capacity, exactly-once delivery in order, nothing leaked, and no lost wake-up (a
+//! `block_on` never woken is a deadlock loom reports).
+//!
+//! Run: `RUSTFLAGS="--cfg mty_loom" cargo test -p mty-runtime --lib --test loom --release
 //! --target-dir target/loom` (CI does). Without the cfg this file is empty.
 #![cfg(mty_loom)]
 
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use loom::future::block_on;
 use loom::thread;
-use mty_runtime::{Admission, AdmitError, SlabPool};
+use mty_runtime::{ByteSize, Mailbox, MailboxReceiver, MailboxSender, SendError, TryRecvError};
 
-#[test]
-fn concurrent_admissions_never_exceed_the_budget_and_release_exactly() {
-    concurrent_admissions(Admission::Locked);
+/// Every interleaving (no preemption bound).
+const ALL: Option<usize> = None;
+
+/// Runs `f` under loom with at most `preemptions` preemptions per execution (`ALL`: every
+/// interleaving). Each model's bound and run time are listed in the README ("Tests").
+fn model(preemptions: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = preemptions;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    builder.check(move || {
+        counted.fetch_add(1, Ordering::Relaxed);
+        f()
+    });
+    // A model whose race loom never interleaved checks nothing. (Seen: with the racing
+    // operation on the model's main thread, loom ran one interleaving only; on spawned
+    // threads, all of them.)
+    let runs = runs.load(Ordering::Relaxed);
+    assert!(runs > 1, "loom explored {runs} interleaving: nothing raced");
+    eprintln!("{runs} interleavings");
 }
 
-/// The lock-free design: two compare-and-swaps racing for one budget.
-#[test]
-fn atomic_admissions_never_exceed_the_budget_and_release_exactly() {
-    concurrent_admissions(Admission::Atomic);
+/// A message that counts itself alive (std's atomic: bookkeeping of the test, not a subject
+/// of the model).
+#[derive(Debug)]
+struct Msg {
+    id: u32,
+    size: usize,
+    live: Arc<AtomicUsize>,
 }
 
-fn concurrent_admissions(admission: Admission) {
-    loom::model(move || {
-        let pool = SlabPool::with_admission(100, admission);
-        let handles: Vec<_> = [60usize, 50]
-            .into_iter()
-            .map(|size| {
-                let pool = pool.clone();
-                thread::spawn(move || match pool.try_admit(size) {
-                    Ok(frame) => {
-                        let stats = pool.stats();
-                        assert!(
-                            stats.bytes_in_use >= size && stats.bytes_in_use <= 100,
-                            "{stats:?}"
-                        );
-                        drop(frame);
-                        true
-                    }
-                    Err(AdmitError::Full) => false,
-                    Err(other) => panic!("{other:?}"),
-                })
+impl Drop for Msg {
+    fn drop(&mut self) {
+        assert!(
+            self.live.fetch_sub(1, Ordering::SeqCst) > 0,
+            "dropped twice"
+        );
+    }
+}
+
+impl ByteSize for Msg {
+    fn byte_size(&self) -> usize {
+        self.size
+    }
+}
+
+#[derive(Clone)]
+struct Live(Arc<AtomicUsize>);
+
+impl Live {
+    fn new() -> Live {
+        Live(Arc::new(AtomicUsize::new(0)))
+    }
+
+    fn msg(&self, id: u32, size: usize) -> Msg {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Msg {
+            id,
+            size,
+            live: self.0.clone(),
+        }
+    }
+
+    fn assert_none(&self) {
+        assert_eq!(self.0.load(Ordering::SeqCst), 0, "a message leaked");
+    }
+}
+
+fn sent(result: Result<(), SendError<Msg>>) -> bool {
+    match result {
+        Ok(()) => true,
+        Err(SendError::Full(_) | SendError::Closed(_)) => false,
+        Err(other) => panic!("{other:?}"),
+    }
+}
+
+/// Everything queued now, in order.
+fn drain(rx: &mut MailboxReceiver<Msg>) -> Vec<u32> {
+    let mut got = Vec::new();
+    while let Ok(msg) = rx.try_recv() {
+        got.push(msg.id);
+    }
+    got
+}
+
+fn open(capacity: usize, budget: usize) -> (Arc<MailboxSender<Msg>>, MailboxReceiver<Msg>) {
+    let (tx, rx) = Mailbox::new(capacity, budget).open::<Msg>();
+    (Arc::new(tx), rx)
+}
+
+/// Capacity 2, the ring full, nothing received: a clone on one thread, `try_send` on the
+/// original handle on another. The send must find the mailbox full in every interleaving
+/// (before the fix, one landing while the switch was between its mark and its reservation
+/// took a slot meant for a ring message: 3 held).
+#[test]
+fn try_send_racing_the_switch_keeps_the_capacity() {
+    model(ALL, || {
+        let live = Live::new();
+        let (tx, mut rx) = open(2, 100);
+        assert!(sent(tx.try_send(live.msg(0, 1))) && sent(tx.try_send(live.msg(1, 1))));
+        let cloner = {
+            let tx = tx.clone();
+            thread::spawn(move || drop(tx.as_ref().clone()))
+        };
+        let sender = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || sent(tx.try_send(live.msg(2, 1))))
+        };
+        cloner.join().unwrap();
+        assert!(!sender.join().unwrap(), "a third message in 2 slots");
+        assert_eq!(rx.len(), 2);
+        assert_eq!(drain(&mut rx), [0, 1]);
+        drop((tx, rx));
+        live.assert_none();
+    });
+}
+
+/// Capacity 2: the receiver waits for a message (parked on the empty ring) while the sender
+/// pushes one on the ring, clones, and sends one through the clone; so the receiver can find
+/// the clone's message in the shared lane while the ring's is still there (the stash). Then
+/// two more `try_send`s: with one received, at most one may succeed (before the fix the stash
+/// held its message outside the capacity, and both did).
+#[test]
+fn the_stash_holds_a_slot_when_a_clone_arrives_between_two_pops() {
+    model(ALL, || {
+        let live = Live::new();
+        let (tx, mut rx) = open(2, 100);
+        let sender = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || {
+                assert!(sent(tx.try_send(live.msg(0, 1))));
+                let clone = tx.as_ref().clone();
+                assert!(sent(clone.try_send(live.msg(1, 1))));
+                clone
             })
-            .collect();
-        let admitted: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        // 60 + 50 > 100: at least one got in (whichever came first), never both at once.
-        assert!(admitted.contains(&true));
-        let stats = pool.stats();
-        assert_eq!((stats.bytes_in_use, stats.slots_in_use), (0, 0));
+        };
+        let first = block_on(rx.recv()).expect("a message");
+        assert_eq!(first.id, 0, "the ring's message first");
+        drop(first);
+        let clone = sender.join().unwrap();
+        let more = [2, 3]
+            .into_iter()
+            .filter(|&id| sent(clone.try_send(live.msg(id, 1))))
+            .count();
+        assert!(more <= 1, "3 messages held with capacity 2");
+        assert!(rx.len() <= 2);
+        let rest = drain(&mut rx);
+        assert_eq!(rest[0], 1);
+        assert_eq!(rest.len(), 1 + more);
+        drop((tx, clone, rx));
+        live.assert_none();
     });
 }
 
+/// Capacity 2, the ring full: a `send` that must wait (it switches and queues for a slot)
+/// while the other thread clones, receives both ring messages and sends through the clone.
+/// The waiting send completes; order, capacity and exactly-once hold.
 #[test]
-fn frames_released_on_other_threads_give_back_every_byte() {
-    frames_released_elsewhere(Admission::Locked);
-}
-
-#[test]
-fn atomic_frames_released_on_other_threads_give_back_every_byte() {
-    frames_released_elsewhere(Admission::Atomic);
-}
-
-fn frames_released_elsewhere(admission: Admission) {
-    loom::model(move || {
-        let pool = SlabPool::with_admission(30, admission);
-        let a = pool.try_admit(10).unwrap();
-        let b = pool.try_admit(20).unwrap();
-        let t1 = thread::spawn(move || drop(a));
-        let p2 = pool.clone();
-        let t2 = thread::spawn(move || {
-            drop(b);
-            // After its own release, 20 bytes are surely free whatever the other thread did.
-            let again = p2.try_admit(20).expect("20 bytes came back");
-            drop(again);
-        });
-        t1.join().unwrap();
-        t2.join().unwrap();
-        assert_eq!(pool.stats().bytes_in_use, 0);
-        assert_eq!(pool.stats().slots_in_use, 0);
+fn a_clone_during_a_pending_send_with_a_full_ring() {
+    model(Some(4), || {
+        let live = Live::new();
+        let (tx, mut rx) = open(2, 100);
+        assert!(sent(tx.try_send(live.msg(0, 1))) && sent(tx.try_send(live.msg(1, 1))));
+        let waiting = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || block_on(tx.send(live.msg(2, 1))).unwrap())
+        };
+        let clone = tx.as_ref().clone();
+        assert_eq!(block_on(rx.recv()).unwrap().id, 0);
+        assert_eq!(block_on(rx.recv()).unwrap().id, 1);
+        let third = sent(clone.try_send(live.msg(3, 1)));
+        waiting.join().unwrap();
+        assert!(rx.len() <= 2);
+        let mut rest = drain(&mut rx);
+        rest.sort_unstable();
+        assert_eq!(rest, if third { vec![2, 3] } else { vec![2] });
+        drop((tx, clone, rx));
+        live.assert_none();
     });
 }
 
+/// The receiver closes while the one sender pushes on the ring: each send was sent or came
+/// back; what was sent is received after the close, once, in order; nothing is sent after a
+/// send found the mailbox closed.
 #[test]
-fn closing_races_admission_without_leaking() {
-    loom::model(|| {
-        let pool = SlabPool::new(100);
-        let p2 = pool.clone();
-        let t = thread::spawn(move || match p2.try_admit(40) {
-            Ok(frame) => drop(frame),
-            Err(AdmitError::Closed) => {}
-            Err(other) => panic!("{other:?}"),
-        });
-        pool.close();
-        t.join().unwrap();
-        assert!(pool.is_closed());
-        assert_eq!(pool.stats().bytes_in_use, 0);
-        assert_eq!(pool.try_admit(1).unwrap_err(), AdmitError::Closed);
+fn closing_racing_a_push_loses_nothing() {
+    model(ALL, || {
+        let live = Live::new();
+        let (tx, mut rx) = open(4, 100);
+        let sender = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || {
+                let first = sent(tx.try_send(live.msg(0, 1)));
+                let second = sent(tx.try_send(live.msg(1, 1)));
+                assert!(first || !second, "sent after a send found it closed");
+                [first, second]
+            })
+        };
+        rx.close();
+        let outcome = sender.join().unwrap();
+        let expected: Vec<u32> = (0..2).filter(|&i| outcome[i as usize]).collect();
+        assert_eq!(drain(&mut rx), expected);
+        assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Disconnected);
+        assert!(tx.is_closed());
+        drop((tx, rx));
+        live.assert_none();
+    });
+}
+
+/// The receiver is dropped while the one sender pushes: every message is dropped exactly
+/// once (by the receiver's drop, or given back), and the sender sees the mailbox closed.
+#[test]
+fn dropping_the_receiver_racing_a_push_loses_nothing() {
+    model(Some(4), || {
+        let live = Live::new();
+        let (tx, rx) = open(4, 100);
+        let sender = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || {
+                sent(tx.try_send(live.msg(0, 1)));
+                sent(tx.try_send(live.msg(1, 1)));
+            })
+        };
+        drop(rx);
+        sender.join().unwrap();
+        assert!(tx.is_closed());
+        assert_eq!(
+            tx.pool_stats().bytes_in_use,
+            0,
+            "the receiver's drop gave it back"
+        );
+        drop(tx);
+        live.assert_none();
+    });
+}
+
+/// A `send` cancelled at its first await point (the ring full: it switches and queues for
+/// a slot) while the receiver takes the message holding it: nothing leaks, the slot is
+/// free for the next send.
+#[test]
+fn a_send_cancelled_waiting_for_a_slot_leaks_nothing() {
+    model(ALL, || {
+        let live = Live::new();
+        let (tx, mut rx) = open(1, 100);
+        assert!(sent(tx.try_send(live.msg(0, 10))));
+        let canceller = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || {
+                let mut send = pin!(tx.send(live.msg(1, 10)));
+                // Ready when the receiver came first; either way, dropped after one poll.
+                match send.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                    Poll::Ready(result) => sent(result),
+                    Poll::Pending => false,
+                }
+            })
+        };
+        assert_eq!(block_on(rx.recv()).unwrap().id, 0);
+        let second = canceller.join().unwrap();
+        assert_eq!(rx.pool_stats().bytes_in_use, if second { 10 } else { 0 });
+        assert_eq!(drain(&mut rx), if second { vec![1] } else { vec![] });
+        assert!(
+            sent(tx.try_send(live.msg(2, 10))),
+            "the slot and the bytes are free"
+        );
+        drop((tx, rx));
+        live.assert_none();
+    });
+}
+
+/// A `send` cancelled at its second await point (a slot taken, waiting for bytes) while the
+/// receiver takes the message holding them: nothing leaks, slot or bytes.
+#[test]
+fn a_send_cancelled_waiting_for_bytes_leaks_nothing() {
+    model(ALL, || {
+        let live = Live::new();
+        let (tx, mut rx) = open(2, 10);
+        assert!(sent(tx.try_send(live.msg(0, 10))));
+        let canceller = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || {
+                let mut send = pin!(tx.send(live.msg(1, 10)));
+                match send.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                    Poll::Ready(result) => sent(result),
+                    Poll::Pending => false,
+                }
+            })
+        };
+        assert_eq!(block_on(rx.recv()).unwrap().id, 0);
+        let second = canceller.join().unwrap();
+        assert_eq!(rx.pool_stats().bytes_in_use, if second { 10 } else { 0 });
+        assert_eq!(drain(&mut rx), if second { vec![1] } else { vec![] });
+        assert!(sent(tx.try_send(live.msg(2, 5))));
+        assert!(
+            sent(tx.try_send(live.msg(3, 5))),
+            "both slots and all bytes are free"
+        );
+        drop((tx, rx));
+        live.assert_none();
+    });
+}
+
+/// Budget 10 with 8 held: a `send` of 5 waits for bytes while the receiver takes the 8. The
+/// release may come before, during or after the waiter registers: it is always woken.
+#[test]
+fn a_release_racing_a_waiters_registration_wakes_it() {
+    model(ALL, || {
+        let live = Live::new();
+        let (tx, mut rx) = open(4, 10);
+        assert!(sent(tx.try_send(live.msg(0, 8))));
+        let waiting = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || block_on(tx.send(live.msg(1, 5))).unwrap())
+        };
+        assert_eq!(block_on(rx.recv()).unwrap().id, 0);
+        waiting.join().unwrap();
+        assert_eq!(rx.pool_stats().bytes_in_use, 5);
+        assert_eq!(drain(&mut rx), [1]);
+        drop((tx, rx));
+        live.assert_none();
     });
 }

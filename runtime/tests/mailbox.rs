@@ -7,8 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use mty_runtime::{
-    Admission, AdmitError, ByteSize, Mailbox, Policy, PoolStats, SendError, SlabPool, SmallPayload,
-    spawn_agent,
+    Admission, ByteSize, Mailbox, Policy, PoolStats, SendError, SmallPayload, spawn_agent,
 };
 
 fn current_thread() -> tokio::runtime::Runtime {
@@ -165,10 +164,6 @@ fn empty_messages_take_the_fast_path_and_no_slab_slot() {
         while rx.try_recv().is_ok() {}
         assert_eq!(rx.pool_stats(), stats(0, 0, 100));
     });
-    let pool = SlabPool::new(10);
-    let frame = pool.try_admit(0).unwrap();
-    assert!(frame.is_tombstone());
-    assert_eq!(pool.stats().slots_in_use, 0);
 }
 
 #[test]
@@ -247,14 +242,6 @@ fn an_oversize_message_is_refused_at_once_under_both_policies() {
             ));
         }
     });
-    let pool = SlabPool::new(10);
-    assert_eq!(
-        pool.try_admit(11).unwrap_err(),
-        AdmitError::Oversize {
-            size: 11,
-            budget: 10
-        }
-    );
 }
 
 #[test]
@@ -545,8 +532,8 @@ fn a_sender_that_never_finds_the_mailbox_full_still_yields_to_the_scheduler() {
 fn a_budget_or_capacity_too_large_for_the_atomic_word_takes_the_locked_design() {
     assert_eq!(Admission::fitting(8, (1 << 40) - 1), Admission::Atomic);
     assert_eq!(Admission::fitting(8, 1 << 40), Admission::Locked);
-    assert_eq!(Admission::fitting((1 << 24) - 1, 100), Admission::Atomic);
-    assert_eq!(Admission::fitting(1 << 24, 100), Admission::Locked);
+    assert_eq!(Admission::fitting((1 << 23) - 1, 100), Admission::Atomic);
+    assert_eq!(Admission::fitting(1 << 23, 100), Admission::Locked);
     current_thread().block_on(async {
         // Would panic with the atomic design: the budget does not fit its 40 bits.
         let (tx, mut rx) = Mailbox::new(8, usize::MAX).open::<SmallPayload>();

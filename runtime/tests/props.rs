@@ -1,138 +1,227 @@
-//! Property tests: whatever sequence of sends, receives and drops, the byte accounting is
-//! exact at every step and back at zero at the end.
+//! Property test of the mailbox against a model that includes the single-sender lane:
+//! random sends (`try_send`, and `send` polled once and dropped when it would wait), receives,
+//! clones and drops of senders at any point (so the lane is used, left, and every sender
+//! gone), closes and the receiver's drop. After every step the mailbox agrees with the
+//! model: each send's outcome, which lane it is on, what it holds (count within capacity,
+//! bytes within the budget, exact byte accounting), and what is received: every message
+//! exactly once, in the order sent (one thread: sends complete in program order).
 
 use std::collections::VecDeque;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
 
-use mty_runtime::{Admission, AdmitError, Mailbox, PooledFrame, SendError, SlabPool, SmallPayload};
+use mty_runtime::{Admission, ByteSize, Mailbox, MailboxSender, Policy, SendError, TryRecvError};
 use proptest::prelude::*;
 
-const BUDGET: usize = 256;
-const CAPACITY: usize = 4;
+const BUDGET: usize = 64;
 
 #[derive(Debug, Clone)]
-enum PoolOp {
-    Admit(usize),
-    Release(usize),
-}
-
-fn pool_op() -> impl Strategy<Value = PoolOp> {
-    prop_oneof![
-        (0..=BUDGET + 20).prop_map(PoolOp::Admit),
-        any::<usize>().prop_map(PoolOp::Release),
-    ]
-}
-
-#[derive(Debug, Clone)]
-enum MailOp {
-    TrySend(usize),
+enum Op {
+    TrySend {
+        handle: usize,
+        size: usize,
+    },
+    /// `send` polled once; dropped (cancelled) if it would wait.
+    Send {
+        handle: usize,
+        size: usize,
+    },
     Recv,
-    CloneSender,
-    DropSender(usize),
+    Clone(usize),
+    Drop(usize),
+    Close,
     DropReceiver,
 }
 
-fn mail_op() -> impl Strategy<Value = MailOp> {
+fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0..=BUDGET + 20).prop_map(MailOp::TrySend),
-        3 => Just(MailOp::Recv),
-        1 => Just(MailOp::CloneSender),
-        1 => any::<usize>().prop_map(MailOp::DropSender),
-        1 => Just(MailOp::DropReceiver),
+        5 => (any::<usize>(), 0..=BUDGET + 6).prop_map(|(handle, size)| Op::TrySend { handle, size }),
+        3 => (any::<usize>(), 0..=BUDGET + 6).prop_map(|(handle, size)| Op::Send { handle, size }),
+        6 => Just(Op::Recv),
+        1 => any::<usize>().prop_map(Op::Clone),
+        1 => any::<usize>().prop_map(Op::Drop),
+        1 => Just(Op::Close),
+        1 => Just(Op::DropReceiver),
     ]
 }
 
-proptest! {
-    #[test]
-    fn pool_accounting_is_exact(
-        ops in prop::collection::vec(pool_op(), 0..200),
-        admission in prop_oneof![Just(Admission::Locked), Just(Admission::Atomic)],
-    ) {
-        let pool = SlabPool::with_admission(BUDGET, admission);
-        let mut held: Vec<(usize, PooledFrame)> = Vec::new();
-        for op in ops {
-            let in_use: usize = held.iter().map(|(n, _)| n).sum();
-            match op {
-                PoolOp::Admit(n) => match pool.try_admit(n) {
-                    Ok(frame) => {
-                        prop_assert!(in_use + n <= BUDGET);
-                        prop_assert_eq!(frame.is_tombstone(), n == 0);
-                        held.push((n, frame));
-                    }
-                    Err(AdmitError::Full) => prop_assert!(n <= BUDGET && in_use + n > BUDGET),
-                    Err(AdmitError::Oversize { size, budget }) => {
-                        prop_assert!(n > BUDGET);
-                        prop_assert_eq!((size, budget), (n, BUDGET));
-                    }
-                    Err(AdmitError::Closed) => prop_assert!(false, "never closed"),
-                },
-                PoolOp::Release(i) if !held.is_empty() => {
-                    drop(held.swap_remove(i % held.len()));
-                }
-                PoolOp::Release(_) => {}
-            }
-            let stats = pool.stats();
-            prop_assert_eq!(stats.bytes_in_use, held.iter().map(|(n, _)| n).sum::<usize>());
-            prop_assert_eq!(stats.slots_in_use, held.iter().filter(|(n, _)| *n > 0).count());
-        }
-        drop(held);
-        prop_assert_eq!(pool.stats().bytes_in_use, 0);
-        prop_assert_eq!(pool.stats().slots_in_use, 0);
+/// A message: its number (order and identity) and the bytes it charges (zero takes the
+/// fast path).
+#[derive(Debug)]
+struct Msg {
+    id: u32,
+    size: usize,
+}
+
+impl ByteSize for Msg {
+    fn byte_size(&self) -> usize {
+        self.size
+    }
+}
+
+/// What the spec says a send of `size` bytes does now.
+#[derive(Debug, PartialEq)]
+enum Expect {
+    Sent,
+    Full,
+    Closed,
+    Oversize,
+}
+
+struct Model {
+    capacity: usize,
+    queue: VecDeque<(u32, usize)>,
+    closed: bool,
+    receiver: bool,
+    single: bool,
+}
+
+impl Model {
+    fn bytes(&self) -> usize {
+        self.queue.iter().map(|(_, n)| n).sum()
     }
 
+    fn expect(&self, size: usize) -> Expect {
+        if size > BUDGET {
+            Expect::Oversize
+        } else if self.closed {
+            Expect::Closed
+        } else if self.queue.len() == self.capacity || self.bytes() + size > BUDGET {
+            Expect::Full
+        } else {
+            Expect::Sent
+        }
+    }
+}
+
+fn outcome(result: &Result<(), SendError<Msg>>) -> Expect {
+    match result {
+        Ok(()) => Expect::Sent,
+        Err(SendError::Full(_)) => Expect::Full,
+        Err(SendError::Closed(_)) => Expect::Closed,
+        Err(SendError::Oversize { .. }) => Expect::Oversize,
+    }
+}
+
+fn pick<T>(items: &[T], i: usize) -> Option<usize> {
+    (!items.is_empty()).then(|| i % items.len())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
     #[test]
-    fn mailbox_accounting_is_exact(
-        ops in prop::collection::vec(mail_op(), 0..200),
+    fn the_mailbox_keeps_its_model_through_the_lane(
+        ops in prop::collection::vec(op(), 0..120),
+        capacity in 1usize..=4,
+        policy in prop_oneof![Just(Policy::Block), Just(Policy::Fail)],
         admission in prop_oneof![Just(Admission::Locked), Just(Admission::Atomic)],
     ) {
-        let (tx, rx) = Mailbox::new(CAPACITY, BUDGET).admission(admission).open::<SmallPayload>();
-        let observer = tx.clone(); // keeps the pool visible after every other handle is gone
-        let mut senders = vec![tx];
+        let (tx, rx) = Mailbox::new(capacity, BUDGET)
+            .policy(policy)
+            .admission(admission)
+            .open::<Msg>();
+        let mut senders: Vec<MailboxSender<Msg>> = vec![tx];
         let mut rx = Some(rx);
-        let mut queue: VecDeque<usize> = VecDeque::new(); // the model: queued sizes, in order
+        let mut model = Model { capacity, queue: VecDeque::new(), closed: false, receiver: true, single: true };
+        let mut next_id = 0u32;
         for op in ops {
             match op {
-                MailOp::TrySend(n) => {
-                    let Some(tx) = senders.first() else { continue };
-                    let bytes: usize = queue.iter().sum();
-                    match tx.try_send(SmallPayload::copy_from(&vec![1; n])) {
-                        Ok(()) => queue.push_back(n),
-                        Err(SendError::Closed(m)) => {
-                            prop_assert!(rx.is_none());
-                            prop_assert_eq!(m.len(), n);
+                Op::TrySend { handle, size } | Op::Send { handle, size } => {
+                    let Some(at) = pick(&senders, handle) else { continue };
+                    let expect = model.expect(size);
+                    let id = next_id;
+                    next_id += 1;
+                    let is_send = matches!(op, Op::Send { .. });
+                    let got = if is_send {
+                        let mut send = pin!(senders[at].send(Msg { id, size }));
+                        match send.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                            Poll::Ready(result) => Some(result),
+                            Poll::Pending => None, // dropped here: cancelled
                         }
-                        Err(SendError::Full(m)) => {
-                            prop_assert!(queue.len() == CAPACITY || bytes + n > BUDGET);
-                            prop_assert_eq!(m.len(), n);
+                    } else {
+                        Some(senders[at].try_send(Msg { id, size }))
+                    };
+                    let sent = matches!(got, Some(Ok(())));
+                    match got {
+                        Some(result) => {
+                            let waits = is_send && policy == Policy::Block && expect == Expect::Full;
+                            prop_assert!(!waits, "a Block send that must wait returned {:?}", outcome(&result));
+                            prop_assert_eq!(outcome(&result), expect, "send of {} bytes", size);
+                            if let Err(err) = result {
+                                prop_assert_eq!(err.into_inner().id, id, "the message came back");
+                            }
                         }
-                        Err(SendError::Oversize { msg, .. }) => {
-                            prop_assert!(n > BUDGET);
-                            prop_assert_eq!(msg.len(), n);
+                        None => {
+                            prop_assert!(
+                                is_send && policy == Policy::Block && expect == Expect::Full,
+                                "a send waited although the spec says {:?}", expect
+                            );
+                            // It waited, so it switched to the shared lane.
+                            model.single = false;
                         }
+                    }
+                    if sent {
+                        model.queue.push_back((id, size));
                     }
                 }
-                MailOp::Recv => if let Some(rx) = rx.as_mut() {
+                Op::Recv => if let Some(rx) = rx.as_mut() {
                     match rx.try_recv() {
-                        Ok(m) => prop_assert_eq!(Some(m.len()), queue.pop_front()),
-                        Err(_) => prop_assert!(queue.is_empty()),
+                        Ok(msg) => {
+                            let (id, size) = model.queue.pop_front().expect("the model holds one");
+                            prop_assert_eq!((msg.id, msg.size), (id, size), "in order, once");
+                        }
+                        Err(err) => {
+                            prop_assert!(model.queue.is_empty(), "{:?} with {:?} queued", err, model.queue);
+                            let over = model.closed || senders.is_empty();
+                            prop_assert_eq!(err, if over { TryRecvError::Disconnected } else { TryRecvError::Empty });
+                        }
                     }
                 },
-                MailOp::CloneSender => if let Some(tx) = senders.first() {
-                    senders.push(tx.clone());
+                Op::Clone(i) => if let Some(at) = pick(&senders, i) {
+                    let clone = senders[at].clone();
+                    senders.push(clone);
+                    model.single = false;
                 },
-                MailOp::DropSender(i) => if !senders.is_empty() {
-                    senders.remove(i % senders.len());
+                Op::Drop(i) => if let Some(at) = pick(&senders, i) {
+                    senders.remove(at);
                 },
-                MailOp::DropReceiver => if rx.take().is_some() {
-                    queue.clear(); // the channel drops what it held, giving bytes back
+                Op::Close => if let Some(rx) = rx.as_mut() {
+                    rx.close();
+                    model.closed = true;
+                },
+                Op::DropReceiver => if let Some(rx) = rx.take() {
+                    drop(rx);
+                    model.queue.clear(); // dropped with the receiver, bytes given back
+                    model.closed = true;
+                    model.receiver = false;
                 },
             }
-            let stats = observer.pool_stats();
-            prop_assert_eq!(stats.bytes_in_use, queue.iter().sum::<usize>());
-            prop_assert_eq!(stats.slots_in_use, queue.iter().filter(|n| **n > 0).count());
+            // What the mailbox holds, seen from whichever handle is left.
+            let stats = rx.as_ref().map(|rx| rx.pool_stats()).or_else(|| senders.first().map(|tx| tx.pool_stats()));
+            if let Some(stats) = stats {
+                prop_assert_eq!(stats.bytes_in_use, model.bytes(), "bytes held");
+                let frames = model.queue.iter().filter(|(_, n)| *n > 0).count();
+                prop_assert_eq!(stats.slots_in_use, frames, "frames held");
+                prop_assert!(stats.bytes_in_use <= BUDGET);
+            }
+            if let Some(rx) = rx.as_ref() {
+                prop_assert_eq!(rx.len(), model.queue.len(), "messages held");
+                prop_assert!(rx.len() <= capacity);
+            }
+            for tx in &senders {
+                prop_assert_eq!(tx.on_single_lane(), model.single, "which lane");
+                prop_assert_eq!(tx.is_closed(), model.closed);
+            }
         }
-        drop(senders);
-        drop(rx);
-        prop_assert_eq!(observer.pool_stats().bytes_in_use, 0);
-        prop_assert_eq!(observer.pool_stats().slots_in_use, 0);
+        if let Some(mut rx) = rx {
+            drop(senders);
+            while let Ok(msg) = rx.try_recv() {
+                let (id, _) = model.queue.pop_front().expect("the model holds one");
+                prop_assert_eq!(msg.id, id);
+            }
+            prop_assert!(model.queue.is_empty(), "everything sent arrived");
+            prop_assert_eq!(rx.pool_stats().bytes_in_use, 0);
+        }
     }
 }

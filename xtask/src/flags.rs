@@ -179,6 +179,8 @@ pub struct PgoFlags {
     pub inputs: Vec<String>,
     /// `cargo xtask pgo export DIR`.
     pub export: Option<PathBuf>,
+    /// `cargo xtask pgo ab OLD NEW`: two executables as arms of the same lockstep sessions.
+    pub ab: Option<(PathBuf, PathBuf)>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -216,8 +218,9 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             let mut flags = PgoFlags::default();
             let mut stage = None;
             let mut calibrate = false;
-            // `export` takes the next positional word as its directory.
+            // `export` takes the next positional word as its directory; `ab` the next two.
             let mut export: Option<Option<PathBuf>> = None;
+            let mut ab: Option<Vec<PathBuf>> = None;
             let help = parse_command(argv, "pgo", &mut |arg| match arg {
                 Arg::Flag(name, value) => {
                     if !flags.common.set(name, value.clone()) {
@@ -250,11 +253,20 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                         export = Some(Some(PathBuf::from(word)));
                         Ok(())
                     }
-                    _ if stage.is_some() || calibrate || export.is_some() => {
-                        Err("give at most one stage (or `calibrate`, or `export DIR`)".to_string())
+                    _ if ab.as_ref().is_some_and(|exes| exes.len() < 2) => {
+                        ab.as_mut().expect("checked").push(PathBuf::from(word));
+                        Ok(())
                     }
+                    _ if stage.is_some() || calibrate || export.is_some() || ab.is_some() => Err(
+                        "give at most one stage (or `calibrate`, `export DIR`, `ab OLD NEW`)"
+                            .to_string(),
+                    ),
                     _ if word == "export" => {
                         export = Some(None);
+                        Ok(())
+                    }
+                    _ if word == "ab" => {
+                        ab = Some(Vec::new());
                         Ok(())
                     }
                     _ if word == "calibrate" => {
@@ -280,6 +292,17 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                         });
                     }
                     Some(dir) => dir,
+                    None => None,
+                };
+                flags.ab = match ab.as_deref() {
+                    Some([old, new]) => Some((old.clone(), new.clone())),
+                    Some(_) => {
+                        return Err(UsageError {
+                            message: "`ab` needs two executables (cargo xtask pgo ab OLD NEW)"
+                                .into(),
+                            usage: command_help("pgo"),
+                        });
+                    }
                     None => None,
                 };
                 let misplaced = |flag: &str, wanted: &str| UsageError {
@@ -406,7 +429,10 @@ pub fn command_help(command: &str) -> String {
             "Without STAGE: all of them, in this order.\n\n\
              cargo xtask pgo calibrate: release against release with a known cost injected into\n\
              every timed round trip (config section [calibrate]), in both measurement modes: what\n\
-             each mode detects, and that nothing is detected when nothing is injected.\n",
+             each mode detects, and that nothing is detected when nothing is injected.\n\n\
+             cargo xtask pgo ab OLD NEW: two mty-bench executables (e.g. two commits' release\n\
+             builds) as arms of the same lockstep sessions, with OLD's A/A arm: NEW's change\n\
+             against OLD per measured workload, with its 95 % interval (pgo-data/ab.json).\n",
         );
         pgo_flags().collect()
     } else {

@@ -32,10 +32,22 @@ fn stages_flags_and_their_errors() {
     );
     assert_eq!(
         usage_error("pgo merge train"),
-        "give at most one stage (or `calibrate`, or `export DIR`)"
+        "give at most one stage (or `calibrate`, `export DIR`, `ab OLD NEW`)"
     );
     assert_eq!(pgo("export out/b").export, Some(PathBuf::from("out/b")));
     assert_eq!(pgo("export out/b").stage, None);
+    assert_eq!(
+        pgo("ab old/x new/x").ab,
+        Some((PathBuf::from("old/x"), PathBuf::from("new/x")))
+    );
+    assert_eq!(
+        usage_error("pgo ab old/x"),
+        "`ab` needs two executables (cargo xtask pgo ab OLD NEW)"
+    );
+    assert_eq!(
+        usage_error("pgo ab a b c"),
+        "give at most one stage (or `calibrate`, `export DIR`, `ab OLD NEW`)"
+    );
     assert_eq!(
         usage_error("pgo export"),
         "`export` needs a directory (cargo xtask pgo export DIR)"
@@ -76,7 +88,7 @@ fn stages_flags_and_their_errors() {
     );
     assert_eq!(
         usage_error("pgo calibrate merge"),
-        "give at most one stage (or `calibrate`, or `export DIR`)"
+        "give at most one stage (or `calibrate`, `export DIR`, `ab OLD NEW`)"
     );
     assert_eq!(
         usage_error("pgo --pgo-data"),

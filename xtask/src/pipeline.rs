@@ -8,6 +8,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+mod ab;
 mod bolt;
 mod bundle;
 mod calibrate;
@@ -51,6 +52,11 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         ctx.data.display(),
         ctx.target_root.display()
     );
+    if let Some((old, new)) = &flags.ab {
+        // Before the doctor's background work: nothing else may run while the lockstep
+        // measures.
+        return timer.section_named("ab", || ab::run(&ctx, old, new));
+    }
     let tc = steps::doctor(&ctx, timer)?;
     // The C++ and Go comparators compile (seconds, one core each) while the builds below leave a
     // core idle in their single-threaded LTO steps; the report finds them up to date.

@@ -1,0 +1,846 @@
+//! A loom-aware stand-in for the subset of tokio's bounded `mpsc` channel the mailbox uses.
+//!
+//! tokio's channel is not loom-aware: its atomics, its semaphore's lock and its wakers are
+//! std's, so under `--cfg mty_loom` loom could neither interleave them nor see a wake-up they
+//! lose. `crate::sync` therefore swaps this module in for `tokio::sync::mpsc` in that cfg, so
+//! the mailbox's own code (the ring, the switch to the shared lane, the stash, the byte
+//! admission) runs against a shared lane whose every step loom controls.
+//!
+//! The names, signatures and semantics mirror tokio's bounded channel (tokio 1.54), so the
+//! same mailbox code compiles and behaves the same either way:
+//! * a slot (tokio's semaphore permit) is taken by a reservation and given back when the
+//!   value it carried is received, or when the permit is dropped unused;
+//! * reservers that find no free slot wait in a FIFO queue; a slot given back goes to the
+//!   first of them, and is never free while they queue (so `try_reserve` cannot overtake
+//!   them); a cancelled reservation hands on a slot it had already been given;
+//! * `close` (or dropping the receiver) fails new and waiting reservations, while values
+//!   queued or still to be sent through permits already held can be received; the receiver
+//!   sees the end once the queue is empty and every sender is gone, or, closed, every slot
+//!   is back.
+//!
+//! It is built for obviousness, not speed: one [`Mutex`] (loom's) guards the whole state,
+//! and wakers are stored under it but woken (or dropped) only after it is released.
+
+// The module mirrors tokio's API; the mailbox does not use every item of it.
+#![allow(dead_code, reason = "mirrors tokio's API; not every item is used")]
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::PoisonError;
+use std::task::{Context, Poll, Waker};
+
+use crate::sync::{Arc, Mutex, MutexGuard};
+
+use self::error::{SendError, TryRecvError, TrySendError};
+
+/// The channel's error types, as tokio's `mpsc::error`.
+pub mod error {
+    use std::error::Error;
+    use std::fmt;
+
+    /// Error of [`Sender::reserve`](super::Sender::reserve): the channel is closed.
+    #[derive(PartialEq, Eq, Clone, Copy)]
+    pub struct SendError<T>(pub T);
+
+    impl<T> fmt::Debug for SendError<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("SendError").finish_non_exhaustive()
+        }
+    }
+
+    impl<T> fmt::Display for SendError<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "channel closed")
+        }
+    }
+
+    impl<T> Error for SendError<T> {}
+
+    /// Error of [`Sender::try_reserve`](super::Sender::try_reserve) and
+    /// [`Sender::try_reserve_owned`](super::Sender::try_reserve_owned).
+    #[derive(PartialEq, Eq, Clone, Copy)]
+    pub enum TrySendError<T> {
+        /// No free slot now.
+        Full(T),
+        /// The receiver closed the channel or is gone.
+        Closed(T),
+    }
+
+    impl<T> TrySendError<T> {
+        /// The value given back.
+        pub fn into_inner(self) -> T {
+            match self {
+                TrySendError::Full(value) | TrySendError::Closed(value) => value,
+            }
+        }
+    }
+
+    impl<T> fmt::Debug for TrySendError<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self {
+                TrySendError::Full(..) => "Full(..)".fmt(f),
+                TrySendError::Closed(..) => "Closed(..)".fmt(f),
+            }
+        }
+    }
+
+    impl<T> fmt::Display for TrySendError<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self {
+                TrySendError::Full(..) => write!(f, "no available capacity"),
+                TrySendError::Closed(..) => write!(f, "channel closed"),
+            }
+        }
+    }
+
+    impl<T> Error for TrySendError<T> {}
+
+    impl<T> From<SendError<T>> for TrySendError<T> {
+        fn from(error: SendError<T>) -> TrySendError<T> {
+            TrySendError::Closed(error.0)
+        }
+    }
+
+    /// Error of [`Receiver::try_recv`](super::Receiver::try_recv).
+    #[derive(PartialEq, Eq, Clone, Copy, Debug)]
+    pub enum TryRecvError {
+        /// Nothing queued now, but a value may still come.
+        Empty,
+        /// Nothing queued, and nothing will come.
+        Disconnected,
+    }
+
+    impl fmt::Display for TryRecvError {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self {
+                TryRecvError::Empty => write!(f, "receiving on an empty channel"),
+                TryRecvError::Disconnected => write!(f, "receiving on a closed channel"),
+            }
+        }
+    }
+
+    impl Error for TryRecvError {}
+}
+
+/// A bounded channel of `buffer` slots.
+///
+/// # Panics
+/// When `buffer` is zero, as tokio's.
+pub fn channel<T>(buffer: usize) -> (Sender<T>, Receiver<T>) {
+    assert!(buffer > 0, "mpsc bounded channel requires buffer > 0");
+    let shared = Arc::new(Shared(Mutex::new(State {
+        queue: VecDeque::new(),
+        bound: buffer,
+        free: buffer,
+        closed: false,
+        senders: 1,
+        rx_waker: None,
+        waiters: VecDeque::new(),
+        next_id: 0,
+    })));
+    (
+        Sender {
+            shared: shared.clone(),
+        },
+        Receiver { shared },
+    )
+}
+
+struct Shared<T>(Mutex<State<T>>);
+
+/// The whole channel. Every slot is, at any time, exactly one of: free (`free`), held by a
+/// permit (or by a reservation that was just given it), assigned to a queued reserver that
+/// has not yet taken it, or carrying a value in `queue`.
+struct State<T> {
+    /// Sent values, oldest first.
+    queue: VecDeque<T>,
+    /// The channel's capacity.
+    bound: usize,
+    /// Slots free now (tokio's available permits). Never above zero while an unassigned
+    /// reserver queues.
+    free: usize,
+    /// The receiver closed the channel or is gone (tokio's closed semaphore).
+    closed: bool,
+    /// Live `Sender`s, counting those held by `OwnedPermit`s.
+    senders: usize,
+    /// The receiver's waker, taken when woken (tokio's `AtomicWaker`).
+    rx_waker: Option<Waker>,
+    /// Reservers waiting for a slot, first come first.
+    waiters: VecDeque<Waiter>,
+    /// The id of the next reserver to queue.
+    next_id: u64,
+}
+
+struct Waiter {
+    id: u64,
+    /// `None` once woken.
+    waker: Option<Waker>,
+    /// A slot was given to this reserver; it takes it on its next poll (or hands it on when
+    /// dropped first).
+    assigned: bool,
+}
+
+impl<T> Shared<T> {
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        // A failed assertion while the lock is held must not turn every other thread's lock
+        // into a second panic.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes a free slot now (tokio's `try_acquire(1)`).
+    fn try_acquire(&self) -> Result<(), TrySendError<()>> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(TrySendError::Closed(()));
+        }
+        if state.free == 0 {
+            return Err(TrySendError::Full(()));
+        }
+        debug_assert!(state.waiters.iter().all(|waiter| waiter.assigned));
+        state.free -= 1;
+        Ok(())
+    }
+
+    /// Queues a value for a slot already held (tokio's `Chan::send`).
+    fn push(&self, value: T) {
+        let mut state = self.lock();
+        state.queue.push_back(value);
+        let waker = state.rx_waker.take();
+        drop(state);
+        wake(waker);
+    }
+
+    /// Gives back a slot a sender-side holder did not use (a permit or a cancelled
+    /// reservation): to the first waiting reserver, else to the free slots, and wakes the
+    /// receiver if that made a closed channel idle (tokio's `Permit::drop`).
+    fn release(&self) {
+        let mut state = self.lock();
+        let wakers = state.release();
+        drop(state);
+        wake_all(wakers);
+    }
+}
+
+impl<T> State<T> {
+    /// One slot comes back: it goes to the first reserver still waiting for one (whose
+    /// waker is returned, to wake once the lock is released), else to the free slots.
+    #[must_use]
+    fn give_back(&mut self) -> Option<Waker> {
+        if let Some(waiter) = self.waiters.iter_mut().find(|waiter| !waiter.assigned) {
+            waiter.assigned = true;
+            return waiter.waker.take();
+        }
+        self.free += 1;
+        debug_assert!(self.free <= self.bound);
+        None
+    }
+
+    /// [`State::give_back`] for a slot a sender-side holder did not use, also returning the
+    /// receiver's waker if that made a closed channel idle: its `poll_recv` returns `None`
+    /// now (tokio wakes it on this from `Permit::drop` and from a failed or cancelled
+    /// `reserve`).
+    #[must_use]
+    fn release(&mut self) -> [Option<Waker>; 2] {
+        let waiter = self.give_back();
+        let receiver = if self.closed && self.free == self.bound {
+            self.rx_waker.take()
+        } else {
+            None
+        };
+        [waiter, receiver]
+    }
+
+    /// Closes the channel (tokio's `Rx::close`): no new reservation, and the reservers still
+    /// waiting for a slot leave the queue; their wakers are returned to wake once the lock
+    /// is released. Reservers already given a slot stay until they poll (and fail, giving
+    /// it back) or are dropped.
+    #[must_use]
+    fn close(&mut self) -> Vec<Waker> {
+        self.closed = true;
+        let mut wakers = Vec::new();
+        self.waiters.retain_mut(|waiter| {
+            if waiter.assigned {
+                return true;
+            }
+            wakers.extend(waiter.waker.take());
+            false
+        });
+        wakers
+    }
+}
+
+fn wake(waker: Option<Waker>) {
+    if let Some(waker) = waker {
+        waker.wake();
+    }
+}
+
+fn wake_all(wakers: impl IntoIterator<Item = Option<Waker>>) {
+    wakers.into_iter().for_each(wake);
+}
+
+/// The sending half, as tokio's `mpsc::Sender`.
+pub struct Sender<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        self.shared.lock().senders += 1;
+        Sender {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        state.senders -= 1;
+        // The last sender gone: the receiver sees the end once it has drained the queue.
+        let receiver = if state.senders == 0 {
+            state.rx_waker.take()
+        } else {
+            None
+        };
+        drop(state);
+        wake(receiver);
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender").finish_non_exhaustive()
+    }
+}
+
+impl<T> Sender<T> {
+    /// A slot now, or `Full(())` (none free, or all spoken for by waiting reservers), or
+    /// `Closed(())`.
+    pub fn try_reserve(&self) -> Result<Permit<'_, T>, TrySendError<()>> {
+        self.shared.try_acquire()?;
+        Ok(Permit { sender: self })
+    }
+
+    /// [`Sender::try_reserve`], the permit holding this sender.
+    pub fn try_reserve_owned(self) -> Result<OwnedPermit<T>, TrySendError<Self>> {
+        match self.shared.try_acquire() {
+            Ok(()) => Ok(OwnedPermit { sender: Some(self) }),
+            Err(TrySendError::Full(())) => Err(TrySendError::Full(self)),
+            Err(TrySendError::Closed(())) => Err(TrySendError::Closed(self)),
+        }
+    }
+
+    /// A slot, waiting for one in FIFO order; `Err` once the channel is closed (also while
+    /// waiting, and also when a slot had been given to this reservation but the channel
+    /// closed before it took it, as tokio's).
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the queue, and hands on a slot already given to it.
+    pub async fn reserve(&self) -> Result<Permit<'_, T>, SendError<()>> {
+        Reserve {
+            shared: &self.shared,
+            id: None,
+        }
+        .await?;
+        Ok(Permit { sender: self })
+    }
+
+    /// Whether the receiver closed the channel or is gone.
+    pub fn is_closed(&self) -> bool {
+        self.shared.lock().closed
+    }
+
+    /// The slots free now (tokio's available permits).
+    pub fn capacity(&self) -> usize {
+        self.shared.lock().free
+    }
+}
+
+/// [`Sender::reserve`]'s wait for a slot (tokio's semaphore `Acquire`).
+struct Reserve<'a, T> {
+    shared: &'a Shared<T>,
+    /// This reservation's id while it is in the queue.
+    id: Option<u64>,
+}
+
+impl<T> Future for Reserve<'_, T> {
+    type Output = Result<(), SendError<()>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let mut state = this.shared.lock();
+        let Some(id) = this.id else {
+            // First poll: a free slot is taken at once (none is free while reservers queue).
+            if state.closed {
+                return Poll::Ready(Err(SendError(())));
+            }
+            if state.free > 0 {
+                debug_assert!(state.waiters.iter().all(|waiter| waiter.assigned));
+                state.free -= 1;
+                return Poll::Ready(Ok(()));
+            }
+            let id = state.next_id;
+            state.next_id += 1;
+            state.waiters.push_back(Waiter {
+                id,
+                waker: Some(cx.waker().clone()),
+                assigned: false,
+            });
+            this.id = Some(id);
+            return Poll::Pending;
+        };
+        let at = state.waiters.iter().position(|waiter| waiter.id == id);
+        if state.closed {
+            // As tokio's: closed wins over a slot given but not yet taken. The slot goes back
+            // now (tokio's when the finished future is dropped, right after).
+            this.id = None;
+            let waiter = at.and_then(|at| state.waiters.remove(at));
+            let wakers = match &waiter {
+                Some(waiter) if waiter.assigned => state.release(),
+                _ => [None, None],
+            };
+            drop(state);
+            drop(waiter);
+            wake_all(wakers);
+            return Poll::Ready(Err(SendError(())));
+        }
+        let at = at.expect("a reservation stays queued until it completes or the channel closes");
+        if state.waiters[at].assigned {
+            state.waiters.remove(at);
+            this.id = None;
+            return Poll::Ready(Ok(()));
+        }
+        let slot = &mut state.waiters[at].waker;
+        let stale = match slot {
+            Some(waker) if waker.will_wake(cx.waker()) => None,
+            _ => slot.replace(cx.waker().clone()),
+        };
+        drop(state);
+        drop(stale);
+        Poll::Pending
+    }
+}
+
+impl<T> Drop for Reserve<'_, T> {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let mut state = self.shared.lock();
+        let Some(at) = state.waiters.iter().position(|waiter| waiter.id == id) else {
+            // Closed: the queue already let it go.
+            return;
+        };
+        let waiter = state.waiters.remove(at).expect("found just now");
+        // A slot given to it goes on (to the next reserver, else back to the free slots), in
+        // the same step as it leaves the queue, as tokio's.
+        let wakers = if waiter.assigned {
+            state.release()
+        } else {
+            [None, None]
+        };
+        drop(state);
+        drop(waiter);
+        wake_all(wakers);
+    }
+}
+
+/// A slot reserved by [`Sender::try_reserve`] or [`Sender::reserve`]: [`Permit::send`] uses
+/// it, dropping the permit gives it back.
+pub struct Permit<'a, T> {
+    sender: &'a Sender<T>,
+}
+
+impl<T> Permit<'_, T> {
+    /// Sends `value` in the reserved slot. It cannot fail: a value sent after the receiver
+    /// is gone is dropped with the channel, as tokio's.
+    pub fn send(self, value: T) {
+        let shared = &self.sender.shared;
+        // The slot goes with the value: `Drop` must not give it back too.
+        std::mem::forget(self);
+        shared.push(value);
+    }
+}
+
+impl<T> Drop for Permit<'_, T> {
+    fn drop(&mut self) {
+        self.sender.shared.release();
+    }
+}
+
+impl<T> fmt::Debug for Permit<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit").finish_non_exhaustive()
+    }
+}
+
+/// A slot reserved by [`Sender::try_reserve_owned`], holding its sender: while it lives the
+/// channel does not see every sender gone.
+pub struct OwnedPermit<T> {
+    /// `None` once sent.
+    sender: Option<Sender<T>>,
+}
+
+impl<T> OwnedPermit<T> {
+    /// Sends `value` in the reserved slot and returns the sender.
+    pub fn send(mut self, value: T) -> Sender<T> {
+        let sender = self
+            .sender
+            .take()
+            .expect("an unsent permit holds its sender");
+        sender.shared.push(value);
+        sender
+    }
+}
+
+impl<T> Drop for OwnedPermit<T> {
+    fn drop(&mut self) {
+        if let Some(sender) = self.sender.take() {
+            // The slot first, then the sender (which may be the last one), as tokio's.
+            sender.shared.release();
+            drop(sender);
+        }
+    }
+}
+
+impl<T> fmt::Debug for OwnedPermit<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit").finish_non_exhaustive()
+    }
+}
+
+/// The receiving half, as tokio's `mpsc::Receiver`.
+pub struct Receiver<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Receiver<T> {
+    /// The next value, `Pending` (waking the task when that may change), or `None` once
+    /// nothing more can come: the queue is empty and every sender (and owned permit) is gone,
+    /// or the channel is closed and every slot is back.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let mut state = self.shared.lock();
+        if let Some(value) = state.queue.pop_front() {
+            let waiter = state.give_back();
+            drop(state);
+            wake(waiter);
+            return Poll::Ready(Some(value));
+        }
+        if state.senders == 0 || (state.closed && state.free == state.bound) {
+            return Poll::Ready(None);
+        }
+        let stale = match &state.rx_waker {
+            Some(waker) if waker.will_wake(cx.waker()) => None,
+            _ => state.rx_waker.replace(cx.waker().clone()),
+        };
+        drop(state);
+        drop(stale);
+        Poll::Pending
+    }
+
+    /// The next value if one is queued: else `Disconnected` when [`Receiver::poll_recv`]
+    /// would return `None`, `Empty` when it would wait.
+    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
+        let mut state = self.shared.lock();
+        if let Some(value) = state.queue.pop_front() {
+            let waiter = state.give_back();
+            drop(state);
+            wake(waiter);
+            return Ok(value);
+        }
+        if state.senders == 0 || (state.closed && state.free == state.bound) {
+            Err(TryRecvError::Disconnected)
+        } else {
+            Err(TryRecvError::Empty)
+        }
+    }
+
+    /// Closes the channel: new and waiting reservations fail; queued values, and values sent
+    /// through permits already held, can still be received.
+    pub fn close(&mut self) {
+        let mut state = self.shared.lock();
+        let waiters = state.close();
+        drop(state);
+        waiters.into_iter().for_each(Waker::wake);
+    }
+
+    /// How many values are queued.
+    pub fn len(&self) -> usize {
+        self.shared.lock().queue.len()
+    }
+
+    /// Whether no value is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    /// Closes the channel and drops the queued values, giving their slots back.
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        let waiters = state.close();
+        let own = state.rx_waker.take();
+        let values = std::mem::take(&mut state.queue);
+        for _ in 0..values.len() {
+            // Closed: no reserver waits unassigned, so these become free slots.
+            let none = state.give_back();
+            debug_assert!(none.is_none());
+        }
+        drop(state);
+        waiters.into_iter().for_each(Waker::wake);
+        drop(own);
+        drop(values);
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Loom models of the stand-in itself: `RUSTFLAGS="--cfg mty_loom" cargo test -p
+    //! mty-runtime --lib --release --target-dir target/loom sync::mpsc` (about ten seconds).
+
+    use std::future::poll_fn;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    use loom::thread;
+
+    use super::error::{SendError, TryRecvError, TrySendError};
+    use super::{Receiver, channel};
+
+    /// `loom::future::block_on`, which needs loom's `futures` feature (not turned on here):
+    /// polls, and parks the loom thread until the waker unparks it. A wake-up the channel
+    /// loses leaves the thread parked for good, which loom reports as a deadlock.
+    fn block_on<F: Future>(future: F) -> F::Output {
+        struct Unpark(thread::Thread);
+        impl Wake for Unpark {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = Waker::from(std::sync::Arc::new(Unpark(thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut future = pin!(future);
+        loop {
+            if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+                return output;
+            }
+            thread::park();
+        }
+    }
+
+    /// The handles cross threads as tokio's do (a compile-time check).
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn send_sync<X: Send + Sync>() {}
+        fn send<X: Send>(_: &X) {}
+        send_sync::<super::Sender<u32>>();
+        send_sync::<super::Receiver<u32>>();
+        send_sync::<super::Permit<'static, u32>>();
+        send_sync::<super::OwnedPermit<u32>>();
+        model(None, || {
+            let (tx, _rx) = channel::<u32>(1);
+            send(&tx.reserve());
+        });
+    }
+
+    /// Every interleaving of `f` within `preemptions` preemptions (`None`: all of them).
+    fn model(preemptions: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = preemptions;
+        builder.check(f);
+    }
+
+    fn recv<T>(rx: &mut Receiver<T>) -> Option<T> {
+        block_on(poll_fn(|cx| rx.poll_recv(cx)))
+    }
+
+    /// A reserver waiting on a full channel gets the slot a receive on another thread frees;
+    /// the receiver wakes for both values.
+    #[test]
+    fn reserve_waits_for_a_slot_freed_by_recv() {
+        model(None, || {
+            let (tx, mut rx) = channel::<u32>(1);
+            tx.try_reserve().unwrap().send(1);
+            let sender = thread::spawn(move || {
+                let permit = block_on(tx.reserve()).expect("not closed");
+                permit.send(2);
+            });
+            assert_eq!(recv(&mut rx), Some(1));
+            assert_eq!(recv(&mut rx), Some(2));
+            // The sender is gone once it has sent: the end.
+            assert_eq!(recv(&mut rx), None);
+            sender.join().unwrap();
+        });
+    }
+
+    /// Two reservers wait on a full channel; each gets a slot as the receiver frees them.
+    /// Bounded: every interleaving takes minutes; 4 preemptions, under a second.
+    #[test]
+    fn two_waiting_reservers_both_get_a_slot() {
+        model(Some(4), || {
+            let (tx, mut rx) = channel::<u32>(1);
+            tx.try_reserve().unwrap().send(0);
+            let senders: Vec<_> = (1..=2)
+                .map(|value| {
+                    let tx = tx.clone();
+                    thread::spawn(move || block_on(tx.reserve()).unwrap().send(value))
+                })
+                .collect();
+            drop(tx);
+            let mut got = [recv(&mut rx), recv(&mut rx), recv(&mut rx)];
+            got.sort();
+            assert_eq!(got, [Some(0), Some(1), Some(2)]);
+            assert_eq!(recv(&mut rx), None);
+            for sender in senders {
+                sender.join().unwrap();
+            }
+        });
+    }
+
+    /// `close` wakes a reserver waiting on a full channel with an error; the queued value
+    /// can still be received, then the end.
+    #[test]
+    fn close_wakes_a_waiting_reserver() {
+        model(None, || {
+            let (tx, mut rx) = channel::<u32>(1);
+            tx.try_reserve().unwrap().send(1);
+            let sender = thread::spawn(move || {
+                assert_eq!(block_on(tx.reserve()).err(), Some(SendError(())));
+                assert!(tx.is_closed());
+                tx
+            });
+            rx.close();
+            assert_eq!(recv(&mut rx), Some(1));
+            assert_eq!(recv(&mut rx), None);
+            assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+            let tx = sender.join().unwrap();
+            assert!(matches!(tx.try_reserve(), Err(TrySendError::Closed(()))));
+        });
+    }
+
+    /// Dropping the receiver wakes a waiting reserver with an error, and drops the queued
+    /// value.
+    #[test]
+    fn dropping_the_receiver_wakes_a_waiting_reserver() {
+        model(None, || {
+            let (tx, rx) = channel::<loom::sync::Arc<()>>(1);
+            let value = loom::sync::Arc::new(());
+            tx.try_reserve().unwrap().send(value.clone());
+            let sender = thread::spawn(move || {
+                assert!(block_on(tx.reserve()).is_err());
+                assert_eq!(tx.capacity(), 1);
+            });
+            drop(rx);
+            sender.join().unwrap();
+            assert_eq!(loom::sync::Arc::strong_count(&value), 1);
+        });
+    }
+
+    /// `poll_recv` returns `None` only after every sender and every owned permit is gone,
+    /// and not before the value sent through the permit.
+    #[test]
+    fn recv_ends_after_all_senders_and_owned_permits_drop() {
+        model(None, || {
+            let (tx, mut rx) = channel::<u32>(2);
+            let owned = tx.clone().try_reserve_owned().unwrap();
+            let unused = tx.clone().try_reserve_owned().unwrap();
+            let a = thread::spawn(move || drop(tx));
+            let b = thread::spawn(move || {
+                drop(unused);
+                drop(owned.send(7));
+            });
+            assert_eq!(recv(&mut rx), Some(7));
+            assert_eq!(recv(&mut rx), None);
+            a.join().unwrap();
+            b.join().unwrap();
+        });
+    }
+
+    /// Closed with a permit still held: the receiver waits for it, gets its value, then the
+    /// end; and a held permit dropped unused ends it too.
+    #[test]
+    fn closed_receiver_waits_for_held_permits() {
+        model(None, || {
+            let (tx, mut rx) = channel::<u32>(2);
+            let used = tx.clone().try_reserve_owned().unwrap();
+            let unused = tx.clone().try_reserve_owned().unwrap();
+            rx.close();
+            let a = thread::spawn(move || drop(used.send(3)));
+            let b = thread::spawn(move || drop(unused));
+            assert_eq!(recv(&mut rx), Some(3));
+            assert_eq!(recv(&mut rx), None);
+            a.join().unwrap();
+            b.join().unwrap();
+            drop(tx);
+        });
+    }
+
+    /// A reserver given a slot that the channel closes on before it takes it fails (as
+    /// tokio's) and gives the slot back, waking the closed receiver that waits for it.
+    #[test]
+    fn assigned_then_closed_reserver_wakes_the_receiver() {
+        model(None, || {
+            let (tx, mut rx) = channel::<u32>(1);
+            let held = tx.clone().try_reserve_owned().unwrap();
+            let sender = thread::spawn(move || {
+                let result = block_on(tx.reserve()).map(|permit| permit.send(9));
+                (tx, result.is_ok())
+            });
+            let releaser = thread::spawn(move || drop(held));
+            let closer = thread::spawn(move || {
+                rx.close();
+                let mut got = Vec::new();
+                while let Some(value) = recv(&mut rx) {
+                    got.push(value);
+                }
+                got
+            });
+            let (_tx, sent) = sender.join().unwrap();
+            releaser.join().unwrap();
+            let got = closer.join().unwrap();
+            assert_eq!(got, if sent { vec![9] } else { vec![] });
+        });
+    }
+
+    /// FIFO and cancellation, step by step: a freed slot goes to the first reserver and is
+    /// not free for `try_reserve`; dropping that reserver hands it to the next.
+    #[test]
+    fn slots_go_to_waiters_in_order_and_cancel_hands_them_on() {
+        model(None, || {
+            let (tx, mut rx) = channel::<u32>(1);
+            let mut cx = Context::from_waker(Waker::noop());
+            let held = tx.try_reserve().unwrap();
+            let mut first = Box::pin(tx.reserve());
+            let mut second = Box::pin(tx.reserve());
+            assert!(first.as_mut().poll(&mut cx).is_pending());
+            assert!(second.as_mut().poll(&mut cx).is_pending());
+            assert!(matches!(tx.try_reserve(), Err(TrySendError::Full(()))));
+            drop(held);
+            // Given to `first`: not free, and `second` still waits.
+            assert_eq!(tx.capacity(), 0);
+            assert!(matches!(tx.try_reserve(), Err(TrySendError::Full(()))));
+            assert!(second.as_mut().poll(&mut cx).is_pending());
+            drop(first);
+            let Poll::Ready(Ok(permit)) = second.as_mut().poll(&mut cx) else {
+                panic!("the cancelled reserver's slot goes to the next");
+            };
+            permit.send(5);
+            drop(second);
+            assert_eq!(rx.len(), 1);
+            assert_eq!(rx.try_recv(), Ok(5));
+            assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+            assert_eq!(tx.capacity(), 1);
+            drop(tx);
+            assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+        });
+    }
+}
