@@ -40,10 +40,10 @@
 //! **Fairness.** Senders waiting for a slot are served first come, first served (tokio's
 //! fair semaphore), and so are senders waiting for bytes: bytes given back go to the
 //! longest-waiting sender as soon as its whole message fits, then to the next; a later,
-//! smaller message never takes bytes ahead of it. While any sender waits for bytes, a send
-//! that would not wait (`try_send`, or `send` under [`Policy::Fail`]) returns
-//! [`SendError::Full`] even if bytes are free, and `send` under [`Policy::Block`] queues
-//! behind. The bound: once a sender waits for bytes, at most one message per other sending
+//! smaller message never takes bytes ahead of it. While any sender waits for bytes, a send of
+//! a non-empty message that would not wait (`try_send`, or `send` under [`Policy::Fail`])
+//! returns [`SendError::Full`] even if bytes are free, and `send` under [`Policy::Block`]
+//! queues behind (a zero-byte message needs no bytes and is not held back). The bound: once a sender waits for bytes, at most one message per other sending
 //! thread (a send already past its check at that moment) is admitted ahead of it; and once
 //! it waits for a slot, at most one sender per other thread is ahead of it in the slot
 //! queue. So a large message among a stream of small ones gets through once the messages
@@ -73,8 +73,9 @@
 //!
 //! # Allocation
 //! Zero-byte messages (such as [`SmallPayload::Empty`]) take the fast path: no lock, no
-//! allocation, no counter. Other messages take no lock: one compare-and-swap of an atomic
-//! word on admission, one atomic subtraction on release. A mailbox whose byte budget
+//! allocation, no counter. Other messages take no lock while no sender waits for bytes: one
+//! compare-and-swap of an atomic word on admission, one atomic subtraction on release (with
+//! waiters, a release takes the waiters' queue lock to serve them). A mailbox whose byte budget
 //! (2^40 bytes or more) or capacity (2^23 or more) is too large for that word takes a
 //! lock once on admission and once on release instead, and records each size in a slab
 //! slot. Both hold the byte budget as a hard bound, and no count can wrap (a budget of

@@ -288,7 +288,8 @@ impl PoolInner {
 
     /// Takes `bytes` (at most the budget) if they fit now: the frame's slot (a slab key, or
     /// the size itself), or `None`. Only `serving` the queue (its lock held) takes bytes
-    /// while someone waits; the fast path does not.
+    /// while someone waits; the fast path does not (under `Locked`, one already past its
+    /// check of `queued` when a waiter joins still can: the module docs' bound).
     fn take(&self, bytes: usize, serving: bool) -> Option<usize> {
         match self.admission {
             Admission::Atomic => {
@@ -422,17 +423,26 @@ impl Waiter<'_> {
             wakers.into_iter().for_each(Waker::wake);
             return self.poll(cx);
         };
-        if let Some(at) = queue.served.iter().position(|&(served, _)| served == id) {
-            let (_, slot) = queue.served.swap_remove(at);
-            self.id = None;
-            drop(queue);
-            return Poll::Ready(Ok(self.pool.frame(slot)));
-        }
+        let served = queue
+            .served
+            .iter()
+            .position(|&(served, _)| served == id)
+            .map(|at| queue.served.swap_remove(at).1);
+        // Closed first, even when served: a sender woken with its bytes but polled after the
+        // receiver went would otherwise send into a mailbox no one reads, and be told `Ok`.
         if inner.closed.load(Ordering::Acquire) {
             remove(&mut queue, id);
             inner.mark_waiting(&queue);
             self.id = None;
+            drop(queue);
+            // Given back outside the lock (the release serves the queue).
+            drop(served.map(|slot| self.pool.frame(slot)));
             return Poll::Ready(Err(AdmitError::Closed));
+        }
+        if let Some(slot) = served {
+            self.id = None;
+            drop(queue);
+            return Poll::Ready(Ok(self.pool.frame(slot)));
         }
         let entry = queue
             .waiting

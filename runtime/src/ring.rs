@@ -230,7 +230,9 @@ impl<T, P> Ring<T, P> {
     #[cold]
     fn wake(&self) {
         self.parked.store(false, Ordering::Relaxed);
-        if let Some(waker) = lock(&self.waker).take() {
+        // Woken after the lock is dropped (the guard would live through an `if let` body).
+        let waker = lock(&self.waker).take();
+        if let Some(waker) = waker {
             waker.wake();
         }
     }
@@ -305,7 +307,7 @@ impl<T, P> Ring<T, P> {
             return;
         }
         self.take_token();
-        // Pairs with the fence in `try_pop`: a pop this misses (its head not seen here) sees
+        // Pairs with the fence in `pop`: a pop this misses (its head not seen here) sees
         // the lane out of `SINGLE` and is settled in the ledger.
         fence(Ordering::SeqCst);
         let from = self.head.load(Ordering::Relaxed);
@@ -336,14 +338,15 @@ impl<T, P> Ring<T, P> {
         self.give_token();
     }
 
-    /// The oldest message, if the ring holds one, with the permit the switch reserved for it
-    /// (if it counted it).
+    /// The oldest message, if the ring holds one. After a switch, the permit the switcher
+    /// reserved for it (if it counted it) goes into `keep`, or is given back at once when
+    /// `keep` is `None` (then the hot path carries no permit at all: no drop to run).
     ///
     /// # Safety
     /// One consumer: never called from two threads at once (only [`Merge`] calls it, through
     /// `&mut self`, and [`channel`] makes one `Merge` per ring).
     #[inline]
-    unsafe fn pop(&self) -> Option<(T, Option<P>)> {
+    unsafe fn pop(&self, keep: Option<&mut Option<P>>) -> Option<T> {
         let head = self.head.load(Ordering::Relaxed);
         if head == self.tail.load(Ordering::Acquire) {
             return None;
@@ -353,28 +356,32 @@ impl<T, P> Ring<T, P> {
         let value =
             self.slots[head & self.mask].with_mut(|slot| unsafe { (*slot).assume_init_read() });
         self.head.store(head.wrapping_add(1), Ordering::Release);
-        // Pairs with the fence in `switch` (the module docs, "the switch").
+        // Pairs with the fence in `switch_slow` (the module docs, "the switch").
         fence(Ordering::SeqCst);
-        let permit = if self.lane.load(Ordering::Relaxed) != SINGLE {
-            self.settle(head)
-        } else {
-            None
-        };
-        Some((value, permit))
+        if self.lane.load(Ordering::Relaxed) != SINGLE {
+            self.settle(head, keep);
+        }
+        Some(value)
     }
 
     /// After a switch: the permit the switcher reserved for the message at `index`, if it
-    /// counted it.
+    /// counted it, into `keep`, or given back.
     #[cold]
-    fn settle(&self, index: usize) -> Option<P> {
-        let mut ledger = lock(&self.ledger);
-        match ledger.from {
-            Some(counted_range) if counted(index, counted_range) => ledger.permits.pop(),
-            Some(_) => None,
-            None => {
-                ledger.popped.push(index);
-                None
+    fn settle(&self, index: usize, keep: Option<&mut Option<P>>) {
+        let permit = {
+            let mut ledger = lock(&self.ledger);
+            match ledger.from {
+                Some(counted_range) if counted(index, counted_range) => ledger.permits.pop(),
+                Some(_) => None,
+                None => {
+                    ledger.popped.push(index);
+                    None
+                }
             }
+        };
+        match keep {
+            Some(keep) => *keep = permit,
+            None => drop(permit),
         }
     }
 
@@ -428,11 +435,18 @@ impl<T, P> Merge<T, P> {
         }
     }
 
-    /// The ring's oldest message and its permit.
+    /// The ring's oldest message (its permit, if any, given back).
     #[inline]
-    fn pop(&mut self) -> Option<(T, Option<P>)> {
+    fn pop(&mut self) -> Option<T> {
         // SAFETY: `&mut self`, and this is the ring's one `Merge` (`channel`).
-        unsafe { self.ring.pop() }
+        unsafe { self.ring.pop(None) }
+    }
+
+    /// The ring's oldest message and its permit, kept.
+    fn pop_keeping_permit(&mut self) -> Option<(T, Option<P>)> {
+        let mut permit = None;
+        // SAFETY: as in `pop`.
+        unsafe { self.ring.pop(Some(&mut permit)) }.map(|value| (value, permit))
     }
 
     /// Whether only the shared lane is left to read.
@@ -446,8 +460,8 @@ impl<T, P> Merge<T, P> {
     #[inline]
     pub(crate) fn ready(&mut self) -> Option<T> {
         match self.pop() {
-            Some((value, _permit)) => Some(value),
-            None => self.stash.take().map(|(value, _permit)| value),
+            Some(value) => Some(value),
+            None => self.take_stash(),
         }
     }
 
@@ -459,19 +473,19 @@ impl<T, P> Merge<T, P> {
         other: impl FnOnce(&mut Context<'_>) -> Poll<Option<T>>,
     ) -> Poll<Option<T>> {
         if self.ring.lane.load(Ordering::Acquire) == SHARED {
-            if let Some((value, _permit)) = self.pop() {
+            if let Some(value) = self.pop() {
                 return Poll::Ready(Some(value));
             }
             self.ring_done = true;
             return other(cx);
         }
         self.ring.park(cx.waker());
-        if let Some((value, _permit)) = self.pop() {
+        if let Some(value) = self.pop() {
             return Poll::Ready(Some(value));
         }
         match other(cx) {
             Poll::Pending => Poll::Pending,
-            Poll::Ready(got) => match self.pop() {
+            Poll::Ready(got) => match self.pop_keeping_permit() {
                 // The shared lane's message is newer than anything in the ring: it waits,
                 // holding the older one's slot.
                 Some((older, permit)) => {
@@ -481,6 +495,12 @@ impl<T, P> Merge<T, P> {
                 None => Poll::Ready(got),
             },
         }
+    }
+
+    /// The stashed message; its permit is given back as it leaves.
+    #[cold]
+    fn take_stash(&mut self) -> Option<T> {
+        self.stash.take().map(|(value, _permit)| value)
     }
 
     /// How many messages the ring and the stash hold.

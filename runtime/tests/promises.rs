@@ -193,3 +193,23 @@ fn one_large_sender_among_many_small_ones_gets_through_within_the_bound() {
          before it (bound {bound})"
     );
 }
+
+/// A sender served its bytes but not yet polled when the receiver goes is told `Closed`
+/// with its message, not `Ok` for a message no one will read (found in review of the FIFO
+/// queue).
+#[test]
+fn a_sender_served_bytes_as_the_receiver_goes_gets_closed() {
+    current_thread().block_on(async {
+        let (tx, mut rx) = Mailbox::new(2, 100).open::<SmallPayload>();
+        tx.send(bytes(100)).await.unwrap();
+        let mut waiting = pin!(tx.send(bytes(60)));
+        assert!(poll_once(waiting.as_mut()).is_pending(), "waits for bytes");
+        assert_eq!(rx.recv().await.unwrap().len(), 100); // serves the waiter its 60 bytes
+        drop(rx);
+        match poll_once(waiting.as_mut()) {
+            Poll::Ready(Err(SendError::Closed(msg))) => assert_eq!(msg.len(), 60),
+            other => panic!("expected Closed(msg), got {other:?}"),
+        }
+        assert_eq!(tx.pool_stats().bytes_in_use, 0, "its bytes were given back");
+    });
+}

@@ -391,6 +391,52 @@ fn calibration_detects_a_large_injection_and_not_a_zero_one() {
     }
 }
 
+/// `cargo xtask pgo ab OLD NEW` with the run's release and lto executables: both arms in the
+/// same sessions, one comparison per measured workload with its interval, in the terminal and
+/// in ab.json; a missing executable is named before anything runs.
+#[test]
+fn ab_measures_two_executables_in_the_same_sessions() {
+    let run = good_run();
+    let baselines = json(&run.data.join("stages/baselines.json"));
+    let (old, new) = (
+        baselines["release"]["exe"].as_str().unwrap(),
+        baselines["lto"]["exe"].as_str().unwrap(),
+    );
+    let out = xtask(&["pgo", "ab", old, new], &run.data, &run.target);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", stderr_of(&out));
+    assert!(stdout.contains("new against old"), "{stdout}");
+    let ab = json(&run.data.join("ab.json"));
+    let workloads = ab["workloads"].as_array().unwrap();
+    assert!(!workloads.is_empty(), "{ab}");
+    for w in workloads {
+        let name = w["workload"].as_str().unwrap();
+        assert!(stdout.contains(name), "{name} in the terminal:\n{stdout}");
+        let e = &w["new_vs_old"]["estimate"];
+        let (low, high) = (
+            e["ci_low_pct"].as_f64().unwrap(),
+            e["ci_high_pct"].as_f64().unwrap(),
+        );
+        assert!(
+            low <= e["change_pct"].as_f64().unwrap() && e["change_pct"].as_f64().unwrap() <= high,
+            "{w}"
+        );
+        assert!(w["sessions"].as_u64().unwrap() > 0, "{w}");
+    }
+    let missing = run.tmp.join("no-such-mty-bench");
+    let out = xtask(
+        &["pgo", "ab", old, missing.to_str().unwrap()],
+        &run.data,
+        &run.target,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("cannot read") && stderr.contains("no-such-mty-bench"),
+        "{stderr}"
+    );
+}
+
 /// A deliberately unrepresentative training (bare tokio only): the insight stage says the
 /// mailbox's functions were never trained, in the terminal and in its record. (The
 /// program-level edge overlap stays near 50 % here: the tokio semaphore both share carries
