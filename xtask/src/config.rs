@@ -140,8 +140,17 @@ impl Default for Insight {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Lockstep {
-    /// Sessions per workload, each with new processes: the unit of inference.
+    /// The most sessions a workload runs, each with new processes: the unit of inference.
+    /// How many it runs below that is the stopping rule's (`measure.target_half_width_pct`).
     pub sessions: u32,
+    /// The stopping rule's pilot: the sessions every workload runs before its count is
+    /// planned from their spread (at most `sessions`).
+    #[serde(default = "twelve")]
+    pub min_sessions: u32,
+    /// A workload's sessions stop once they have taken this many seconds in all (the pilot
+    /// always runs whole): the interval is then wider than the target, and says so.
+    #[serde(default = "sixty")]
+    pub max_secs: f64,
     /// Rounds per session; each round runs every arm's batch once.
     pub rounds: u32,
     /// Messages per batch (about 1 ms of work).
@@ -157,10 +166,24 @@ fn yes() -> bool {
     true
 }
 
+fn twelve() -> u32 {
+    12
+}
+
+fn sixty() -> f64 {
+    60.0
+}
+
+fn one() -> f64 {
+    1.0
+}
+
 impl Default for Lockstep {
     fn default() -> Self {
         Lockstep {
             sessions: 100,
+            min_sessions: twelve(),
+            max_secs: sixty(),
             rounds: 20,
             batch_messages: 3000,
             share_core: true,
@@ -234,8 +257,14 @@ pub struct Measure {
     /// Pin every measured run to this CPU (`taskset -c`), or leave it to the scheduler.
     #[serde(default)]
     pub pin_core: Option<usize>,
-    /// Bootstrap resamples for each interval (at least 10,000 for a stable 95 % interval).
+    /// Bootstrap resamples for the oracle capture's interval (at least 10,000 for a stable
+    /// 95 % interval).
     pub bootstrap_resamples: usize,
+    /// The stopping rule's target: each workload runs sessions until every interval it
+    /// reports (each build against release, the A/A arm, the `versus` pairs) is expected to
+    /// be at most this wide on either side, in % (0: always `lockstep.sessions`).
+    #[serde(default = "one")]
+    pub target_half_width_pct: f64,
     /// The smallest change called a change, in %: the verdict threshold is the larger of this
     /// and the A/A noise floor.
     pub min_effect_pct: f64,
@@ -320,6 +349,10 @@ pub struct Workload {
     /// scatter shrinks only with longer batches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_messages: Option<u64>,
+    /// Lockstep only: this workload's own `measure.target_half_width_pct` (a noisy workload
+    /// that would otherwise run into the session or time cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_half_width_pct: Option<f64>,
     /// `false`: no instructions per message for it (a workload of several threads, whose
     /// count depends on how they are scheduled, so it is no deterministic metric).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -328,6 +361,7 @@ pub struct Workload {
 
 impl Workload {
     /// A workload with the defaults of every optional key.
+    #[cfg(test)]
     pub fn new(name: impl Into<String>, args: Vec<String>) -> Self {
         Workload {
             name: name.into(),
@@ -335,6 +369,7 @@ impl Workload {
             share_core: None,
             sessions: None,
             batch_messages: None,
+            target_half_width_pct: None,
             instructions: None,
         }
     }
@@ -343,6 +378,19 @@ impl Workload {
     pub fn sessions_in(&self, lockstep: &Lockstep) -> u32 {
         self.sessions
             .map_or(lockstep.sessions, |n| n.min(lockstep.sessions))
+    }
+
+    /// The sessions of its stopping rule's pilot under `lockstep`.
+    pub fn pilot_in(&self, lockstep: &Lockstep) -> u32 {
+        lockstep
+            .min_sessions
+            .clamp(2, self.sessions_in(lockstep).max(2))
+    }
+
+    /// Its target half-width (%) under `measure`.
+    pub fn target_in(&self, measure: &Measure) -> f64 {
+        self.target_half_width_pct
+            .unwrap_or(measure.target_half_width_pct)
     }
 
     /// Its messages per lockstep batch under `lockstep`.
@@ -428,6 +476,28 @@ pub fn parse(text: &str) -> Result<Config> {
         bail!(
             "`measure.lockstep` needs at least 2 sessions, 2 rounds and 1 message a batch (an interval needs several sessions; 10 or more is sound)"
         );
+    }
+    if l.min_sessions < 2 {
+        bail!(
+            "`measure.lockstep.min_sessions` must be at least 2 (the pilot estimates a spread; 12 or more is sound)"
+        );
+    }
+    if l.max_secs.is_nan() || l.max_secs <= 0.0 {
+        bail!("`measure.lockstep.max_secs` must be a positive number of seconds");
+    }
+    let targets = std::iter::once(config.measure.target_half_width_pct).chain(
+        config
+            .measure
+            .workloads
+            .iter()
+            .filter_map(|w| w.target_half_width_pct),
+    );
+    for t in targets {
+        if !(t >= 0.0 && t.is_finite()) {
+            bail!(
+                "`target_half_width_pct` is {t}: it must be a half-width in % (1.0, 0.5 for a precise run), or 0 to always run `measure.lockstep.sessions`"
+            );
+        }
     }
     if config.measure.bootstrap_resamples < 1000 {
         bail!("`measure.bootstrap_resamples` must be at least 1000");

@@ -179,3 +179,32 @@ fn a_workloads_own_lockstep_keys_parse_and_are_checked() {
         &["workload `lat`", "`batch_messages` must be at least 1"],
     );
 }
+
+#[test]
+fn the_stopping_rule_keys_are_checked() {
+    let m = parse(GOOD).unwrap().measure;
+    assert_eq!(
+        (
+            m.target_half_width_pct,
+            m.lockstep.min_sessions,
+            m.lockstep.max_secs
+        ),
+        (1.0, 12, 60.0),
+        "the defaults"
+    );
+    check_err(
+        &GOOD.replace(
+            "bootstrap_resamples = 10000",
+            "bootstrap_resamples = 10000\ntarget_half_width_pct = -1",
+        ),
+        &["`target_half_width_pct` is -1: it must be a half-width in %"],
+    );
+    check_err(
+        &GOOD.replace("[measure]", "[measure.lockstep]\nsessions = 9\nrounds = 3\nbatch_messages = 10\nmin_sessions = 1\n\n[measure]"),
+        &["`measure.lockstep.min_sessions` must be at least 2"],
+    );
+    check_err(
+        &GOOD.replace("[measure]", "[measure.lockstep]\nsessions = 9\nrounds = 3\nbatch_messages = 10\nmax_secs = 0\n\n[measure]"),
+        &["`measure.lockstep.max_secs` must be a positive number of seconds"],
+    );
+}

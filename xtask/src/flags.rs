@@ -45,7 +45,7 @@ const COMMON: [FlagSpec; 4] = [
 ];
 
 /// Flags only `cargo xtask pgo` takes.
-const PGO_ONLY: [FlagSpec; 10] = [
+const PGO_ONLY: [FlagSpec; 11] = [
     flag(
         "--check",
         None,
@@ -73,6 +73,12 @@ const PGO_ONLY: [FlagSpec; 10] = [
         "--force",
         Some("[STAGE]"),
         "run every stage (or STAGE and every later one) although it is up to date",
+    ),
+    flag(
+        "--half-width",
+        Some("PCT"),
+        "the stopping rule's target: measure until every interval is expected within ±PCT % \
+         (the config's `measure.target_half_width_pct`, 1.0 by default; 0.5 for a precise run)",
     ),
     flag(
         "--remeasure",
@@ -169,6 +175,8 @@ pub struct PgoFlags {
     pub force: Option<Stage>,
     /// `--remeasure`: measure although the measurement's inputs are unchanged.
     pub remeasure: bool,
+    /// `--half-width PCT`: the stopping rule's target, over the config's.
+    pub half_width: Option<f64>,
     /// `--publish`: keep this run's report.md in docs/results/, with a row in its index.
     pub publish: bool,
     /// `--profile PATH`: a stored profile or bundle instead of training.
@@ -239,6 +247,19 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                                 })
                             }
                             "--remeasure" => flags.remeasure = true,
+                            "--half-width" => {
+                                let v = value.unwrap_or_default();
+                                match v.parse::<f64>() {
+                                    Ok(pct) if pct >= 0.0 && pct.is_finite() => {
+                                        flags.half_width = Some(pct)
+                                    }
+                                    _ => {
+                                        return Err(format!(
+                                            "`--half-width` takes a half-width in % (1.0, 0.5), not `{v}`"
+                                        ));
+                                    }
+                                }
+                            }
                             "--publish" => flags.publish = true,
                             "--profile" => flags.profile = value.map(PathBuf::from),
                             "--bundle" => flags.bundle = value.map(PathBuf::from),

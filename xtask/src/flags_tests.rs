@@ -79,6 +79,16 @@ fn stages_flags_and_their_errors() {
         (Some(Stage::Train), Some(Stage::Doctor))
     );
     assert!(alone.remeasure);
+    assert_eq!(pgo("--half-width 0.5").half_width, Some(0.5));
+    assert_eq!(pgo("measure").half_width, None);
+    assert_eq!(
+        usage_error("pgo --half-width fine"),
+        "`--half-width` takes a half-width in % (1.0, 0.5), not `fine`"
+    );
+    assert_eq!(
+        usage_error("pgo --half-width -1"),
+        "`--half-width` takes a half-width in % (1.0, 0.5), not `-1`"
+    );
     assert_eq!(
         (
             pgo("--force measure report").force,
@@ -135,6 +145,7 @@ fn every_flag_in_the_tables_is_parsed_and_shown() {
         for f in flags {
             let value = match f.value {
                 Some(v) if v.starts_with('[') => "",
+                Some("PCT") => "0.5",
                 Some(_) => "v",
                 None => "",
             };

@@ -1,7 +1,9 @@
 //! One lockstep session, the pipeline's measurement protocol: every arm (release, release
-//! again as the A/A arm, and each other build) is one live `mty-bench --lockstep BATCH` process for a whole session, all pinned
-//! to the same core, set up and warmed once; then, round after round, xtask tells each arm in
-//! a seeded random order to run one batch and waits for its answer before telling the next.
+//! again as the A/A arm, and each other build) is one live `mty-bench --lockstep BATCH`
+//! process for a whole session, set up and warmed once on another core (while the session
+//! before takes its turns), then all moved onto the same core; then, round after round, xtask
+//! tells each arm in a seeded random order to run one batch and waits for its answer before
+//! telling the next.
 //! This VM's speed flips between two states about once a second: runs of separate processes
 //! (50 ms each) land in one state or the other at random, while arms that take turns in
 //! ~1 ms batches see the same state within a round. Several sessions of new processes sample
@@ -23,7 +25,7 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdin};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use indicatif::ProgressBar;
@@ -45,6 +47,10 @@ pub struct Batch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p999_ns: Option<f64>,
     pub mean_ns: f64,
+    /// The batch's own wall time, as the arm timed it (a mty-bench from before it was
+    /// reported: `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_ns: Option<f64>,
     /// With `--inject-iters`: the injected chain's own cost, timed after the batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inject_ns: Option<f64>,
@@ -70,9 +76,24 @@ pub struct Session {
     pub batches: Vec<Vec<Batch>>,
     /// Each arm's closing report over all its batches (histogram, CPU time, switches).
     pub totals: Vec<WorkloadLine>,
+    /// Where its time went (a report from before it was kept: `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
 }
 
 impl Session {
+    /// The session's value for `cand` against `base`: the median over its rounds of
+    /// ln(cand batch median / base batch median); `None` without both arms.
+    pub fn median_log_ratio(&self, cand: &str, base: &str) -> Option<f64> {
+        let (c, b) = (self.arm(cand)?, self.arm(base)?);
+        let ratios: Vec<f64> = c
+            .iter()
+            .zip(b)
+            .map(|(c, b)| (c.median_ns / b.median_ns).ln())
+            .collect();
+        crate::stats::median(&ratios)
+    }
+
     /// Arm `name`'s batches in round order.
     pub fn arm(&self, name: &str) -> Option<&[Batch]> {
         let i = self.arms.iter().position(|a| a == name)?;
@@ -94,8 +115,93 @@ fn shared_core(cfg: &Measure, share: bool) -> Option<usize> {
     })
 }
 
+/// Where a session's arms start, set up and warm up: another core than the one they will
+/// take turns on (the first other one), so that the next session's set-up can run while
+/// this session's turns do; `None` on a machine of one core.
+fn setup_core(measured: Option<usize>) -> Option<usize> {
+    let cpus = std::thread::available_parallelism().ok()?.get();
+    (0..cpus).find(|&c| Some(c) != measured)
+}
+
+/// Where a session's time went, in seconds: what report.json keeps of each session, and what
+/// the overhead is reckoned from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// From spawning the arms to the last one's ready line (set-up and warm-up, on the set-up
+    /// core).
+    pub setup_secs: f64,
+    /// Of that, what the measured core waited for: none when the arms set up while the
+    /// session before took its turns.
+    pub waited_secs: f64,
+    /// Moving the arms onto the measured core. Their first batch there runs on cold caches
+    /// (about 4 % slower per message here): the median over rounds sets it aside, cheaper
+    /// than an unrecorded round (measured: 6 ms a session against 11).
+    pub move_secs: f64,
+    /// The recorded rounds, wall time.
+    pub turns_secs: f64,
+    /// Inside the arms' batches, as they timed them (0 when they do not say).
+    pub batch_secs: f64,
+    /// From `q` to the last arm's exit.
+    pub close_secs: f64,
+}
+
+impl Timing {
+    /// The measured core's time: what a session adds to the stage's.
+    pub fn critical_secs(&self) -> f64 {
+        self.waited_secs + self.move_secs + self.turns_secs + self.close_secs
+    }
+}
+
+/// A session's arms, started (on the set-up core where there is one) and setting up.
+pub struct Spawned {
+    live: Vec<Live>,
+    started: Instant,
+    /// The core they set up on, when they move to their own for the turns.
+    setup: Option<usize>,
+    /// The core they take turns on; `None`: wherever the scheduler (or they) put them.
+    measured: Option<usize>,
+}
+
+impl Spawned {
+    /// Whether this session's turns leave another core free for the next one's set-up.
+    pub fn leaves_a_core_free(&self) -> bool {
+        self.measured.is_some() && self.setup.is_some()
+    }
+}
+
+/// Starts one session's arms: each a live `--lockstep BATCH` process, pinned to the set-up
+/// core while it sets up and warms up (on one core, or for arms that do not share one, where
+/// they will take turns).
+pub fn spawn(
+    workload: &Workload,
+    arms: &[Arm],
+    cfg: &Measure,
+    bar: &ProgressBar,
+) -> Result<Spawned> {
+    let batch = workload.batch_in(&cfg.lockstep).to_string();
+    let measured = shared_core(cfg, workload.shares_core_in(&cfg.lockstep));
+    // Arms of several threads (not sharing a core) start where they will run: they place
+    // their own threads (`--pin-workers`), which a move would undo.
+    let setup = measured.and_then(|m| setup_core(Some(m)));
+    let started = Instant::now();
+    let mut live = Vec::new();
+    for arm in arms {
+        let cmd = crate::workload::pinned(&arm.exe, setup.or(measured))
+            .args(arm.args.iter().cloned())
+            .args(["--lockstep".to_string(), batch.clone()]);
+        live.push(bar.suspend(|| Live::start(&arm.name, cmd))?);
+    }
+    Ok(Spawned {
+        live,
+        started,
+        setup,
+        measured,
+    })
+}
+
 /// Runs one session: starts every arm, `rounds` rounds of turns, then closes them; `bar`
 /// counts the rounds.
+#[cfg(test)]
 pub fn session(
     workload: &Workload,
     index: u32,
@@ -104,71 +210,95 @@ pub fn session(
     rng: &mut SplitMix64,
     bar: &ProgressBar,
 ) -> Result<Session> {
-    let timeout = Duration::from_secs(cfg.timeout_secs);
-    let batch = workload.batch_in(&cfg.lockstep).to_string();
-    let core = shared_core(cfg, workload.shares_core_in(&cfg.lockstep));
-    let workload = workload.name.as_str();
-    let mut live = Vec::new();
-    for arm in arms {
-        let cmd = crate::workload::pinned(&arm.exe, core)
-            .args(arm.args.iter().cloned())
-            .args(["--lockstep".to_string(), batch.clone()]);
-        live.push(bar.suspend(|| Live::start(&arm.name, cmd))?);
-    }
-    // Set up and warmed: each says so before any batch.
-    for arm in &mut live {
-        let line = arm.answer(timeout, "setting up")?;
-        if !line.contains("\"ready\"") {
-            bail!(
-                "arm `{}` (`{}`) answered {line:?} instead of its ready line; is it a mty-bench that knows `--lockstep`?",
-                arm.name,
-                arm.cmd.display()
-            );
+    spawn(workload, arms, cfg, bar)?.run(workload, index, cfg, rng, bar)
+}
+
+impl Spawned {
+    /// The session of these arms: waits for them to be ready, moves them onto the measured
+    /// core(s), `rounds` rounds of turns, then closes them; `bar` counts the rounds.
+    pub fn run(
+        mut self,
+        workload: &Workload,
+        index: u32,
+        cfg: &Measure,
+        rng: &mut SplitMix64,
+        bar: &ProgressBar,
+    ) -> Result<Session> {
+        let timeout = Duration::from_secs(cfg.timeout_secs);
+        let name = workload.name.as_str();
+        let waiting = Instant::now();
+        // Set up and warmed: each says so before any batch.
+        for arm in &mut self.live {
+            let line = arm.answer(timeout, "setting up")?;
+            if !line.contains("\"ready\"") {
+                bail!(
+                    "arm `{}` (`{}`) answered {line:?} instead of its ready line; is it a mty-bench that knows `--lockstep`?",
+                    arm.name,
+                    arm.cmd.display()
+                );
+            }
         }
-    }
-    let mut order = Vec::with_capacity(cfg.lockstep.rounds as usize);
-    let mut batches: Vec<Vec<Batch>> = vec![Vec::new(); arms.len()];
-    for round in 0..cfg.lockstep.rounds {
-        let mut turn: Vec<u8> = (0..arms.len() as u8).collect();
-        rng.shuffle(&mut turn);
-        for &a in &turn {
-            let arm = &mut live[a as usize];
-            let what = format!("running batch {} of session {index}", round + 1);
-            arm.say("g", &what)?;
-            let line = arm.answer(timeout, &what)?;
-            let parsed: Batch = serde_json::from_str(&line).with_context(|| {
+        let mut timing = Timing {
+            setup_secs: self.started.elapsed().as_secs_f64(),
+            waited_secs: waiting.elapsed().as_secs_f64(),
+            ..Timing::default()
+        };
+        let n = self.live.len();
+        if let (Some(_), Some(core)) = (self.setup, self.measured) {
+            let moving = Instant::now();
+            for arm in &mut self.live {
+                arm.repin(core)?;
+            }
+            timing.move_secs = moving.elapsed().as_secs_f64();
+        }
+        let turns = Instant::now();
+        let mut order = Vec::with_capacity(cfg.lockstep.rounds as usize);
+        let mut batches: Vec<Vec<Batch>> = vec![Vec::new(); n];
+        for round in 0..cfg.lockstep.rounds {
+            let mut turn: Vec<u8> = (0..n as u8).collect();
+            rng.shuffle(&mut turn);
+            for &a in &turn {
+                let what = format!("running batch {} of session {index}", round + 1);
+                batches[a as usize].push(self.live[a as usize].batch(timeout, &what)?);
+            }
+            order.push(turn);
+            bar.inc(1);
+        }
+        timing.turns_secs = turns.elapsed().as_secs_f64();
+        timing.batch_secs = batches
+            .iter()
+            .flatten()
+            .filter_map(|b| b.elapsed_ns)
+            .sum::<f64>()
+            / 1e9;
+        let closing = Instant::now();
+        // Every arm writes its closing report at once; then each is read and reaped.
+        for arm in &mut self.live {
+            arm.say("q", "closing")?;
+        }
+        let mut totals = Vec::new();
+        for arm in &mut self.live {
+            let line = arm.answer(timeout, "writing its closing report")?;
+            totals.push(parse_line(&line).with_context(|| {
                 format!(
-                    "arm `{}` (`{}`) answered {line:?}, not a batch summary",
+                    "arm `{}` (`{}`): its closing report",
                     arm.name,
                     arm.cmd.display()
                 )
-            })?;
-            batches[a as usize].push(parsed);
+            })?);
+            arm.finish(timeout)?;
         }
-        order.push(turn);
-        bar.inc(1);
+        timing.close_secs = closing.elapsed().as_secs_f64();
+        Ok(Session {
+            workload: name.to_string(),
+            session: index,
+            arms: self.live.iter().map(|a| a.name.clone()).collect(),
+            order,
+            batches,
+            totals,
+            timing: Some(timing),
+        })
     }
-    let mut totals = Vec::new();
-    for arm in &mut live {
-        arm.say("q", "closing")?;
-        let line = arm.answer(timeout, "writing its closing report")?;
-        totals.push(parse_line(&line).with_context(|| {
-            format!(
-                "arm `{}` (`{}`): its closing report",
-                arm.name,
-                arm.cmd.display()
-            )
-        })?);
-        arm.finish(timeout)?;
-    }
-    Ok(Session {
-        workload: workload.to_string(),
-        session: index,
-        arms: arms.iter().map(|a| a.name.clone()).collect(),
-        order,
-        batches,
-        totals,
-    })
 }
 
 /// A running arm: its pipes, and its stdout and stderr read by threads of their own (so a
@@ -247,6 +377,50 @@ impl Live {
             Err(RecvTimeoutError::Disconnected) => Err(self.failure(what, None)),
             Err(RecvTimeoutError::Timeout) => Err(self.failure(what, Some(timeout))),
         }
+    }
+
+    /// One batch: `g`, and its summary.
+    fn batch(&mut self, timeout: Duration, what: &str) -> Result<Batch> {
+        self.say("g", what)?;
+        let line = self.answer(timeout, what)?;
+        serde_json::from_str(&line).with_context(|| {
+            format!(
+                "arm `{}` (`{}`) answered {line:?}, not a batch summary",
+                self.name,
+                self.cmd.display()
+            )
+        })
+    }
+
+    /// Moves every thread of the arm onto `cpu` (sched_setaffinity on each task of its
+    /// process: `taskset` exec'd the arm, so its pid is the arm's).
+    fn repin(&mut self, cpu: usize) -> Result<()> {
+        let pid = self.child.id();
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .with_context(|| format!("lockstep arm `{}`: listing its threads", self.name))?;
+        // SAFETY: cpu_set_t is a plain bit array, valid all zeros.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid cpu_set_t and CPU_SET bounds-checks `cpu`.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+        for task in tasks {
+            let tid: libc::pid_t = task?
+                .file_name()
+                .to_string_lossy()
+                .parse()
+                .context("a task id in /proc")?;
+            // SAFETY: `set` outlives the call, whose size argument is its own.
+            let rc = unsafe {
+                libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+            };
+            if rc != 0 {
+                bail!(
+                    "lockstep arm `{}`: moving thread {tid} onto CPU {cpu}: {}",
+                    self.name,
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Closes stdin and waits for a clean exit.
@@ -377,7 +551,9 @@ exec sleep 60"#,
         // closed.
         let alive = std::path::Path::new(&format!("/proc/{}", pid.trim())).exists()
             || started.elapsed() > Duration::from_secs(30);
-        (format!("{err:#}"), alive)
+        // Set up on the other core first: the command line starts with its `taskset`.
+        let err = format!("{err:#}").replace("`taskset -c 0 ", "`");
+        (err, alive)
     }
 
     const READY: &str = r#"echo '{"ready":true,"pid":1,"clock_overhead_ns":20}'"#;

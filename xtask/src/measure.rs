@@ -1,5 +1,6 @@
 //! The measured arms (each build under its name, release twice) and the schedule of lockstep
-//! sessions, each workload's taking turns with the others' (one session: `lockstep.rs`).
+//! sessions, each workload's taking turns with the others' (one session: `lockstep.rs`),
+//! until the stopping rule (`stats/sequential.rs`) is satisfied.
 
 use std::path::PathBuf;
 
@@ -8,8 +9,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::build::{Build, Built};
 use crate::config::{Measure, Workload};
-use crate::lockstep::{self, Arm, Session};
-use crate::stats::SplitMix64;
+use serde::{Deserialize, Serialize};
+
+use crate::lockstep::{self, Arm, Session, Timing};
+use crate::stats::{SplitMix64, sequential};
 
 /// The baseline build's name, and the name of its second run in each block (A/A).
 pub const BASELINE: &str = Build::BASELINE.name();
@@ -42,52 +45,297 @@ pub fn arms(builds: &[Built]) -> Vec<MeasuredArm> {
     arms
 }
 
-/// Per workload, `lockstep.sessions` sessions of the arms taking
-/// turns (`lockstep.rs`). Sessions of the workloads alternate, so a slow stretch of the
-/// machine is shared among them rather than landing on one.
-pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<Vec<Session>> {
-    let l = &cfg.lockstep;
-    let schedule = lockstep_schedule(cfg);
-    let total = schedule.len() as u64 * l.rounds as u64;
-    let bar = ProgressBar::new(total).with_prefix("measure").with_style(
-        ProgressStyle::with_template(
-            "{prefix:>12} [{bar:30}] {pos}/{len} rounds {elapsed} {wide_msg}",
-        )
-        .expect("a valid template")
-        .progress_chars("=> "),
-    );
-    let mut rng = SplitMix64::new(cfg.seed);
-    let mut sessions = Vec::new();
-    for (s, workload) in schedule {
-        bar.set_message(format!("session {} of {}", s + 1, workload.name));
-        let arms: Vec<Arm> = arms
-            .iter()
-            .map(|a| Arm {
-                name: a.name.clone(),
-                exe: a.exe.clone(),
-                args: workload.args.iter().chain(&a.extra).cloned().collect(),
-            })
-            .collect();
-        let session = lockstep::session(workload, s, &arms, cfg, &mut rng, &bar)
-            .with_context(|| format!("measuring `{}` (lockstep)", workload.name))?;
-        sessions.push(session);
-    }
-    bar.finish_and_clear();
-    Ok(sessions)
+/// One workload's sessions: its settings, its arms (each with its whole command line), and
+/// the comparisons (candidate arm, baseline arm) whose intervals the stopping rule watches.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub workload: Workload,
+    pub arms: Vec<Arm>,
+    pub pairs: Vec<(String, String)>,
 }
 
-/// The lockstep sessions in the order they run: session by session, each workload that
-/// takes part in it (a workload's own `sessions` ends its part early).
-fn lockstep_schedule(cfg: &Measure) -> Vec<(u32, &Workload)> {
-    let l = &cfg.lockstep;
-    (0..l.sessions)
-        .flat_map(|s| {
-            cfg.workloads
+/// The groups of the measured workloads: every arm on each workload's arguments (plus the
+/// arm's extra ones), each compared with the first arm (release).
+pub fn groups(arms: &[MeasuredArm], cfg: &Measure) -> Vec<Group> {
+    cfg.workloads
+        .iter()
+        .map(|w| Group {
+            workload: w.clone(),
+            arms: arms
                 .iter()
-                .filter(move |w| s < w.sessions_in(l))
-                .map(move |w| (s, w))
+                .map(|a| Arm {
+                    name: a.name.clone(),
+                    exe: a.exe.clone(),
+                    args: w.args.iter().chain(&a.extra).cloned().collect(),
+                })
+                .collect(),
+            pairs: arms
+                .iter()
+                .skip(1)
+                .map(|a| (a.name.clone(), arms[0].name.clone()))
+                .collect(),
         })
         .collect()
+}
+
+/// Why a workload's sessions stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The planned count, expected to meet the target half-width, was reached.
+    Target,
+    /// The target needed more than `lockstep.sessions` (or the workload's own `sessions`).
+    SessionCap,
+    /// `lockstep.max_secs` ran out first.
+    TimeCap,
+    /// No target (`target_half_width_pct = 0`): the fixed `sessions`.
+    Fixed,
+}
+
+/// How one workload's sessions went: the stopping rule's plan, why it stopped, and where
+/// the time went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stopping {
+    pub workload: String,
+    pub target_half_width_pct: f64,
+    /// The pilot's sessions.
+    pub pilot: u32,
+    /// The sessions the pilot's spread asked for (Stein's count, before the caps).
+    pub needed: Option<u32>,
+    pub sessions: u32,
+    pub reason: StopReason,
+    /// The sessions' time on the measured core(s), in seconds.
+    pub secs: f64,
+    /// Summed over the sessions.
+    pub timing: Timing,
+}
+
+impl Stopping {
+    /// "48 sessions: target ±1.0 % reached (the pilot of 12 asked for 48)".
+    pub fn describe(&self) -> String {
+        let asked = match self.needed {
+            Some(n) => format!(" (the pilot of {} asked for {n})", self.pilot),
+            None => String::new(),
+        };
+        let why = match self.reason {
+            StopReason::Target => format!("target ±{} % reached", self.target_half_width_pct),
+            StopReason::SessionCap => "session cap".to_string(),
+            StopReason::TimeCap => "time cap".to_string(),
+            StopReason::Fixed => "fixed count (no target)".to_string(),
+        };
+        format!(
+            "{} sessions in {:.1} s: {why}{asked}",
+            self.sessions, self.secs
+        )
+    }
+
+    /// Time outside the arms' batches, as a share of the time in them (%); `None` when the
+    /// arms did not time their batches.
+    pub fn overhead_pct(&self) -> Option<f64> {
+        let t = &self.timing;
+        (t.batch_secs > 0.0).then(|| 100.0 * (self.secs - t.batch_secs) / t.batch_secs)
+    }
+}
+
+/// Per workload, lockstep sessions of the arms taking turns (`lockstep.rs`) until the
+/// stopping rule is satisfied. See [`run_groups`].
+pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<(Vec<Session>, Vec<Stopping>)> {
+    run_groups(&groups(arms, cfg), cfg)
+}
+
+/// A group's progress through its sessions.
+struct Progress {
+    started: u32,
+    done: Vec<Session>,
+    pilot: u32,
+    max: u32,
+    /// The count the rule settled on, once the pilot is in.
+    plan: Option<(u32, StopReason)>,
+    needed: Option<u32>,
+    secs: f64,
+    timing: Timing,
+}
+
+impl Progress {
+    /// The sessions it may start: its pilot until planned, then its plan.
+    fn limit(&self) -> u32 {
+        self.plan.map_or(self.pilot, |(n, _)| n)
+    }
+}
+
+/// The sessions of every group, round-robin among the groups still measuring (so a slow
+/// stretch of the machine is shared among them), each group stopping by the rule in
+/// `stats::sequential`: a pilot of `lockstep.min_sessions`, then the count its spread asks
+/// for the target half-width, within `lockstep.sessions` and `lockstep.max_secs`. While one
+/// session takes its turns on the measured core, the next one's arms start and warm up on the
+/// other core.
+pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<Stopping>)> {
+    let l = &cfg.lockstep;
+    let mut progress: Vec<Progress> = groups
+        .iter()
+        .map(|g| Progress {
+            started: 0,
+            done: Vec::new(),
+            pilot: g.workload.pilot_in(l),
+            max: g.workload.sessions_in(l),
+            plan: None,
+            needed: None,
+            secs: 0.0,
+            timing: Timing::default(),
+        })
+        .collect();
+    let rounds = l.rounds as u64;
+    let bar = ProgressBar::new(progress.iter().map(|p| p.pilot as u64).sum::<u64>() * rounds)
+        .with_prefix("measure")
+        .with_style(
+            ProgressStyle::with_template(
+                "{prefix:>12} [{bar:30}] {pos}/{len} rounds {elapsed} {wide_msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+    let mut rng = SplitMix64::new(cfg.seed);
+    let mut turn = 0usize;
+    // The next session to start: round-robin among the groups below their limit; else, so
+    // that a group finishing its pilot alone does not leave the other core idle, one more
+    // session of a group still in its pilot (not run if the plan stops at the pilot).
+    let mut next = |progress: &mut [Progress]| -> Option<(usize, u32)> {
+        let n = progress.len();
+        let below = |p: &Progress| p.started < p.limit();
+        let speculative = |p: &Progress| p.plan.is_none() && p.started < p.max;
+        let g = (0..n)
+            .map(|k| (turn + k) % n)
+            .find(|&g| below(&progress[g]))
+            .or_else(|| {
+                (0..n)
+                    .map(|k| (turn + k) % n)
+                    .find(|&g| speculative(&progress[g]))
+            })?;
+        turn = g + 1;
+        progress[g].started += 1;
+        Some((g, progress[g].started - 1))
+    };
+    let start = |g: usize| -> Result<lockstep::Spawned> {
+        lockstep::spawn(&groups[g].workload, &groups[g].arms, cfg, &bar)
+            .with_context(|| format!("measuring `{}` (lockstep)", groups[g].workload.name))
+    };
+    let mut stopped = Vec::new();
+    // The next session, chosen, and started unless its arms set up where they will run.
+    let mut pending: Option<(usize, u32, Option<lockstep::Spawned>)> = None;
+    loop {
+        let (g, index, spawned) = match pending.take() {
+            Some((g, index, Some(spawned))) => (g, index, spawned),
+            Some((g, index, None)) => (g, index, start(g)?),
+            None => match next(&mut progress) {
+                Some((g, index)) => (g, index, start(g)?),
+                None => break,
+            },
+        };
+        // The next session sets up on the other core while this one takes its turns.
+        if spawned.leaves_a_core_free()
+            && let Some((g2, index2)) = next(&mut progress)
+        {
+            let early = groups[g2].workload.shares_core_in(l);
+            pending = Some((g2, index2, if early { Some(start(g2)?) } else { None }));
+        }
+        let group = &groups[g];
+        bar.set_message(format!("session {} of {}", index + 1, group.workload.name));
+        let session = spawned
+            .run(&group.workload, index, cfg, &mut rng, &bar)
+            .with_context(|| format!("measuring `{}` (lockstep)", group.workload.name))?;
+        let p = &mut progress[g];
+        if let Some(t) = session.timing {
+            p.secs += t.critical_secs();
+            add(&mut p.timing, &t);
+        }
+        p.done.push(session);
+        let done = p.done.len() as u32;
+        if p.plan.is_none() && done == p.pilot {
+            let target = group.workload.target_in(cfg);
+            let (plan, needed) = plan(group, &p.done, target, p.pilot, p.max);
+            p.plan = Some(plan);
+            p.needed = needed;
+            let more = (p.limit() - p.pilot) as u64 * rounds;
+            bar.inc_length(more);
+        }
+        if let Some((n, _)) = p.plan
+            && done < n
+            && done >= p.pilot
+            && p.secs >= l.max_secs
+        {
+            bar.set_length(bar.length().unwrap_or(0) - (n - done) as u64 * rounds);
+            p.plan = Some((done, StopReason::TimeCap));
+        }
+        if let Some((n, reason)) = p.plan
+            && done >= n
+        {
+            let s = Stopping {
+                workload: group.workload.name.clone(),
+                target_half_width_pct: group.workload.target_in(cfg),
+                pilot: p.pilot,
+                needed: p.needed,
+                sessions: done,
+                reason,
+                secs: p.secs,
+                timing: p.timing,
+            };
+            bar.println(format!("measure: {}: {}", s.workload, s.describe()));
+            stopped.push(s);
+        }
+        // A session started for a group whose plan has since ended it is not run.
+        if let Some((g2, index2, _)) = &pending
+            && progress[*g2].plan.is_some()
+            && *index2 >= progress[*g2].limit()
+        {
+            progress[*g2].started -= 1;
+            pending = None;
+        }
+    }
+    bar.finish_and_clear();
+    let sessions = progress.into_iter().flat_map(|p| p.done).collect();
+    Ok((sessions, stopped))
+}
+
+/// The stopping rule's plan for a group after its pilot: Stein's count for the widest of
+/// its comparisons (median batches), within the pilot and `max`; and that count uncapped.
+fn plan(
+    group: &Group,
+    pilot: &[Session],
+    target_pct: f64,
+    pilot_n: u32,
+    max: u32,
+) -> ((u32, StopReason), Option<u32>) {
+    if target_pct <= 0.0 {
+        return ((max, StopReason::Fixed), None);
+    }
+    let target = sequential::log_width(target_pct);
+    let needed = group
+        .pairs
+        .iter()
+        .filter_map(|(cand, base)| {
+            let values: Vec<f64> = pilot
+                .iter()
+                .filter_map(|s| s.median_log_ratio(cand, base))
+                .collect();
+            (values.len() >= 2).then(|| sequential::sessions_needed(&values, target) as u32)
+        })
+        .max()
+        .unwrap_or(pilot_n)
+        .max(pilot_n);
+    if needed > max {
+        ((max, StopReason::SessionCap), Some(needed))
+    } else {
+        ((needed, StopReason::Target), Some(needed))
+    }
+}
+
+fn add(sum: &mut Timing, t: &Timing) {
+    sum.setup_secs += t.setup_secs;
+    sum.waited_secs += t.waited_secs;
+    sum.move_secs += t.move_secs;
+    sum.turns_secs += t.turns_secs;
+    sum.batch_secs += t.batch_secs;
+    sum.close_secs += t.close_secs;
 }
 
 #[cfg(test)]
@@ -98,40 +346,101 @@ mod tests {
     use crate::stats::median;
     use crate::workload::parse_line;
 
-    /// A workload with fewer sessions of its own takes part in the first ones only; the
-    /// others alternate with it as before.
+    /// An arm in sh that serves the protocol: ready, a batch of `median` ns for every `g`
+    /// (a shell expression, evaluated once per process: its per-process effect), mty-bench's
+    /// closing line at `q`.
+    fn sh_arm(name: &str, median: &str) -> Arm {
+        let script = format!(
+            r#"m=$(({median}))
+echo '{{"ready":true,"pid":1,"clock_overhead_ns":20}}'
+while read w; do
+  [ "$w" = q ] && break
+  echo "{{\"median_ns\":$m,\"p95_ns\":$m,\"p99_ns\":$m,\"mean_ns\":$m,\"elapsed_ns\":1000000}}"
+done
+echo '{LINE}'"#
+        );
+        Arm {
+            name: name.to_string(),
+            exe: "sh".into(),
+            args: vec!["-c".into(), script, name.into()],
+        }
+    }
+
+    fn group(name: &str, spread: &str) -> Group {
+        Group {
+            workload: Workload::new(name, vec![]),
+            arms: vec![sh_arm("base", "1000"), sh_arm("cand", spread)],
+            pairs: vec![("cand".into(), "base".into())],
+        }
+    }
+
+    /// The stopping rule, on real processes: a quiet comparison stops at its pilot (target
+    /// met), a scattered one at the session cap, or at the time cap once the pilot is in; no
+    /// target runs the fixed count. Two groups take turns, and every session runs whole.
     #[test]
-    fn the_lockstep_schedule_gives_each_workload_its_sessions() {
+    fn sessions_stop_by_the_rule_and_say_why() {
         let mut cfg = measure_config();
-        cfg.lockstep.sessions = 3;
-        cfg.workloads = vec![
-            Workload::new("a", vec!["a".into()]),
-            Workload {
-                sessions: Some(2),
-                ..Workload::new("b", vec!["b".into()])
-            },
-            Workload {
-                sessions: Some(9),
-                ..Workload::new("c", vec!["c".into()])
-            },
-        ];
-        let order: Vec<(u32, &str)> = lockstep_schedule(&cfg)
-            .into_iter()
-            .map(|(s, w)| (s, w.name.as_str()))
-            .collect();
+        cfg.lockstep.rounds = 3;
+        (cfg.lockstep.min_sessions, cfg.lockstep.sessions) = (4, 9);
+        cfg.target_half_width_pct = 1.0;
+        // ±~20 % per process (the pid's remainder): far more than 9 sessions for ±1 %.
+        let scattered = "800 + ($$ % 41) * 10";
+        let groups = [group("quiet", "1010"), group("scattered", scattered)];
+        let (sessions, stopped) = run_groups(&groups, &cfg).unwrap();
+        let by = |w: &str| stopped.iter().find(|s| s.workload == w).unwrap();
+        let count = |w: &str| sessions.iter().filter(|s| s.workload == w).count() as u32;
+        let quiet = by("quiet");
         assert_eq!(
-            order,
-            [
-                (0, "a"),
-                (0, "b"),
-                (0, "c"),
-                (1, "a"),
-                (1, "b"),
-                (1, "c"),
-                (2, "a"),
-                (2, "c")
-            ],
-            "b stops after its 2; c's 9 is capped at the config's 3"
+            (quiet.sessions, quiet.reason, quiet.needed, quiet.pilot),
+            (4, StopReason::Target, Some(4), 4)
+        );
+        let scattered_run = by("scattered");
+        assert_eq!(
+            (scattered_run.sessions, scattered_run.reason),
+            (9, StopReason::SessionCap)
+        );
+        assert!(scattered_run.needed.unwrap() > 9, "{scattered_run:?}");
+        assert_eq!((count("quiet"), count("scattered")), (4, 9));
+        // Every session whole, numbered in order, and timed; the batches' own time counted.
+        for w in ["quiet", "scattered"] {
+            let mine: Vec<u32> = sessions
+                .iter()
+                .filter(|s| s.workload == w)
+                .map(|s| s.session)
+                .collect();
+            assert_eq!(mine, (0..mine.len() as u32).collect::<Vec<_>>());
+        }
+        assert!(
+            sessions
+                .iter()
+                .all(|s| s.order.len() == 3 && s.timing.is_some())
+        );
+        assert!((by("quiet").timing.batch_secs - 4.0 * 3.0 * 2.0 * 1e-3).abs() < 1e-9);
+        assert!(by("quiet").overhead_pct().is_some());
+        assert!(
+            by("quiet").describe().starts_with("4 sessions in "),
+            "{}",
+            by("quiet").describe()
+        );
+        assert!(
+            by("quiet")
+                .describe()
+                .ends_with(": target ±1 % reached (the pilot of 4 asked for 4)")
+        );
+
+        // The time cap: the pilot runs whole, then it stops.
+        cfg.lockstep.max_secs = 1e-6;
+        let (_, stopped) = run_groups(&[group("scattered", scattered)], &cfg).unwrap();
+        assert_eq!(
+            (stopped[0].sessions, stopped[0].reason),
+            (4, StopReason::TimeCap)
+        );
+        // No target: the fixed count.
+        (cfg.target_half_width_pct, cfg.lockstep.max_secs) = (0.0, 60.0);
+        let (_, stopped) = run_groups(&[group("quiet", "1010")], &cfg).unwrap();
+        assert_eq!(
+            (stopped[0].sessions, stopped[0].reason, stopped[0].needed),
+            (9, StopReason::Fixed, None)
         );
     }
 

@@ -47,6 +47,10 @@ pub struct Measurements {
     pub sessions: Vec<Session>,
     /// The sessions of `measure.versus`, workload against workload.
     pub versus_sessions: Vec<Session>,
+    /// Per workload and `versus` pair: the stopping rule's sessions, why they stopped, where
+    /// their time went.
+    #[serde(default)]
+    pub stopped: Vec<crate::measure::Stopping>,
     pub instructions: Vec<InstructionCount>,
     pub comparators: Vec<crate::compare::Row>,
 }

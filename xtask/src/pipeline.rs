@@ -45,6 +45,9 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     let mut ctx = Ctx::open(&flags.common)?;
     ctx.force_from = flags.force;
     ctx.remeasure = flags.remeasure;
+    if let Some(pct) = flags.half_width {
+        ctx.config.config.measure.target_half_width_pct = pct;
+    }
     let ctx = ctx;
     eprintln!(
         "pgo: config {}, artifacts in {}, builds in {}",

@@ -22,7 +22,7 @@ use crate::stats;
 use crate::warnings::ApplyReport;
 
 /// The version of report.json's shape; `--baseline` refuses another.
-pub const SCHEMA: u32 = 4;
+pub const SCHEMA: u32 = 5;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
@@ -50,6 +50,10 @@ pub struct Report {
     /// ...and their sessions, every batch.
     #[serde(default)]
     pub versus_sessions: Vec<crate::lockstep::Session>,
+    /// Per workload and `versus` pair: the stopping rule's sessions, why they stopped, and
+    /// where their time went.
+    #[serde(default)]
+    pub stopped: Vec<crate::measure::Stopping>,
     /// The stages of the run that wrote this report, before the report itself: which ran
     /// and which were reused (up to date), with their fingerprints and seconds.
     #[serde(default)]

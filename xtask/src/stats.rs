@@ -5,6 +5,8 @@
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
+pub mod sequential;
+
 /// The comparison of a candidate build with a baseline over paired runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
@@ -80,11 +82,12 @@ pub fn compare(
 }
 
 /// Lockstep sessions: `sessions[s]` holds the per-round ln(candidate / baseline) of session
-/// s. The estimate is robust to a speed flip inside a session (the median of its rounds'
-/// ratios) and takes sessions as the unit (the mean of the session medians): whole sessions
-/// differ by per-process effects, rounds within one do not sample those. The interval is a
-/// nested percentile bootstrap: resample sessions, then rounds within each, seeded.
-pub fn compare_nested(sessions: &[Vec<f64>], resamples: usize, seed: u64) -> Result<Estimate> {
+/// s, in the order the sessions ran, the first `pilot` of them the stopping rule's pilot. The
+/// estimate is robust to a speed flip inside a session (the median of its rounds' ratios) and
+/// takes sessions as the unit (a 20 % trimmed mean of the session medians): whole sessions
+/// differ by per-process effects, rounds within one do not sample those. The interval is the
+/// stopping rule's (`sequential::interval`), valid whatever number of sessions the rule chose.
+pub fn compare_sessions(sessions: &[Vec<f64>], pilot: usize) -> Result<Estimate> {
     if sessions.len() < 2 {
         bail!(
             "{} session(s): an interval needs at least 2",
@@ -98,22 +101,7 @@ pub fn compare_nested(sessions: &[Vec<f64>], resamples: usize, seed: u64) -> Res
         bail!("a round's ratio is not a finite number (a zero or negative latency?)");
     }
     let per_session: Vec<f64> = sessions.iter().map(|s| median_of(&mut s.clone())).collect();
-    let m = mean(&per_session);
-    let mut rng = SplitMix64::new(seed);
-    let mut scratch = Vec::new();
-    let mut means: Vec<f64> = (0..resamples.max(1))
-        .map(|_| {
-            let mut sum = 0.0;
-            for _ in 0..sessions.len() {
-                let s = &sessions[rng.below(sessions.len())];
-                scratch.clear();
-                scratch.extend((0..s.len()).map(|_| s[rng.below(s.len())]));
-                sum += median_of(&mut scratch);
-            }
-            sum / sessions.len() as f64
-        })
-        .collect();
-    means.sort_by(f64::total_cmp);
+    let (m, half) = sequential::interval(&per_session, pilot);
     let pct = |x: f64| (x.exp() - 1.0) * 100.0;
     Ok(Estimate {
         pairs: sessions.len(),
@@ -121,8 +109,8 @@ pub fn compare_nested(sessions: &[Vec<f64>], resamples: usize, seed: u64) -> Res
         mean_log_ratio: m,
         ratio: m.exp(),
         change_pct: pct(m),
-        ci_low_pct: pct(quantile_sorted(&means, 0.025)),
-        ci_high_pct: pct(quantile_sorted(&means, 0.975)),
+        ci_low_pct: pct(m - half),
+        ci_high_pct: pct(m + half),
         wilcoxon_p: wilcoxon_signed_rank_p(&per_session),
     })
 }
@@ -140,7 +128,7 @@ pub struct Capture {
 }
 
 /// `cand[s][r]` and `oracle[s][r]`: ln(build / reference) in round r of session s, the same
-/// rounds for both. The gain of each is the negated estimate of [`compare_nested`] (median over
+/// rounds for both. The gain of each is the negated estimate of [`compare_sessions`] (median over
 /// rounds, mean over sessions); the capture is their ratio, with a nested bootstrap that draws
 /// the same sessions and rounds for both.
 pub fn capture_nested(
@@ -454,19 +442,17 @@ mod tests {
     }
 
     #[test]
-    fn nested_bootstrap_covers_a_known_ratio_through_state_flips() {
+    fn the_session_interval_covers_a_known_ratio_through_state_flips() {
         // 3 % slower, the machine flipping state every 7 rounds, ±1 % per-process offsets.
         let s = sessions(12, 200, 1.03, 7, 0.01, 5);
-        let e = compare_nested(&s, 2000, 1).unwrap();
+        let e = compare_sessions(&s, 12).unwrap();
         assert!(e.ci_low_pct < 3.0 && 3.0 < e.ci_high_pct, "{e:?}");
         assert!(e.ci_high_pct - e.ci_low_pct < 1.5, "{e:?}");
         assert_eq!((e.pairs, e.rounds), (12, Some(2400)));
         // A/A under the same flips: an interval around 0, and narrow.
-        let aa = compare_nested(&sessions(12, 200, 1.0, 7, 0.01, 9), 2000, 1).unwrap();
+        let aa = compare_sessions(&sessions(12, 200, 1.0, 7, 0.01, 9), 12).unwrap();
         assert!(aa.ci_low_pct < 0.0 && 0.0 < aa.ci_high_pct, "{aa:?}");
         assert!(noise_floor_pct(&aa) < 1.0, "{aa:?}");
-        // The same data and seed: the same interval.
-        assert_eq!(compare_nested(&s, 2000, 1).unwrap(), e);
     }
 
     #[test]
@@ -501,7 +487,7 @@ mod tests {
                 }
             }
         }
-        let e = compare_nested(&s, 2000, 1).unwrap();
+        let e = compare_sessions(&s, 6).unwrap();
         assert!((e.change_pct - 2.0).abs() < 0.5, "{e:?}");
         let contaminated_mean: f64 =
             s.iter().flatten().sum::<f64>() / s.iter().flatten().count() as f64;
@@ -509,10 +495,10 @@ mod tests {
     }
 
     #[test]
-    fn nested_bootstrap_refuses_what_it_cannot_judge() {
-        assert!(compare_nested(&[vec![0.1]], 100, 1).is_err());
-        assert!(compare_nested(&[vec![0.1], vec![]], 100, 1).is_err());
-        assert!(compare_nested(&[vec![0.1], vec![f64::NAN]], 100, 1).is_err());
+    fn the_session_interval_refuses_what_it_cannot_judge() {
+        assert!(compare_sessions(&[vec![0.1]], 2).is_err());
+        assert!(compare_sessions(&[vec![0.1], vec![]], 2).is_err());
+        assert!(compare_sessions(&[vec![0.1], vec![f64::NAN]], 2).is_err());
         assert_eq!(median_of(&mut [3.0, 1.0, 2.0, 4.0]), 2.5);
         assert_eq!(median_of(&mut [3.0, 1.0, 2.0]), 2.0);
     }

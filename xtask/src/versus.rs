@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::build::{Build, Built};
 use crate::config::{Measure, Versus, Workload};
 use crate::instructions::InstructionCount;
-use crate::lockstep::{Batch, Session};
-use crate::measure::{self, MeasuredArm};
+use crate::lockstep::{Arm, Batch, Session};
+use crate::measure::Group;
 use crate::stats::{self, Estimate};
 
 /// The builds compared across workloads: what is shipped without PGO, and with it.
@@ -57,38 +57,45 @@ fn workload<'a>(cfg: &'a Measure, name: &str) -> Result<&'a Workload> {
         .with_context(|| format!("`measure.versus` names `{name}`, which is not measured"))
 }
 
-/// Runs `measure.versus`'s pairs on the shipped builds among `builds`, in lockstep.
-pub fn run(builds: &[Built], cfg: &Measure) -> Result<Vec<Session>> {
-    let mut sessions = Vec::new();
+/// `measure.versus`'s pairs on the shipped builds among `builds`, as lockstep groups: per
+/// pair, for every shipped build, a live process of the subject workload and one of the
+/// reference, all taking turns; the stopping rule watches subject against reference on each
+/// build.
+pub fn groups(builds: &[Built], cfg: &Measure) -> Result<Vec<Group>> {
+    let mut groups = Vec::new();
     for v in &cfg.versus {
         let mut arms = Vec::new();
+        let mut pairs = Vec::new();
         for b in builds.iter().filter(|b| BUILDS.contains(&b.build)) {
             for name in [&v.subject, &v.reference] {
-                arms.push(MeasuredArm {
+                arms.push(Arm {
                     name: arm_name(b.name(), name),
                     exe: b.exe.clone(),
-                    extra: workload(cfg, name)?.args.clone(),
+                    args: workload(cfg, name)?.args.clone(),
                 });
             }
+            pairs.push((
+                arm_name(b.name(), &v.subject),
+                arm_name(b.name(), &v.reference),
+            ));
         }
-        // The arms carry their whole command line; the session's "workload" only names it.
+        // The arms carry their whole command line; the group's workload only names it, and
+        // is pinned, counted and stopped as the subject workload is.
         let subject = workload(cfg, &v.subject)?;
-        let one = Measure {
-            // Pinned and counted as the subject workload is.
-            workloads: vec![Workload {
-                share_core: subject.share_core,
-                sessions: subject.sessions,
-                batch_messages: subject.batch_messages,
-                ..Workload::new(session_name(v), Vec::new())
-            }],
-            ..cfg.clone()
-        };
-        sessions.extend(measure::run_lockstep(&arms, &one)?);
+        groups.push(Group {
+            workload: Workload {
+                name: session_name(v),
+                args: Vec::new(),
+                ..subject.clone()
+            },
+            arms,
+            pairs,
+        });
     }
-    Ok(sessions)
+    Ok(groups)
 }
 
-/// The ratios, per pair and build, from the sessions `run` recorded.
+/// The ratios, per pair and build, from the sessions of [`groups`].
 pub fn analyze(
     sessions: &[Session],
     instructions: &[InstructionCount],
@@ -125,7 +132,8 @@ pub fn analyze(
                     let Some(r) = ratios(of)? else {
                         return Ok(None);
                     };
-                    stats::compare_nested(&r, cfg.bootstrap_resamples, cfg.seed)
+                    let pilot = cfg.lockstep.min_sessions.clamp(2, r.len().max(2) as u32);
+                    stats::compare_sessions(&r, pilot as usize)
                         .with_context(|| format!("`{name}` on {build}: the {what}"))
                         .map(Some)
                 };

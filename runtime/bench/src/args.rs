@@ -6,7 +6,7 @@ pub const USAGE: &str = "\
 usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
                  [--untimed] [--emit-values] [--lockstep BATCH] [--inject-ns N]
                  [--senders N] [--workers N] [--budget-bytes N] [--admission locked|atomic]
-                 [--single-lane on|off]
+                 [--single-lane on|off] [--pin-workers]
 
 workloads:
   agent_send_latency       per-message send->recv latency through a Mighty mailbox (capacity 8)
@@ -35,6 +35,9 @@ workloads:
 
 --single-lane on|off: the mailbox's single-sender lane (on, the default) or the shared lane
            from the start (mty_runtime::Mailbox::single_sender_lane): what the lane buys.
+
+--pin-workers: agent_send_contended's runtime threads each on a CPU of its own (thread i on
+           CPU i mod the CPUs), so batches do not differ by where the scheduler put them.
 
 --inject-ns N: add N ns to every measured round trip: a known effect, exactly, for
            `cargo xtask pgo calibrate` to check what the measurement detects. Lockstep
@@ -102,6 +105,8 @@ pub struct Args {
     pub admission: Option<mty_runtime::Admission>,
     /// The mailbox's single-sender lane (`--single-lane`; on unless `off`).
     pub single_lane: bool,
+    /// `agent_send_contended`: each runtime thread pinned to a CPU of its own.
+    pub pin_workers: bool,
 }
 
 #[derive(Debug)]
@@ -153,6 +158,7 @@ impl Args {
             budget_bytes: None,
             admission: None,
             single_lane: true,
+            pin_workers: false,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -164,6 +170,7 @@ impl Args {
                 "--warmup" => args.warmup = number(&flag, &value()?)?,
                 "--payload-bytes" => args.payload_bytes = number(&flag, &value()?)?,
                 "--untimed" => args.untimed = true,
+                "--pin-workers" => args.pin_workers = true,
                 "--emit-values" => args.emit_values = true,
                 "--lockstep" => args.lockstep = Some(number(&flag, &value()?)?),
                 "--inject-ns" => args.inject_ns = number(&flag, &value()?)?,

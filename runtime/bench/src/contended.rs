@@ -24,10 +24,17 @@ use crate::latency::{CAPACITY, LatencyReport, lockstep_protocol, new_histogram, 
 
 /// `mty-bench agent_send_contended`.
 pub fn run(args: &Args) -> LatencyReport {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.workers)
-        .build()
-        .expect("a multi-thread tokio runtime");
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(args.workers);
+    if args.pin_workers {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        builder.on_thread_start(move || {
+            let cpu = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % cpus;
+            pin_this_thread(cpu);
+        });
+    }
+    let rt = builder.build().expect("a multi-thread tokio runtime");
     let budget = args.budget_bytes.unwrap_or(4 * args.payload_bytes);
     let (tx, rx) = args.mailbox(CAPACITY, budget).open::<SmallPayload>();
     let mut load = Load {
@@ -68,6 +75,23 @@ pub fn run(args: &Args) -> LatencyReport {
         crate::usage::Usage::of_this_process(),
         args.emit_values.then_some(values),
     )
+}
+
+/// Pins the calling thread to `cpu` (sched_setaffinity of thread 0: the caller).
+fn pin_this_thread(cpu: usize) {
+    // SAFETY: cpu_set_t is a plain bit array, valid all zeros; CPU_SET bounds-checks `cpu`;
+    // `set` outlives the call, whose size argument is its own.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(
+        rc,
+        0,
+        "pinning a runtime thread to CPU {cpu}: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 struct Load {

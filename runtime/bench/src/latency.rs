@@ -175,6 +175,8 @@ struct BatchLine {
     p99_ns: f64,
     p999_ns: f64,
     mean_ns: f64,
+    /// The batch's own wall time (what the coordinator's overhead is reckoned against).
+    elapsed_ns: u64,
     /// The nanoseconds added to every value (with `--inject-ns`).
     #[serde(skip_serializing_if = "Option::is_none")]
     inject_ns: Option<f64>,
@@ -223,7 +225,9 @@ pub fn lockstep_protocol(
             }
         }
         values.clear();
+        let started = Instant::now();
         run_batch(&mut values);
+        let elapsed_ns = started.elapsed().as_nanos() as u64;
         for &v in &values {
             hist.saturating_record(v);
         }
@@ -236,6 +240,7 @@ pub fn lockstep_protocol(
             p99_ns: milli(grouped_quantile(&values, 0.99)),
             p999_ns: milli(grouped_quantile(&values, 0.999)),
             mean_ns: milli(values.iter().sum::<u64>() as f64 / values.len() as f64),
+            elapsed_ns,
             inject_ns: (args.inject_ns > 0).then_some(args.inject_ns as f64),
         };
         answer(

@@ -1,7 +1,7 @@
 //! The lockstep half of the analysis: per session, the per-round log ratio of each arm's
 //! batch to release's batch of the same round; the session's estimate is the median over its
-//! rounds (robust to a speed flip), the estimate the mean over sessions, the interval a nested
-//! bootstrap (`stats::compare_nested`).
+//! rounds (robust to a speed flip), the estimate a trimmed mean over sessions, the interval
+//! the stopping rule's (`stats::compare_sessions`).
 
 use anyhow::{Result, bail};
 
@@ -86,13 +86,14 @@ fn analyze_sessions(
             sessions.len()
         );
     }
+    // The stopping rule's pilot: the first sessions, which always run whole.
+    let pilot = cfg.lockstep.min_sessions.clamp(2, sessions.len() as u32) as usize;
     let compare = |cand: &str| -> Result<[Estimate; 3]> {
         let mut out = Vec::new();
         for metric in BATCH_METRICS {
-            out.push(stats::compare_nested(
+            out.push(stats::compare_sessions(
                 &round_ratios(sessions, cand, metric)?,
-                cfg.bootstrap_resamples,
-                cfg.seed,
+                pilot,
             )?);
         }
         Ok(out.try_into().expect("three metrics"))
@@ -112,11 +113,7 @@ fn analyze_sessions(
             .zip(&pgo)
             .map(|(b, p)| b.iter().zip(p).map(|(b, p)| b - p).collect())
             .collect();
-        Some(stats::compare_nested(
-            &diff,
-            cfg.bootstrap_resamples,
-            cfg.seed,
-        )?)
+        Some(stats::compare_sessions(&diff, pilot)?)
     } else {
         None
     };

@@ -25,6 +25,8 @@ struct Ab {
     new: PathBuf,
     workloads: Vec<AbWorkload>,
     sessions: Vec<Session>,
+    /// Per workload, how many sessions the stopping rule ran and why it stopped.
+    stopped: Vec<measure::Stopping>,
 }
 
 #[derive(Debug, Serialize)]
@@ -57,12 +59,12 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
     let arms = [arm(BASELINE, old), arm(BASELINE_AGAIN, old), arm(NEW, new)];
     let m = &ctx.config.config.measure;
     eprintln!(
-        "ab: {} (old, twice) against {} (new), {} sessions per workload",
+        "ab: {} (old, twice) against {} (new), at most {} sessions per workload",
         old.display(),
         new.display(),
         m.lockstep.sessions
     );
-    let sessions = measure::run_lockstep(&arms, m)?;
+    let (sessions, stopped) = measure::run_lockstep(&arms, m)?;
     let names: Vec<String> = m.workloads.iter().map(|w| w.name.clone()).collect();
     let builds = [BASELINE.to_string(), NEW.to_string()];
     let analysed = analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], m)?;
@@ -108,6 +110,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
             new: new.to_path_buf(),
             workloads,
             sessions,
+            stopped,
         },
     )?;
     println!("wrote {}", out.display());

@@ -66,6 +66,9 @@ pub struct CalibrationRow {
     /// The injected arm against release, judged against the A/A floor as `measure` does.
     pub detected: Judged,
     pub wall_secs: f64,
+    /// Lockstep: how many sessions the stopping rule ran and why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -97,7 +100,9 @@ pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
     let mut probe_cfg = one(&cfg.measure);
     probe_cfg.lockstep.sessions = 2;
     probe_cfg.lockstep.rounds = 10;
-    let probe = measure::run_lockstep(
+    probe_cfg.lockstep.min_sessions = 2;
+    probe_cfg.target_half_width_pct = 0.0;
+    let (probe, _) = measure::run_lockstep(
         &[arm(BASELINE, release, 0), arm(BASELINE_AGAIN, release, 0)],
         &probe_cfg,
     )
@@ -125,17 +130,19 @@ pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
         // Lockstep first: it measures the injected size too.
         let start = Instant::now();
         let m = one(&cfg.measure);
-        let sessions = measure::run_lockstep(&arms, &m)?;
+        let (sessions, stopped) = measure::run_lockstep(&arms, &m)?;
         let analysed = analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], &m)?;
         let injected_pct = injected_pct(&sessions);
-        rows.push(row(
+        let mut lockstep = row(
             Mode::Lockstep,
             target,
             inject_ns,
             injected_pct,
             &analysed[0],
             start,
-        ));
+        );
+        lockstep.stopped = stopped.first().map(measure::Stopping::describe);
+        rows.push(lockstep);
         let start = Instant::now();
         let runs = processes::run(&arms, &m, &cfg.calibrate)?;
         let analysed = processes::analyze(&names, &builds, &runs, &[], &m)?;
@@ -211,6 +218,7 @@ fn row(
         injected_pct,
         detected,
         wall_secs: start.elapsed().as_secs_f64(),
+        stopped: None,
     }
 }
 
@@ -227,8 +235,15 @@ pub fn render(c: &Calibration, m: &Measure, blocks: u32) -> String {
         out,
         "calibration of `{}`: release against release with N ns added to every round trip \
          (release median {:.1} ns)\n\
-         lockstep: {sessions} sessions x {} rounds x {batch} messages; processes: {} blocks",
-        c.workload, c.probe_median_ns, l.rounds, blocks
+         lockstep: at most {sessions} sessions (target ±{} %) x {} rounds x {batch} messages; processes: {} blocks",
+        c.workload,
+        c.probe_median_ns,
+        m.workloads
+            .iter()
+            .find(|w| w.name == c.workload)
+            .map_or(m.target_half_width_pct, |w| w.target_in(m)),
+        l.rounds,
+        blocks
     );
     let _ = writeln!(
         out,
@@ -251,6 +266,9 @@ pub fn render(c: &Calibration, m: &Measure, blocks: u32) -> String {
             ),
             r.wall_secs
         );
+        if let Some(stopped) = &r.stopped {
+            let _ = writeln!(out, "  {:<10} stopped after {stopped}", "");
+        }
     }
     out
 }
@@ -267,7 +285,7 @@ mod tests {
     use super::*;
 
     /// The table's header states the lockstep shape the workload was measured in: its own
-    /// sessions and batch where it has them.
+    /// sessions, target and batch where it has them.
     #[test]
     fn the_header_states_the_workloads_own_lockstep_keys() {
         let mut m = crate::fixtures::measure_config();
@@ -281,10 +299,16 @@ mod tests {
             m.lockstep.rounds,
             m.lockstep.batch_messages,
         );
-        let plain = format!("lockstep: {n} sessions x {rounds} rounds x {batch} messages;");
+        let t = m.target_half_width_pct;
+        let plain = format!(
+            "lockstep: at most {n} sessions (target ±{t} %) x {rounds} rounds x {batch} messages;"
+        );
         assert!(render(&c, &m, 6).contains(&plain), "{}", render(&c, &m, 6));
         (m.workloads[0].sessions, m.workloads[0].batch_messages) = (Some(2), Some(4321));
-        let own = format!("lockstep: 2 sessions x {rounds} rounds x 4321 messages;");
+        m.workloads[0].target_half_width_pct = Some(2.5);
+        let own = format!(
+            "lockstep: at most 2 sessions (target ±2.5 %) x {rounds} rounds x 4321 messages;"
+        );
         assert!(render(&c, &m, 6).contains(&own), "{}", render(&c, &m, 6));
     }
 }

@@ -22,9 +22,14 @@ use crate::toolchain::Toolchain;
 pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
     let cfg = &ctx.config.config;
     let started = std::time::Instant::now();
-    let sessions = measure::run_lockstep(&measure::arms(&builds), &cfg.measure)?;
-    // Workload against workload on the same build, paired the same way.
-    let versus_sessions = crate::versus::run(&builds, &cfg.measure)?;
+    // Every workload's sessions, and workload against workload on the same build paired the
+    // same way, taking turns among them until each meets the stopping rule.
+    let mut groups = measure::groups(&measure::arms(&builds), &cfg.measure);
+    groups.extend(crate::versus::groups(&builds, &cfg.measure)?);
+    let (all, stopped) = measure::run_groups(&groups, &cfg.measure)?;
+    let (sessions, versus_sessions) = all
+        .into_iter()
+        .partition(|s| cfg.measure.workloads.iter().any(|w| w.name == s.workload));
     let latency_secs = started.elapsed().as_secs_f64();
     // The deterministic metric beside the noisy one.
     let started = std::time::Instant::now();
@@ -70,6 +75,7 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
         builds,
         sessions,
         versus_sessions,
+        stopped,
         instructions,
         comparators,
     })
@@ -125,6 +131,7 @@ pub(super) fn report(
             &cfg.measure,
         )?,
         versus_sessions: measured.versus_sessions.clone(),
+        stopped: measured.stopped.clone(),
         stages,
         bolt,
     };

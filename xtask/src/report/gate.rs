@@ -117,7 +117,7 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(
             f[0].starts_with(
-                "`agent_send_latency`: PGO median is 10.0 % faster, 95 % CI [9.7, 10.2]"
+                "`agent_send_latency`: PGO median is 10.2 % faster, 95 % CI [9.8, 10.6]"
             ),
             "{}",
             f[0]
@@ -151,7 +151,7 @@ mod tests {
         assert_eq!(f.len(), 2, "{f:?}");
         assert_eq!(
             f[0],
-            "`agent_send_latency` lto+pgo: median against release went from -20.0 % to -10.0 % (+10.0 points), beyond the noise threshold of 1.0 %"
+            "`agent_send_latency` lto+pgo: median against release went from -20.0 % to -10.2 % (+9.8 points), beyond the noise threshold of 1.0 %"
         );
         assert!(
             f[1].contains("917.0 instructions/message is 1.9 % above the baseline's 900.0"),

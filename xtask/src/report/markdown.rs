@@ -35,6 +35,7 @@ pub fn render_markdown(report: &Report) -> String {
     crate::versus::render_markdown(&mut md, &report.versus);
     comparators(&mut md, report);
     recorded(&mut md, report);
+    stopped(&mut md, &report.stopped);
     raw_nanos(&mut md, report);
     interpretation(&mut md, report);
     md
@@ -470,15 +471,18 @@ fn protocol(md: &mut String, m: &crate::config::Measure) {
     let l = &m.lockstep;
     let _ = writeln!(
         md,
-        "- Protocol: **lockstep**. Per workload {} sessions, each of new processes: release (twice: the A/A arm) and each other build \
-         live for the whole session, {}, set up and warmed once, then {} rounds in which each arm in a random order (seed {}) \
+        "- Protocol: **lockstep**. Per workload sessions of new processes: release (twice: the A/A arm) and each other build \
+         live for the whole session, {}, started and warmed up on another core while the session before takes its turns, \
+         moved onto their core, then {} rounds in which each arm in a random order (seed {}) \
          runs one batch of {} messages while the others wait. Per session, the median over rounds of ln(arm batch / release \
-         batch of the same round) (robust to the machine's speed flips); the estimate is the mean over sessions; 95 % intervals \
-         from a nested bootstrap (sessions, then rounds; {} resamples); Wilcoxon signed-rank over sessions as a cross-check; \
+         batch of the same round) (robust to the machine's speed flips); the estimate is the 20 % trimmed mean over sessions. \
+         Sessions stop by Stein's two-stage rule: a pilot of {} sessions, then as many as its spread asks for a 95 % interval \
+         of ±{} % on every comparison (at most {} sessions, {} s a workload); the interval is Stein's or the whole sample's, \
+         whichever is wider, so it keeps its coverage whatever the count (checked by simulation on recorded sessions); \
+         Wilcoxon signed-rank over sessions as a cross-check; \
          verdicts only beyond max({} %, A/A noise floor). The clock ticks in steps (10 ns here: a message reads 130 or 140 ns, never between), \
          so a batch's median, p95 and p99 are interpolated within the step that holds them, as for grouped data; `--messages` \
          is not used in this mode.",
-        l.sessions,
         match (l.share_core, m.pin_core) {
             (false, _) =>
                 "not pinned (`lockstep.share_core = false`: the workloads run several threads)"
@@ -489,12 +493,61 @@ fn protocol(md: &mut String, m: &crate::config::Measure) {
         l.rounds,
         m.seed,
         l.batch_messages,
-        m.bootstrap_resamples,
+        l.min_sessions,
+        m.target_half_width_pct,
+        l.sessions,
+        l.max_secs,
         m.min_effect_pct,
     );
     for line in m.workloads.iter().filter_map(|w| w.own_lockstep_line(l)) {
         let _ = writeln!(md, "{line}");
     }
+}
+
+/// How many sessions each workload ran, why it stopped, and where the measured core's time
+/// went.
+fn stopped(md: &mut String, stopped: &[crate::measure::Stopping]) {
+    if stopped.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "## Sessions\n\nHow many sessions each workload ran and why it stopped; the measured core's seconds (set-up it waited for, \
+         moving the arms onto it, the turns, closing) against the seconds inside the arms' batches; set-up ran on the other core, \
+         overlapped with the turns before.\n\n\
+         | workload | sessions | stopped | measured core | in batches | overhead | set-up (other core) | waited | move | turns | close |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for s in stopped {
+        let t = &s.timing;
+        let asked = s
+            .needed
+            .map_or(String::new(), |n| format!(" (asked for {n})"));
+        let why = match s.reason {
+            crate::measure::StopReason::Target => {
+                format!("target ±{} %{asked}", s.target_half_width_pct)
+            }
+            crate::measure::StopReason::SessionCap => format!("session cap{asked}"),
+            crate::measure::StopReason::TimeCap => format!("time cap{asked}"),
+            crate::measure::StopReason::Fixed => "fixed count".to_string(),
+        };
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {why} | {:.1} s | {:.1} s | {} | {:.1} s | {:.1} s | {:.1} s | {:.1} s | {:.1} s |",
+            s.workload,
+            s.sessions,
+            s.secs,
+            t.batch_secs,
+            s.overhead_pct()
+                .map_or("–".to_string(), |p| format!("{p:.0} %")),
+            t.setup_secs,
+            t.waited_secs,
+            t.move_secs,
+            t.turns_secs,
+            t.close_secs,
+        );
+    }
+    let _ = writeln!(md);
 }
 
 /// Lockstep: per session, each arm's median over its rounds of the batch medians.

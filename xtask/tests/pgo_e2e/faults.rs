@@ -69,7 +69,7 @@ fn a_failing_workload_shows_its_command_and_stderr() {
     // Lockstep (the default): the arm, how it ended, when, and its command line.
     assert!(
         err.contains(
-            "lockstep arm `release` exited with status 2 while setting up: `taskset -c 1 "
+            "lockstep arm `release` exited with status 2 while setting up: `taskset -c 0 "
         ) && err.contains(
             "agent_send_latency --messages 20000 --warmup 2000 --policy maybe --lockstep 2000`"
         ),
@@ -397,15 +397,22 @@ fn disturb_a_lockstep_arm(edits: &[(&str, &str)], provoke: impl FnOnce(u32)) -> 
     // The pid is taken from the scan that found it, once the arm is the executable itself: a
     // pinned arm starts as `taskset … <exe>`, and while taskset execs the executable its
     // /proc cmdline reads empty for a moment (CI once caught that window between two scans).
+    // The next session's arms set up on another core meanwhile: the arm taking its turns is
+    // the one moved onto the measured core (the last).
+    let last = std::thread::available_parallelism().unwrap().get() - 1;
     let mut arm = None;
     assert!(
         eventually(60, || {
-            arm = match descendants_with(xtask_pid, &needles)[..] {
-                [pid] => std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.starts_with(lto_pgo.as_bytes()))
-                    .then_some(pid),
-                _ => None,
-            };
+            arm = descendants_with(xtask_pid, &needles)
+                .into_iter()
+                .find(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| c.starts_with(lto_pgo.as_bytes()))
+                        && std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+                            s.lines()
+                                .any(|l| l == format!("Cpus_allowed_list:\t{last}"))
+                        })
+                });
             arm.is_some()
         }),
         "the lto+pgo arm started: {:?}",

@@ -1,0 +1,163 @@
+//! The stopping rule: how many lockstep sessions a workload needs, and the interval that keeps
+//! its 95 % coverage whatever that number turned out to be.
+//!
+//! Stein's two-stage procedure. The first `pilot` sessions estimate each comparison's
+//! session-to-session spread `s0`; the workload then runs `N = ceil((t(pilot − 1) · s0 / d)²)`
+//! sessions in all (the largest over its comparisons, clamped to the configured bounds), `d`
+//! being the target half-width in log space. Because `N` depends on the pilot's *spread* only,
+//! never on its estimates, the estimate over the `N` sessions is, given `N`, as it would be at
+//! a fixed `N`: under normal session values `(mean − μ)·√N / s0` is Student's t with
+//! `pilot − 1` degrees of freedom, exactly. The interval is
+//! `estimate ± max(t(pilot − 1)·s0/√N, t(N − 1)·s_N/√N)`: Stein's, widened to the interval of
+//! all `N` sessions when that is wider, so it holds at least Stein's coverage and never claims
+//! more precision than the whole sample shows. The estimate is a 20 % trimmed mean and the
+//! spread its winsorized one ([`TRIM`]: the sessions are not normal). A time cap or
+//! a session cap that cuts `N` short leaves it valid (the cut depends on the clock, not on the
+//! data); it is only wider than the target, and the report says so.
+//!
+//! Why not stop as soon as a verdict is "settled": a rule that looks at the estimates needs
+//! its error spent across the looks (a wider interval at each), and here the A/A interval,
+//! which never settles, sets the session count anyway. The simulation that checks the
+//! coverage on recorded sessions is `sequential_tests.rs`.
+
+/// The standard normal quantile (Acklam's rational approximation, relative error < 1.2e-9).
+pub fn normal_quantile(p: f64) -> f64 {
+    assert!(p > 0.0 && p < 1.0, "a quantile of (0, 1), not {p}");
+    const A: [f64; 6] = [
+        -3.969_683_028_665_376e1,
+        2.209_460_984_245_205e2,
+        -2.759_285_104_469_687e2,
+        1.383_577_518_672_69e2,
+        -3.066_479_806_614_716e1,
+        2.506_628_277_459_239,
+    ];
+    const B: [f64; 5] = [
+        -5.447_609_879_822_406e1,
+        1.615_858_368_580_409e2,
+        -1.556_989_798_598_866e2,
+        6.680_131_188_771_972e1,
+        -1.328_068_155_288_572e1,
+    ];
+    const C: [f64; 6] = [
+        -7.784_894_002_430_293e-3,
+        -3.223_964_580_411_365e-1,
+        -2.400_758_277_161_838,
+        -2.549_732_539_343_734,
+        4.374_664_141_464_968,
+        2.938_163_982_698_783,
+    ];
+    const D: [f64; 4] = [
+        7.784_695_709_041_462e-3,
+        3.224_671_290_700_398e-1,
+        2.445_134_137_142_996,
+        3.754_408_661_907_416,
+    ];
+    let tail = |q: f64| {
+        let q = (-2.0 * q.ln()).sqrt();
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    };
+    if p < 0.02425 {
+        tail(p)
+    } else if p > 1.0 - 0.02425 {
+        -tail(1.0 - p)
+    } else {
+        let q = p - 0.5;
+        let r = q * q;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    }
+}
+
+/// Student's t quantile with `df` degrees of freedom: exact for 1 and 2, else the
+/// Cornish-Fisher expansion around the normal quantile (Abramowitz & Stegun 26.7.5; within
+/// 2e-4 of the tables from 5 degrees of freedom at the 97.5 % point, 1.2e-3 at 3).
+pub fn t_quantile(df: usize, p: f64) -> f64 {
+    assert!(df >= 1, "a t quantile needs at least one degree of freedom");
+    match df {
+        1 => (std::f64::consts::PI * (p - 0.5)).tan(),
+        2 => (2.0 * p - 1.0) / (2.0 * p * (1.0 - p)).sqrt(),
+        _ => {
+            let z = normal_quantile(p);
+            let v = df as f64;
+            let z2 = z * z;
+            let g1 = (z2 + 1.0) * z / 4.0;
+            let g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0;
+            let g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0;
+            let g4 =
+                ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0;
+            z + g1 / v + g2 / (v * v) + g3 / (v * v * v) + g4 / (v * v * v * v)
+        }
+    }
+}
+
+/// The two-sided 95 % point of t with `df` degrees of freedom.
+pub fn t95(df: usize) -> f64 {
+    t_quantile(df, 0.975)
+}
+
+/// The sample standard deviation (n − 1); 0 for fewer than two values.
+pub fn sd(values: &[f64]) -> f64 {
+    let n = values.len();
+    if n < 2 {
+        return 0.0;
+    }
+    let m = values.iter().sum::<f64>() / n as f64;
+    (values.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1) as f64).sqrt()
+}
+
+/// The share of sessions trimmed from each end: the estimate is the 20 % trimmed mean of the
+/// session values. Session values are skewed and heavy-tailed (a process that drew a bad
+/// layout or state sits 3 to 5 sd out), and a plain mean's t interval then undercovers at the
+/// session counts used here (93 % at ±1 % on recorded tokio sessions, one comparison 90 %);
+/// the trimmed mean with its winsorized spread (Tukey and McLaughlin; Yuen) keeps 95 %.
+pub const TRIM: f64 = 0.2;
+
+/// The 20 % trimmed mean of `values`, the scale of its standard error (the winsorized sd over
+/// 1 − 2·TRIM: divide by √n) and the count it keeps (its degrees of freedom are one fewer).
+pub fn trimmed(values: &[f64]) -> (f64, f64, usize) {
+    let n = values.len();
+    assert!(n >= 1, "a trimmed mean of no values");
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let k = (TRIM * n as f64).floor() as usize;
+    let kept = &v[k..n - k];
+    let mean = kept.iter().sum::<f64>() / kept.len() as f64;
+    let (lo, hi) = (v[k], v[n - 1 - k]);
+    let winsorized: Vec<f64> = v.iter().map(|x| x.clamp(lo, hi)).collect();
+    (mean, sd(&winsorized) / (1.0 - 2.0 * TRIM), n - 2 * k)
+}
+
+/// Stein's second stage: the sessions in all that one comparison needs for a half-width of
+/// `target_log` (log space), from its pilot's session values (at least two).
+pub fn sessions_needed(pilot: &[f64], target_log: f64) -> usize {
+    assert!(pilot.len() >= 2, "a pilot of at least two sessions");
+    assert!(target_log > 0.0, "a positive target half-width");
+    let (_, scale, kept) = trimmed(pilot);
+    let h = t95(kept.max(2) - 1) * scale / target_log;
+    (h * h).ceil().max(pilot.len() as f64) as usize
+}
+
+/// The estimate (trimmed mean, log space) of `values` and the half-width of its 95 % interval,
+/// the first `pilot` of them having been the pilot: the larger of Stein's (the pilot's spread
+/// and degrees of freedom) and the interval of all of them.
+pub fn interval(values: &[f64], pilot: usize) -> (f64, f64) {
+    let n = values.len();
+    assert!(n >= 2, "an interval needs at least two sessions");
+    let pilot = pilot.clamp(2, n);
+    let root_n = (n as f64).sqrt();
+    let (_, scale0, kept0) = trimmed(&values[..pilot]);
+    let (estimate, scale, kept) = trimmed(values);
+    let stein = t95(kept0.max(2) - 1) * scale0 / root_n;
+    let whole = t95(kept.max(2) - 1) * scale / root_n;
+    (estimate, stein.max(whole))
+}
+
+/// The target half-width in % as a log-ratio half-width: ln(1 + pct/100).
+pub fn log_width(pct: f64) -> f64 {
+    (1.0 + pct / 100.0).ln()
+}
+
+#[cfg(test)]
+#[path = "sequential_tests.rs"]
+mod tests;

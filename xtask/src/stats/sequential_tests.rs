@@ -1,0 +1,201 @@
+//! The stopping rule's tests: the t quantiles against the tables, Stein's plan and interval, and
+//! the coverage simulated on sessions recorded by a real run.
+
+use super::*;
+use crate::stats::SplitMix64;
+
+#[test]
+fn quantiles_match_the_tables() {
+    for (p, z) in [
+        (0.975, 1.959_964),
+        (0.5, 0.0),
+        (0.995, 2.575_829),
+        (0.01, -2.326_348),
+    ] {
+        assert!((normal_quantile(p) - z).abs() < 1e-5, "z({p})");
+    }
+    for (df, t) in [
+        (1, 12.706_20),
+        (2, 4.302_653),
+        (5, 2.570_582),
+        (9, 2.262_157),
+        (11, 2.200_985),
+        (29, 2.045_230),
+        (100, 1.983_972),
+    ] {
+        assert!((t95(df) - t).abs() < 2e-4 * t, "t95({df}) = {}", t95(df));
+    }
+    // 3 degrees of freedom: the expansion's worst case, 0.12 % short.
+    assert!((t95(3) - 3.182_446).abs() < 1.5e-3 * 3.182_446);
+}
+
+#[test]
+fn stein_plans_from_the_pilots_spread() {
+    // A pilot of 12 alternating ±0.02: 2 trimmed from each end, 8 kept (t with 7 df); the
+    // winsorized values are the same ±0.02, sd 0.0209, over 0.6.
+    let pilot: Vec<f64> = (0..12)
+        .map(|i| if i % 2 == 0 { 0.02 } else { -0.02 })
+        .collect();
+    let (m, scale, kept) = trimmed(&pilot);
+    assert!(m.abs() < 1e-15 && kept == 8, "{m} {kept}");
+    assert!((scale - 0.020_889 / 0.6).abs() < 1e-5, "{scale}");
+    assert_eq!(
+        sessions_needed(&pilot, 0.01),
+        ((t95(7) * scale / 0.01).powi(2)).ceil() as usize
+    );
+    // Trimming drops an outlier's pull: one session at +1.0 moves the plain mean by 0.08.
+    let mut outlier = pilot.clone();
+    outlier[0] = 1.0;
+    assert!(trimmed(&outlier).0.abs() < 0.006, "{}", trimmed(&outlier).0);
+    // A quiet pilot needs no more than itself.
+    assert_eq!(sessions_needed(&[0.001, 0.0011, 0.0009], 0.01), 3);
+    // The interval is the wider of Stein's and the whole sample's.
+    let mut all = pilot.clone();
+    all.extend([0.05, -0.05].repeat(6));
+    let (_, scale, kept) = trimmed(&all);
+    assert_eq!(kept, 16, "4 of 24 trimmed from each end");
+    assert!((interval(&all, 12).1 - t95(15) * scale / 24f64.sqrt()).abs() < 1e-12);
+    // A quiet tail after a noisy pilot keeps the pilot's width.
+    let mut quiet = pilot.clone();
+    quiet.extend([0.0; 20]);
+    let (_, s0, k0) = trimmed(&pilot);
+    assert!((interval(&quiet, 12).1 - t95(k0 - 1) * s0 / 32f64.sqrt()).abs() < 1e-12);
+}
+
+/// Sessions recorded by a real run: per workload, per session, each comparison's value.
+#[derive(serde::Deserialize)]
+struct Recorded {
+    workloads: Vec<RecordedWorkload>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecordedWorkload {
+    name: String,
+    comparisons: Vec<String>,
+    sessions: Vec<Vec<f64>>,
+}
+
+fn recorded() -> Recorded {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/testdata/sessions-93241eb.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// One simulated measurement of `population` (rows: sessions; columns: comparisons) under
+/// the stopping rule: sessions drawn with replacement, the pilot's plan, the intervals;
+/// whether each comparison's interval covered its population mean, and the sessions used.
+fn simulate(
+    population: &[Vec<f64>],
+    truth: &[f64],
+    pilot: usize,
+    max: usize,
+    target_log: f64,
+    rng: &mut SplitMix64,
+) -> (Vec<bool>, usize) {
+    let k = truth.len();
+    let mut rows: Vec<&Vec<f64>> = (0..pilot)
+        .map(|_| &population[rng.below(population.len())])
+        .collect();
+    let column = |rows: &[&Vec<f64>], c: usize| rows.iter().map(|r| r[c]).collect::<Vec<f64>>();
+    let planned = (0..k)
+        .map(|c| sessions_needed(&column(&rows, c), target_log))
+        .max()
+        .unwrap()
+        .clamp(pilot, max);
+    while rows.len() < planned {
+        rows.push(&population[rng.below(population.len())]);
+    }
+    let covered = (0..k)
+        .map(|c| {
+            let (estimate, half_width) = interval(&column(&rows, c), pilot);
+            (estimate - truth[c]).abs() <= half_width
+        })
+        .collect();
+    (covered, planned)
+}
+
+/// The stopping rule keeps its 95 % coverage on real sessions: many measurements simulated
+/// by drawing sessions from a recorded run (100 sessions a workload; the contended one 20),
+/// as the pipeline would take them (a pilot of 12, then Stein's count, at most 300), at the
+/// default target (1 %) and the precise one (0.5 %), with and without an injected effect
+/// that differs from session to session (+2 % in a random half of them, so the population is
+/// no longer one hump; a constant shift would move estimate and truth alike). Each interval
+/// must contain its population's mean.
+#[test]
+fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
+    let data = recorded();
+    let (pilot, max, trials) = (12, 300, 1000);
+    let mut rng = SplitMix64::new(20261201);
+    let (mut hits, mut total) = (0usize, 0usize);
+    let mut worst = (1.0f64, String::new());
+    let mut lines = Vec::new();
+    for w in &data.workloads {
+        for inject in [false, true] {
+            let population: Vec<Vec<f64>> = w
+                .sessions
+                .iter()
+                .map(|row| {
+                    let bump = if inject && rng.below(2) == 0 {
+                        log_width(2.0)
+                    } else {
+                        0.0
+                    };
+                    row.iter().map(|x| x + bump).collect()
+                })
+                .collect();
+            // The population's 20 % trimmed mean: what the sample's estimates.
+            let truth: Vec<f64> = (0..w.comparisons.len())
+                .map(|c| trimmed(&population.iter().map(|r| r[c]).collect::<Vec<_>>()).0)
+                .collect();
+            for target in [1.0, 0.5] {
+                let mut covered = vec![0usize; truth.len()];
+                let mut sessions = 0;
+                for _ in 0..trials {
+                    let (c, n) =
+                        simulate(&population, &truth, pilot, max, log_width(target), &mut rng);
+                    sessions += n;
+                    for (i, hit) in c.into_iter().enumerate() {
+                        covered[i] += hit as usize;
+                    }
+                }
+                for (i, c) in covered.iter().enumerate() {
+                    let share = *c as f64 / trials as f64;
+                    if share < worst.0 {
+                        worst = (
+                            share,
+                            format!(
+                                "{} {} (±{target} %, injected {inject})",
+                                w.name, w.comparisons[i]
+                            ),
+                        );
+                    }
+                }
+                hits += covered.iter().sum::<usize>();
+                total += covered.len() * trials;
+                lines.push(format!(
+                    "{:>48} ±{target} % injected {inject:>5}: {:.1} % covered, {:.0} sessions on average",
+                    w.name,
+                    100.0 * covered.iter().sum::<usize>() as f64 / (covered.len() * trials) as f64,
+                    sessions as f64 / trials as f64
+                ));
+            }
+        }
+    }
+    let coverage = hits as f64 / total as f64;
+    eprintln!(
+        "{}\nall: {:.2} % of {total} intervals; worst comparison {:.1} %: {}",
+        lines.join("\n"),
+        100.0 * coverage,
+        100.0 * worst.0,
+        worst.1
+    );
+    assert!(
+        coverage >= 0.95,
+        "coverage {:.2} % < 95 %",
+        100.0 * coverage
+    );
+    // Each comparison's own share, over 1,000 trials (binomial sd 0.7 %).
+    assert!(worst.0 >= 0.93, "{:.1} % for {}", 100.0 * worst.0, worst.1);
+}
