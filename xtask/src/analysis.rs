@@ -23,6 +23,18 @@ pub struct Judged {
     pub verdict: Verdict,
 }
 
+/// `--against`: one of this tree's builds against the other commit's of the same name, on
+/// one workload, in the same sessions (`change_pct` < 0: this commit is faster).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgainstResult {
+    pub workload: String,
+    /// This tree's build.
+    pub build: String,
+    /// The other commit's arm (`<commit>:<build>`).
+    pub against: String,
+    pub median: Judged,
+}
+
 /// The same comparison on each reported percentile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {

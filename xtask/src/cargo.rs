@@ -7,7 +7,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{DependencyKind, Message, MetadataCommand, PackageId, TargetKind};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+
+/// The progress lines of every build, drawn together.
+fn bars() -> &'static MultiProgress {
+    static BARS: std::sync::OnceLock<MultiProgress> = std::sync::OnceLock::new();
+    BARS.get_or_init(MultiProgress::new)
+}
 
 use crate::build::Build;
 use crate::exec::{self, Cmd};
@@ -31,9 +37,10 @@ pub fn project_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Reads the workspace and finds the package that builds `binary`.
-pub fn workspace(binary: &str) -> Result<Workspace> {
-    let root = project_root();
+/// Reads the workspace at `root` (this one, or `--against`'s worktree of another commit) and
+/// finds the package that builds `binary`.
+pub fn workspace_at(root: &Path, binary: &str) -> Result<Workspace> {
+    let root = root.to_path_buf();
     let metadata = MetadataCommand::new()
         .manifest_path(root.join("Cargo.toml"))
         .exec()
@@ -186,7 +193,9 @@ pub fn build(
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"));
-    let bar = ProgressBar::new(ws.crate_count)
+    // One line each for builds that run at once (the baselines beside the chain).
+    let bar = bars()
+        .add(ProgressBar::new(ws.crate_count))
         .with_prefix(build.name())
         .with_style(
             ProgressStyle::with_template(

@@ -128,6 +128,7 @@ pub fn report() -> Report {
                 close_secs: 0.08,
             },
         }],
+        against: None,
         stages: Vec::new(),
         bolt: None,
     }

@@ -45,7 +45,7 @@ const COMMON: [FlagSpec; 4] = [
 ];
 
 /// Flags only `cargo xtask pgo` takes.
-const PGO_ONLY: [FlagSpec; 11] = [
+const PGO_ONLY: [FlagSpec; 12] = [
     flag(
         "--check",
         None,
@@ -73,6 +73,13 @@ const PGO_ONLY: [FlagSpec; 11] = [
         "--force",
         Some("[STAGE]"),
         "run every stage (or STAGE and every later one) although it is up to date",
+    ),
+    flag(
+        "--against",
+        Some("REV"),
+        "also build that git revision's release and lto+pgo (its own training, in a worktree \
+         under target/against/) and measure them in the same sessions: this commit against REV \
+         per workload and build; with --check, a significant slowdown fails",
     ),
     flag(
         "--half-width",
@@ -175,6 +182,8 @@ pub struct PgoFlags {
     pub force: Option<Stage>,
     /// `--remeasure`: measure although the measurement's inputs are unchanged.
     pub remeasure: bool,
+    /// `--against REV`: that revision's builds measured beside this tree's.
+    pub against: Option<String>,
     /// `--half-width PCT`: the stopping rule's target, over the config's.
     pub half_width: Option<f64>,
     /// `--publish`: keep this run's report.md in docs/results/, with a row in its index.
@@ -199,7 +208,7 @@ pub struct CompareFlags {
 /// What the command line asks for.
 #[derive(Debug, PartialEq)]
 pub enum Command {
-    Pgo(PgoFlags),
+    Pgo(Box<PgoFlags>),
     Compare(CompareFlags),
     /// `--help` (of a command, or of xtask): print this and exit 0.
     Help(String),
@@ -247,6 +256,7 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                                 })
                             }
                             "--remeasure" => flags.remeasure = true,
+                            "--against" => flags.against = value,
                             "--half-width" => {
                                 let v = value.unwrap_or_default();
                                 match v.parse::<f64>() {
@@ -344,8 +354,19 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                         "the whole pipeline (`cargo xtask pgo --profile PATH`)",
                     ));
                 }
+                if flags.against.is_some()
+                    && (flags.stage.is_some()
+                        || flags.export.is_some()
+                        || flags.ab.is_some()
+                        || flags.calibrate)
+                {
+                    return Err(misplaced(
+                        "--against",
+                        "the whole pipeline (`cargo xtask pgo --against REV`)",
+                    ));
+                }
             }
-            Ok(help.map_or(Command::Pgo(flags), Command::Help))
+            Ok(help.map_or(Command::Pgo(Box::new(flags)), Command::Help))
         }
         Some("compare") => {
             let mut flags = CompareFlags::default();

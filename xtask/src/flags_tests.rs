@@ -7,7 +7,7 @@ fn parse_words(s: &str) -> Result<Command, UsageError> {
 
 fn pgo(s: &str) -> PgoFlags {
     match parse_words(&format!("pgo {s}")).unwrap() {
-        Command::Pgo(f) => f,
+        Command::Pgo(f) => *f,
         other => panic!("{other:?}"),
     }
 }
@@ -80,6 +80,11 @@ fn stages_flags_and_their_errors() {
     );
     assert!(alone.remeasure);
     assert_eq!(pgo("--half-width 0.5").half_width, Some(0.5));
+    assert_eq!(pgo("--against HEAD~3").against.as_deref(), Some("HEAD~3"));
+    assert_eq!(
+        usage_error("pgo measure --against HEAD"),
+        "`--against` is for the whole pipeline (`cargo xtask pgo --against REV`)"
+    );
     assert_eq!(pgo("measure").half_width, None);
     assert_eq!(
         usage_error("pgo --half-width fine"),

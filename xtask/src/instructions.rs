@@ -6,7 +6,7 @@
 //! geometry is given (32 KiB 8-way L1s, 8 MiB 16-way LL, 64-byte lines) so the figures do not
 //! depend on what valgrind guesses of the host.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -75,6 +75,17 @@ pub fn measure(
                 build: v.name().to_string(),
                 ..InstructionCount::default()
             };
+            let cached = cache_path(v, workload, cfg, out_dir);
+            if off.is_none()
+                && skipped.is_none()
+                && let Some(hit) = cached.as_deref().and_then(read_cached)
+            {
+                out.push(InstructionCount {
+                    build: v.name().to_string(),
+                    ..hit
+                });
+                continue;
+            }
             match off.as_ref().or(skipped.as_ref()) {
                 Some(why) => count_of.note = Some(why.clone()),
                 None => match count(v, workload, cfg, out_dir) {
@@ -101,10 +112,85 @@ pub fn measure(
                     Err(err) => count_of.note = Some(format!("{err:#}")),
                 },
             }
+            // A count is a property of the executable's bytes: kept for the next run (and for
+            // the measure stage, when the count ran beside the builds).
+            if count_of.per_message.is_some()
+                && let Some(path) = &cached
+                && let Err(err) = fsx::write_json(path, &count_of)
+            {
+                eprintln!("instructions: not cached: {err:#}");
+            }
             out.push(count_of);
         }
     }
     out
+}
+
+/// Where a count of `workload` on this executable is kept: named by the executable's content
+/// hash and the count's inputs (its arguments, N); `None` for an executable without a hash.
+fn cache_path(
+    v: &Built,
+    workload: &Workload,
+    cfg: &Instructions,
+    out_dir: &Path,
+) -> Option<PathBuf> {
+    if v.hash.is_empty() {
+        return None;
+    }
+    let key = format!("{}\0{}\0{}", v.hash, workload.args.join("\0"), cfg.messages);
+    Some(
+        out_dir
+            .join("counted")
+            .join(format!("{:016x}.json", fsx::fnv1a64(key.as_bytes()))),
+    )
+}
+
+fn read_cached(path: &Path) -> Option<InstructionCount> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// Counts each build's instructions as it is built, beside the builds that follow (callgrind
+/// counts instructions, not time, so a busy machine does not move them), keeping them where
+/// [`measure`] finds them; `finish` waits for the last.
+pub struct Beside {
+    tx: Option<std::sync::mpsc::Sender<Built>>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Beside {
+    pub fn start(workloads: Vec<Workload>, cfg: Instructions, out_dir: PathBuf) -> Beside {
+        let (tx, rx) = std::sync::mpsc::channel::<Built>();
+        let worker = std::thread::spawn(move || {
+            for built in rx {
+                let _ = measure(&[built], &workloads, &cfg, &out_dir);
+            }
+        });
+        Beside {
+            tx: Some(tx),
+            worker: Some(worker),
+        }
+    }
+
+    /// Counts `built`'s instructions once the builds queued before it are counted.
+    pub fn count(&self, built: &Built) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(built.clone());
+        }
+    }
+
+    /// Waits for every queued count.
+    pub fn finish(&mut self) {
+        drop(self.tx.take());
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        self.finish();
+    }
 }
 
 /// A run's totals per event (callgrind's summary on stderr) and its output file read by

@@ -48,7 +48,7 @@ fn main() -> ExitCode {
             println!("{text}");
             return ExitCode::SUCCESS;
         }
-        flags::Command::Pgo(flags) => pipeline::run(flags),
+        flags::Command::Pgo(flags) => pipeline::run(*flags),
         flags::Command::Compare(flags) => pipeline::compare_command::run(flags),
     };
     match result {

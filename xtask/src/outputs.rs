@@ -39,6 +39,42 @@ pub struct Baselines {
     pub lto: Built,
 }
 
+/// `--against REV`: another commit's `release` and `lto+pgo`, built from its own worktree
+/// with its own training, measured beside this tree's builds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgainstBuilds {
+    /// The revision as given (`HEAD~3`, a tag, a hash).
+    pub rev: String,
+    /// The commit it names, in full.
+    pub commit: String,
+    pub release: Built,
+    pub lto_pgo: Built,
+}
+
+impl AgainstBuilds {
+    /// The commit's short hash: the prefix of its arms' names.
+    pub fn short(&self) -> &str {
+        &self.commit[..self.commit.len().min(12)]
+    }
+
+    /// Its builds under their arm names (`<short>:release`, `<short>:lto+pgo`), each with the
+    /// name of this tree's build it is compared with.
+    pub fn arms(&self) -> [(String, &Built, &'static str); 2] {
+        [
+            (
+                format!("{}:{}", self.short(), self.release.name()),
+                &self.release,
+                self.release.name(),
+            ),
+            (
+                format!("{}:{}", self.short(), self.lto_pgo.name()),
+                &self.lto_pgo,
+                self.lto_pgo.name(),
+            ),
+        ]
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurements {
     /// The measured builds, in [`Build::MEASURED`] order.
@@ -51,6 +87,9 @@ pub struct Measurements {
     /// their time went.
     #[serde(default)]
     pub stopped: Vec<crate::measure::Stopping>,
+    /// `--against REV`: that revision's builds, measured as arms of the same sessions.
+    #[serde(default)]
+    pub against: Option<AgainstBuilds>,
     pub instructions: Vec<InstructionCount>,
     pub comparators: Vec<crate::compare::Row>,
 }

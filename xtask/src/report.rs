@@ -24,6 +24,48 @@ use crate::warnings::ApplyReport;
 /// The version of report.json's shape; `--baseline` refuses another.
 pub const SCHEMA: u32 = 5;
 
+/// `--against REV`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Against {
+    pub rev: String,
+    pub commit: String,
+    pub results: Vec<crate::analysis::AgainstResult>,
+}
+
+impl Against {
+    /// "this commit against abc123 (HEAD~3)"
+    pub fn title(&self) -> String {
+        format!(
+            "this commit against {} ({})",
+            &self.commit[..self.commit.len().min(12)],
+            self.rev
+        )
+    }
+
+    /// One line a workload: each build's change with its interval and verdict.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = Vec::new();
+        let mut last = "";
+        for r in &self.results {
+            let part = format!(
+                "{} {} (±{:.1} %)",
+                r.build,
+                judged(&r.median),
+                r.median.threshold_pct
+            );
+            if r.workload == last {
+                let line = lines.last_mut().expect("a line per workload");
+                line.push_str("; ");
+                line.push_str(&part);
+            } else {
+                lines.push(format!("{}: {part}", r.workload));
+                last = &r.workload;
+            }
+        }
+        lines
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub schema: u32,
@@ -54,6 +96,9 @@ pub struct Report {
     /// where their time went.
     #[serde(default)]
     pub stopped: Vec<crate::measure::Stopping>,
+    /// `--against REV`: this commit against that one, per workload and build.
+    #[serde(default)]
+    pub against: Option<Against>,
     /// The stages of the run that wrote this report, before the report itself: which ran
     /// and which were reused (up to date), with their fingerprints and seconds.
     #[serde(default)]
@@ -159,6 +204,13 @@ pub fn render_table(report: &Report) -> String {
         out.push('\n');
     }
     out.push_str(&crate::versus::render_table(&report.versus));
+    if let Some(a) = &report.against {
+        let _ = writeln!(out, "{}, median, in the same sessions:", a.title());
+        for line in a.lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+        out.push('\n');
+    }
     out.push_str(&apply_line(report));
     if !report.comparators.is_empty() {
         out.push('\n');

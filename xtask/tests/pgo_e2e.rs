@@ -10,6 +10,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+#[path = "pgo_e2e/against.rs"]
+mod against;
 #[path = "pgo_e2e/bolt.rs"]
 mod bolt;
 #[path = "pgo_e2e/bundles.rs"]

@@ -168,3 +168,47 @@ fn session_row(
         distribution,
     }
 }
+
+/// `--against`: per workload, each of this tree's builds against the other commit's build of
+/// the same name (`pairs`: this tree's arm, the other commit's arm), ln(ours / theirs) round by
+/// round in the same sessions, judged against the workload's A/A floor like every verdict.
+pub fn against(
+    analysed: &[WorkloadAnalysis],
+    sessions: &[Session],
+    pairs: &[(String, String)],
+    cfg: &Measure,
+) -> Result<Vec<super::AgainstResult>> {
+    let mut out = Vec::new();
+    for w in analysed {
+        let mine: Vec<&Session> = sessions
+            .iter()
+            .filter(|s| s.workload == w.workload)
+            .collect();
+        let pilot = cfg.lockstep.min_sessions.clamp(2, mine.len().max(2) as u32) as usize;
+        for (ours, theirs) in pairs {
+            let (a, b) = (
+                round_ratios(&mine, ours, BATCH_METRICS[0])?,
+                round_ratios(&mine, theirs, BATCH_METRICS[0])?,
+            );
+            // ln(ours / theirs) = ln(ours / release) − ln(theirs / release), round by round.
+            let diff: Vec<Vec<f64>> = a
+                .iter()
+                .zip(&b)
+                .map(|(a, b)| a.iter().zip(b).map(|(a, b)| a - b).collect())
+                .collect();
+            let estimate = stats::compare_sessions(&diff, pilot)?;
+            let threshold_pct = w.aa.median.threshold_pct;
+            out.push(super::AgainstResult {
+                workload: w.workload.clone(),
+                build: ours.clone(),
+                against: theirs.clone(),
+                median: super::Judged {
+                    verdict: stats::verdict(&estimate, threshold_pct),
+                    threshold_pct,
+                    estimate,
+                },
+            });
+        }
+    }
+    Ok(out)
+}

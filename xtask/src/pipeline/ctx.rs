@@ -33,6 +33,11 @@ impl Ctx {
     /// Reads the config and the workspace, then takes pgo-data/ for this run (one run at a
     /// time) and removes what an interrupted run left.
     pub fn open(flags: &CommonFlags) -> Result<Ctx> {
+        Ctx::open_at(&cargo::project_root(), flags)
+    }
+
+    /// The same for the workspace at `root` (`--against`'s worktree of another commit).
+    pub fn open_at(root: &std::path::Path, flags: &CommonFlags) -> Result<Ctx> {
         // Profile paths reach rustc inside RUSTFLAGS, which cargo splits on whitespace; and
         // they must be absolute, since rustc runs in each crate's directory.
         let mut dirs = [flags.pgo_data.clone(), flags.target_dir.clone()];
@@ -48,7 +53,7 @@ impl Ctx {
         }
         let [data, target_root] = dirs;
         let config = config::load(&flags.config)?;
-        let ws = cargo::workspace(&config.config.binary)
+        let ws = cargo::workspace_at(root, &config.config.binary)
             .with_context(|| format!("checking the config {}", flags.config.display()))?;
         let lock = guard::lock(&data, flags.wait)?;
         for leftover in guard::remove_leftover_temps(&data)? {

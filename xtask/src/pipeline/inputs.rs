@@ -11,8 +11,8 @@ use crate::build::{Build, Built};
 use crate::outputs::BoltBuild;
 use crate::outputs::Rendered;
 use crate::outputs::{
-    Baselines, InsightReport, InstrumentedBuild, Measurements, MergedProfile, OptimizedBuild,
-    TrainingRun,
+    AgainstBuilds, Baselines, InsightReport, InstrumentedBuild, Measurements, MergedProfile,
+    OptimizedBuild, TrainingRun,
 };
 use crate::toolchain::Toolchain;
 
@@ -124,7 +124,7 @@ pub fn baselines(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
 
 /// The measured executables by content, the measurement's config, and the comparators'
 /// sources: `--remeasure` measures again anyway.
-pub fn measure(ctx: &Ctx, builds: &[Built]) -> Result<Inputs> {
+pub fn measure(ctx: &Ctx, builds: &[Built], theirs: Option<&AgainstBuilds>) -> Result<Inputs> {
     let cfg = &ctx.config.config;
     let mut inputs = Inputs::new()
         .json("config.measure", &cfg.measure)
@@ -133,6 +133,12 @@ pub fn measure(ctx: &Ctx, builds: &[Built]) -> Result<Inputs> {
         .text("comparators", tree_hash(&ctx.ws.root.join("comparators"))?);
     for b in builds {
         inputs = inputs.built(b)?;
+    }
+    if let Some(theirs) = theirs {
+        inputs = inputs.text("against", theirs.commit.clone());
+        for (name, built, _) in theirs.arms() {
+            inputs = inputs.text(&format!("{name}.exe"), built.hash.clone());
+        }
     }
     Ok(inputs)
 }

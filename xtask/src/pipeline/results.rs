@@ -14,17 +14,38 @@ use crate::measure;
 use crate::outputs::BoltBuild;
 use crate::outputs::InsightReport;
 use crate::outputs::Rendered;
-use crate::outputs::{Measurements, MergedProfile, OptimizedBuild};
+use crate::outputs::{AgainstBuilds, Measurements, MergedProfile, OptimizedBuild};
 use crate::report::{self, Report};
 use crate::stage::StageRun;
 use crate::toolchain::Toolchain;
 
-pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
+pub(super) fn measure(
+    ctx: &Ctx,
+    builds: Vec<Built>,
+    theirs: Option<&AgainstBuilds>,
+) -> Result<Measurements> {
     let cfg = &ctx.config.config;
     let started = std::time::Instant::now();
     // Every workload's sessions, and workload against workload on the same build paired the
     // same way, taking turns among them until each meets the stopping rule.
-    let mut groups = measure::groups(&measure::arms(&builds), &cfg.measure);
+    let mut arms = measure::arms(&builds);
+    // `--against`: the other commit's builds as arms of the same sessions, each also watched
+    // by the stopping rule against this tree's build of the same name.
+    let mut against_pairs = Vec::new();
+    if let Some(theirs) = theirs {
+        for (name, built, ours) in theirs.arms() {
+            arms.push(measure::MeasuredArm {
+                name: name.clone(),
+                exe: built.exe.clone(),
+                extra: Vec::new(),
+            });
+            against_pairs.push((ours.to_string(), name));
+        }
+    }
+    let mut groups = measure::groups(&arms, &cfg.measure);
+    for g in &mut groups {
+        g.pairs.extend(against_pairs.iter().cloned());
+    }
     groups.extend(crate::versus::groups(&builds, &cfg.measure)?);
     let (all, stopped) = measure::run_groups(&groups, &cfg.measure)?;
     let (sessions, versus_sessions) = all
@@ -76,6 +97,7 @@ pub(super) fn measure(ctx: &Ctx, builds: Vec<Built>) -> Result<Measurements> {
         sessions,
         versus_sessions,
         stopped,
+        against: theirs.cloned(),
         instructions,
         comparators,
     })
@@ -109,6 +131,27 @@ pub(super) fn report(
         &measured.instructions,
         &cfg.measure,
     )?;
+    // `--against REV`: this commit against that one, in the same sessions.
+    let against = match &measured.against {
+        Some(theirs) => {
+            let pairs: Vec<(String, String)> = theirs
+                .arms()
+                .into_iter()
+                .map(|(name, _, ours)| (ours.to_string(), name))
+                .collect();
+            Some(report::Against {
+                rev: theirs.rev.clone(),
+                commit: theirs.commit.clone(),
+                results: crate::analysis::sessions::against(
+                    &workloads,
+                    &measured.sessions,
+                    &pairs,
+                    &cfg.measure,
+                )?,
+            })
+        }
+        None => None,
+    };
     let report = Report {
         schema: report::SCHEMA,
         generated_unix_secs: std::time::SystemTime::now()
@@ -132,6 +175,7 @@ pub(super) fn report(
         )?,
         versus_sessions: measured.versus_sessions.clone(),
         stopped: measured.stopped.clone(),
+        against,
         stages,
         bolt,
     };

@@ -15,6 +15,8 @@ use crate::stage::{Outcome, Stage, StageRun};
 #[derive(Default)]
 pub struct Timer {
     pub runs: Vec<StageRun>,
+    /// The stages that ran beside the others (their seconds overlap the chain's).
+    pub beside: Vec<String>,
 }
 
 impl Timer {
@@ -36,6 +38,14 @@ impl Timer {
             fingerprint: None,
         });
         result
+    }
+
+    /// Another timer's stages, run beside this one's (a thread of their own).
+    pub fn alongside(&mut self, other: Timer) {
+        for run in other.runs {
+            self.beside.push(run.stage.clone());
+            self.runs.push(run);
+        }
     }
 
     /// A stage this run does not need, said on the terminal and in the table.
@@ -60,7 +70,13 @@ impl Timer {
         if self.runs.is_empty() {
             return;
         }
-        let total: f64 = self.runs.iter().map(|s| s.seconds).sum();
+        // The total is the chain's: stages run beside it overlap it.
+        let total: f64 = self
+            .runs
+            .iter()
+            .filter(|s| !self.beside.contains(&s.stage))
+            .map(|s| s.seconds)
+            .sum();
         eprintln!("\n{:<12} {:>9} {:>7}", "stage", "seconds", "share");
         for run in &self.runs {
             let share = if total > 0.0 {
@@ -74,7 +90,15 @@ impl Timer {
                 Outcome::Skipped => "  skipped",
                 Outcome::Failed => "  FAILED",
             };
-            eprintln!("{:<12} {:>9.1} {share:>6.1}%{mark}", run.stage, run.seconds);
+            // A stage beside the chain has no share of its total: it overlapped it.
+            if self.beside.contains(&run.stage) {
+                eprintln!(
+                    "{:<12} {:>9.1} {:>7}{mark}",
+                    run.stage, run.seconds, "beside"
+                );
+            } else {
+                eprintln!("{:<12} {:>9.1} {share:>6.1}%{mark}", run.stage, run.seconds);
+            }
         }
         eprintln!("{:<12} {total:>9.1}", "total");
     }

@@ -15,8 +15,8 @@ use super::{bolt, inputs, insight, profile, results, shipped};
 use crate::build::Build;
 use crate::fsx;
 use crate::outputs::{
-    Baselines, BoltBuild, InsightReport, InstrumentedBuild, Measurements, MergedProfile,
-    OptimizedBuild, TrainingRun,
+    AgainstBuilds, Baselines, BoltBuild, InsightReport, InstrumentedBuild, Measurements,
+    MergedProfile, OptimizedBuild, TrainingRun,
 };
 use crate::report::Report;
 use crate::stage::{Outcome, Stage};
@@ -256,8 +256,9 @@ pub fn baselines(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Baselin
     )
 }
 
-/// The measured workloads on every build in lockstep, instructions per message with
-/// simulated branches and caches, and the comparators.
+/// The measured workloads on every build in lockstep (and `--against`'s builds of another
+/// commit beside them), instructions per message with simulated branches and caches, and
+/// the comparators.
 pub fn measure(
     ctx: &Ctx,
     timer: &mut Timer,
@@ -265,14 +266,15 @@ pub fn measure(
     base: &Baselines,
     oracle: Option<&OptimizedBuild>,
     bolted: Option<&BoltBuild>,
+    theirs: Option<&AgainstBuilds>,
 ) -> Result<Measurements> {
     let builds = Measurements::builds_of(optimized, base, oracle, bolted);
     stages::run(
         ctx,
         timer,
         Stage::Measure,
-        inputs::measure(ctx, &builds)?,
-        || results::measure(ctx, builds.clone()),
+        inputs::measure(ctx, &builds, theirs)?,
+        || results::measure(ctx, builds.clone(), theirs),
     )
 }
 

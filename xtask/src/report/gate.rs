@@ -1,8 +1,9 @@
 //! `cargo xtask pgo --check [--baseline FILE]`: the release gate. Fails when PGO is not
-//! significantly faster than release by the configured gain, or when this run regressed
-//! against a stored report: a build's paired change against release moved beyond the noise
-//! threshold, or its instructions per message grew by more than 1 %. Each failure names the
-//! figure and by how much.
+//! significantly faster than release by the configured gain, when `--against REV` measured
+//! this commit significantly slower than that one, or when this run regressed against a
+//! stored report: a build's paired change against release moved beyond the noise threshold,
+//! or its instructions per message grew by more than 1 %. Each failure names the figure and
+//! by how much.
 
 use anyhow::{Result, bail};
 
@@ -40,6 +41,27 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
                 check.min_pgo_gain_pct,
                 c.median.threshold_pct
             ));
+        }
+    }
+    // `--against REV`: a significant slowdown of this commit against that one, on a checked
+    // workload, fails (beyond the same threshold as every verdict).
+    if let Some(a) = &report.against {
+        for r in a
+            .results
+            .iter()
+            .filter(|r| check.workloads.contains(&r.workload))
+        {
+            if r.median.verdict == stats::Verdict::Slower {
+                out.push(format!(
+                    "`{}` {}: this commit is {} against {} ({}), beyond the noise threshold of {:.1} %",
+                    r.workload,
+                    r.build,
+                    stats::describe(&r.median.estimate),
+                    &a.commit[..a.commit.len().min(12)],
+                    a.rev,
+                    r.median.threshold_pct
+                ));
+            }
         }
     }
     if let Some(base) = baseline {
@@ -123,6 +145,54 @@ mod tests {
             f[0]
         );
         assert!(f[0].contains("beyond 15.0 % faster"), "{}", f[0]);
+    }
+
+    /// `--against`: a significant slowdown on a checked workload fails, naming it; a change
+    /// within the floor or a gain passes.
+    #[test]
+    fn fails_when_this_commit_is_significantly_slower_than_the_other() {
+        let mut r = fixture();
+        r.config.config.check.min_pgo_gain_pct = 5.0;
+        let judged = |change: f64, low: f64, high: f64| crate::analysis::Judged {
+            estimate: stats::Estimate {
+                change_pct: change,
+                ci_low_pct: low,
+                ci_high_pct: high,
+                ..r.workloads[0].aa.median.estimate.clone()
+            },
+            threshold_pct: 1.0,
+            verdict: stats::verdict(
+                &stats::Estimate {
+                    change_pct: change,
+                    ci_low_pct: low,
+                    ci_high_pct: high,
+                    ..r.workloads[0].aa.median.estimate.clone()
+                },
+                1.0,
+            ),
+        };
+        let result = |build: &str, j| crate::analysis::AgainstResult {
+            workload: "agent_send_latency".into(),
+            build: build.into(),
+            against: format!("0123456789ab:{build}"),
+            median: j,
+        };
+        r.against = Some(crate::report::Against {
+            rev: "HEAD~1".into(),
+            commit: "0123456789abcdef".into(),
+            results: vec![
+                result("release", judged(0.3, -0.4, 1.0)),
+                result("lto+pgo", judged(-3.0, -3.5, -2.5)),
+            ],
+        });
+        assert_eq!(failures(&r, None), Vec::<String>::new());
+        r.against.as_mut().unwrap().results[1] = result("lto+pgo", judged(4.0, 3.1, 4.9));
+        assert_eq!(
+            failures(&r, None),
+            [
+                "`agent_send_latency` lto+pgo: this commit is 4.0 % slower, 95 % CI [3.1, 4.9] against 0123456789ab (HEAD~1), beyond the noise threshold of 1.0 %"
+            ]
+        );
     }
 
     #[test]

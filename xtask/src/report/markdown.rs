@@ -120,6 +120,12 @@ fn verdict(md: &mut String, report: &Report) {
                 .unwrap_or_default()
         );
     }
+    if let Some(a) = &report.against {
+        let _ = writeln!(md, "- **{}**, median, in the same sessions:", a.title());
+        for line in a.lines() {
+            let _ = writeln!(md, "  - {line}");
+        }
+    }
     md.push('\n');
 }
 
