@@ -47,7 +47,13 @@ pub(super) fn measure(
         g.pairs.extend(against_pairs.iter().cloned());
     }
     groups.extend(crate::versus::groups(&builds, &cfg.measure)?);
-    let (all, stopped) = measure::run_groups(&groups, &cfg.measure)?;
+    let (all, stopped) = measure::run_groups(&groups, &cfg.measure).with_context(|| match theirs {
+        Some(t) => format!(
+            "measuring with `--against {}`: the other commit's mty-bench must accept every workload's arguments too (give `--config` one that both commits accept)",
+            t.rev
+        ),
+        None => "measuring".to_string(),
+    })?;
     let (sessions, versus_sessions) = all
         .into_iter()
         .partition(|s| cfg.measure.workloads.iter().any(|w| w.name == s.workload));
