@@ -279,7 +279,7 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
                 secs: p.secs,
                 timing: p.timing,
             };
-            bar.println(format!("measure: {}: {}", s.workload, s.describe()));
+            bar.suspend(|| eprintln!("measure: {}: {}", s.workload, s.describe()));
             stopped.push(s);
         }
         // A session started for a group whose plan has since ended it is not run.
