@@ -351,7 +351,15 @@ fn a_raw_profile_is_refused_before_any_build() {
 #[test]
 fn calibration_detects_a_large_injection_and_not_a_zero_one() {
     let run = good_run();
-    let out = xtask(&["pgo", "calibrate"], &run.data, &run.target);
+    // Ten sessions, not quick.toml's four: with four, the interval rests on a t of 3 degrees
+    // of freedom, and one disturbed session (a busy CI machine) can widen the A/A floor past
+    // the 30 % injected (seen once: ±15 %).
+    let config = config_variant(
+        &run.tmp.join("calibrate.toml"),
+        "sessions = 4 ",
+        "sessions = 10 ",
+    );
+    let out = xtask_with(&config, &["pgo", "calibrate"], &run.data, &run.target);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}\n{stdout}", stderr_of(&out));
     assert!(
