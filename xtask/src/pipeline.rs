@@ -168,6 +168,7 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     })?;
     // Nothing else may run while the lockstep measures.
     beside.finish();
+    let _ = comparators.join();
     // Stage 9: the held-out workloads on every build, in lockstep; instructions per message.
     steps::measure(
         &ctx,
@@ -179,7 +180,6 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         theirs.as_ref(),
     )?;
     // Stage 10: the statistics, the table, report.json, report.md, the plots, history.
-    let _ = comparators.join();
     let report = steps::report(&ctx, &tc, timer)?;
     publish_and_gate(&ctx, flags, &report)
 }
