@@ -263,7 +263,11 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
             && done >= p.pilot
             && p.secs >= l.max_secs
         {
-            bar.set_length(bar.length().unwrap_or(0) - (n - done) as u64 * rounds);
+            bar.set_length(
+                bar.length()
+                    .unwrap_or(0)
+                    .saturating_sub((n - done) as u64 * rounds),
+            );
             p.plan = Some((done, StopReason::TimeCap));
         }
         if let Some((n, reason)) = p.plan
