@@ -260,9 +260,10 @@ pub struct Measure {
     /// Bootstrap resamples for the oracle capture's interval (at least 10,000 for a stable
     /// 95 % interval).
     pub bootstrap_resamples: usize,
-    /// The stopping rule's target: each workload runs sessions until every interval it
-    /// reports (each build against release, the A/A arm, the `versus` pairs) is expected to
-    /// be at most this wide on either side, in % (0: always `lockstep.sessions`).
+    /// The stopping rule's target: each workload runs the sessions its pilot's spread asks for
+    /// every median comparison it reports (each build against release, the A/A arm, the
+    /// `versus` pairs, `--against`'s) to be at most this wide on either side, in % (0: no
+    /// target, `lockstep.sessions` unless `lockstep.max_secs` comes first).
     #[serde(default = "one")]
     pub target_half_width_pct: f64,
     /// The smallest change called a change, in %: the verdict threshold is the larger of this

@@ -81,6 +81,7 @@ pub fn measure(
                 && let Some(hit) = cached.as_deref().and_then(read_cached)
             {
                 out.push(InstructionCount {
+                    workload: workload.name.clone(),
                     build: v.name().to_string(),
                     ..hit
                 });

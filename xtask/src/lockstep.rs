@@ -238,8 +238,16 @@ impl Spawned {
                 );
             }
         }
+        // Set-up ended with the last ready line's arrival (long before it was read, when the
+        // arms started while the session before took its turns).
+        let ready = self
+            .live
+            .iter()
+            .filter_map(|a| a.arrived)
+            .max()
+            .unwrap_or_else(Instant::now);
         let mut timing = Timing {
-            setup_secs: self.started.elapsed().as_secs_f64(),
+            setup_secs: ready.duration_since(self.started).as_secs_f64(),
             waited_secs: waiting.elapsed().as_secs_f64(),
             ..Timing::default()
         };
@@ -308,7 +316,10 @@ struct Live {
     cmd: Cmd,
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
+    /// Each line of its stdout with the instant it arrived.
+    lines: Receiver<(Instant, String)>,
+    /// When the last line taken arrived.
+    arrived: Option<Instant>,
     stderr: Arc<Mutex<String>>,
     /// Ends when the process's stderr closes (it exited or was killed).
     stderr_reader: Option<std::thread::JoinHandle<()>>,
@@ -324,7 +335,7 @@ impl Live {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
+                if tx.send((Instant::now(), line)).is_err() {
                     break;
                 }
             }
@@ -355,6 +366,7 @@ impl Live {
             child,
             stdin,
             lines,
+            arrived: None,
             stderr,
             stderr_reader: Some(stderr_reader),
         })
@@ -373,7 +385,10 @@ impl Live {
 
     fn answer(&mut self, timeout: Duration, what: &str) -> Result<String> {
         match self.lines.recv_timeout(timeout) {
-            Ok(line) => Ok(line),
+            Ok((at, line)) => {
+                self.arrived = Some(at);
+                Ok(line)
+            }
             Err(RecvTimeoutError::Disconnected) => Err(self.failure(what, None)),
             Err(RecvTimeoutError::Timeout) => Err(self.failure(what, Some(timeout))),
         }

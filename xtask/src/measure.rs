@@ -82,7 +82,7 @@ pub fn groups(arms: &[MeasuredArm], cfg: &Measure) -> Vec<Group> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
-    /// The planned count, expected to meet the target half-width, was reached.
+    /// The count the pilot planned for the target half-width was run.
     Target,
     /// The target needed more than `lockstep.sessions` (or the workload's own `sessions`).
     SessionCap,
@@ -111,14 +111,18 @@ pub struct Stopping {
 }
 
 impl Stopping {
-    /// "48 sessions: target ±1.0 % reached (the pilot of 12 asked for 48)".
+    /// "48 sessions in 3.4 s: the count planned for ±1 % (the pilot of 12 asked for 48)": the
+    /// count the pilot's spread asks for, not a promise that every interval came out within the
+    /// target (the interval is also the whole sample's, and a pilot may underestimate).
     pub fn describe(&self) -> String {
         let asked = match self.needed {
             Some(n) => format!(" (the pilot of {} asked for {n})", self.pilot),
             None => String::new(),
         };
         let why = match self.reason {
-            StopReason::Target => format!("target ±{} % reached", self.target_half_width_pct),
+            StopReason::Target => {
+                format!("the count planned for ±{} %", self.target_half_width_pct)
+            }
             StopReason::SessionCap => "session cap".to_string(),
             StopReason::TimeCap => "time cap".to_string(),
             StopReason::Fixed => "fixed count (no target)".to_string(),
@@ -321,7 +325,8 @@ fn plan(
                 .iter()
                 .filter_map(|s| s.median_log_ratio(cand, base))
                 .collect();
-            (values.len() >= 2).then(|| sequential::sessions_needed(&values, target) as u32)
+            (values.len() >= 2)
+                .then(|| sequential::sessions_needed(&values, target).min(u32::MAX as usize) as u32)
         })
         .max()
         .unwrap_or(pilot_n)
@@ -429,7 +434,7 @@ echo '{LINE}'"#
         assert!(
             by("quiet")
                 .describe()
-                .ends_with(": target ±1 % reached (the pilot of 4 asked for 4)")
+                .ends_with(": the count planned for ±1 % (the pilot of 4 asked for 4)")
         );
 
         // The time cap: the pilot runs whole, then it stops.

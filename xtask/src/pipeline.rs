@@ -166,7 +166,8 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         let (optimized, bolted, oracle) = chain?;
         Ok((optimized, base?, oracle, bolted, theirs.transpose()?))
     })?;
-    // Nothing else may run while the lockstep measures.
+    // Nothing else may run while the lockstep measures (but the next session's set-up on the
+    // other core: `lockstep.rs`).
     beside.finish();
     let _ = comparators.join();
     // Stage 9: the held-out workloads on every build, in lockstep; instructions per message.

@@ -1,6 +1,8 @@
 //! Paired statistics: per unit (a lockstep session, or a block of whole runs in calibration's
-//! contrast) r = ln(candidate / baseline); the estimate is the mean of r, with a seeded percentile-bootstrap 95 % interval and a Wilcoxon signed-rank test
-//! as a cross-check. Numbers in, numbers out: no processes here.
+//! contrast) r = ln(candidate / baseline). Lockstep sessions: a 20 % trimmed mean of r with the
+//! stopping rule's interval (`sequential.rs`); calibration's blocks and the oracle capture: a
+//! mean with a seeded percentile-bootstrap interval; a Wilcoxon signed-rank test as a
+//! cross-check. Numbers in, numbers out: no processes here.
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
@@ -15,13 +17,15 @@ pub struct Estimate {
     /// Lockstep mode: the rounds behind the sessions, in all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<usize>,
-    /// Mean of ln(candidate / baseline).
+    /// The estimate of ln(candidate / baseline): the 20 % trimmed mean over lockstep sessions,
+    /// the mean over calibration's blocks.
     pub mean_log_ratio: f64,
     /// exp(mean): the typical candidate/baseline ratio.
     pub ratio: f64,
     /// (ratio − 1) × 100: negative is faster.
     pub change_pct: f64,
-    /// The 95 % bootstrap interval of `change_pct`.
+    /// The 95 % interval of `change_pct` (the stopping rule's for sessions, a bootstrap's for
+    /// blocks).
     pub ci_low_pct: f64,
     pub ci_high_pct: f64,
     /// Two-sided p-value of the Wilcoxon signed-rank test on r (1.0 when every r is 0).
@@ -128,8 +132,9 @@ pub struct Capture {
 }
 
 /// `cand[s][r]` and `oracle[s][r]`: ln(build / reference) in round r of session s, the same
-/// rounds for both. The gain of each is the negated estimate of [`compare_sessions`] (median over
-/// rounds, mean over sessions); the capture is their ratio, with a nested bootstrap that draws
+/// rounds for both. The gain of each is a plain mean over sessions of each session's median
+/// over rounds (not [`compare_sessions`]' trimmed mean, so it may differ a little from the
+/// rows' figures); the capture is their ratio, with a nested bootstrap that draws
 /// the same sessions and rounds for both.
 pub fn capture_nested(
     cand: &[Vec<f64>],

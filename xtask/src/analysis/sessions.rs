@@ -19,8 +19,8 @@ const BOLT: &str = "lto+pgo+bolt";
 const PGO: &str = "lto+pgo";
 const BATCH_METRICS: [BatchMetric; 3] = [|b| b.median_ns, |b| b.p95_ns, |b| b.p99_ns];
 
-/// Lockstep sessions → the same analysis: per-round ratios within each session, nested
-/// bootstrap over sessions and rounds.
+/// Lockstep sessions → the analysis: per-round ratios within each session, the session's
+/// median, the trimmed mean over sessions with the stopping rule's interval.
 pub fn analyze_lockstep(
     workloads: &[String],
     builds: &[String],

@@ -483,8 +483,9 @@ fn protocol(md: &mut String, m: &crate::config::Measure) {
          runs one batch of {} messages while the others wait. Per session, the median over rounds of ln(arm batch / release \
          batch of the same round) (robust to the machine's speed flips); the estimate is the 20 % trimmed mean over sessions. \
          Sessions stop by Stein's two-stage rule: a pilot of {} sessions, then as many as its spread asks for a 95 % interval \
-         of ±{} % on every comparison (at most {} sessions, {} s a workload); the interval is Stein's or the whole sample's, \
-         whichever is wider, so it keeps its coverage whatever the count (checked by simulation on recorded sessions); \
+         of ±{} % (a workload's own target where it has one) on every median comparison (at most {} sessions, {} s a workload); \
+         the interval is Stein's or the whole sample's, whichever is wider, so it keeps its coverage whatever the count \
+         (approximately: checked by simulation on recorded sessions); \
          Wilcoxon signed-rank over sessions as a cross-check; \
          verdicts only beyond max({} %, A/A noise floor). The clock ticks in steps (10 ns here: a message reads 130 or 140 ns, never between), \
          so a batch's median, p95 and p99 are interpolated within the step that holds them, as for grouped data; `--messages` \

@@ -32,17 +32,21 @@ fn quantiles_match_the_tables() {
 #[test]
 fn stein_plans_from_the_pilots_spread() {
     // A pilot of 12 alternating ±0.02: 2 trimmed from each end, 8 kept (t with 7 df); the
-    // winsorized values are the same ±0.02, sd 0.0209, over 0.6.
+    // winsorized values are the same ±0.02 (sd 0.0209); se = sd / (0.6 · √12).
     let pilot: Vec<f64> = (0..12)
         .map(|i| if i % 2 == 0 { 0.02 } else { -0.02 })
         .collect();
-    let (m, scale, kept) = trimmed(&pilot);
+    let (m, se, kept) = trimmed(&pilot);
     assert!(m.abs() < 1e-15 && kept == 8, "{m} {kept}");
-    assert!((scale - 0.020_889 / 0.6).abs() < 1e-5, "{scale}");
+    assert!((se - 0.020_889 / (0.6 * 12f64.sqrt())).abs() < 1e-5, "{se}");
     assert_eq!(
         sessions_needed(&pilot, 0.01),
-        ((t95(7) * scale / 0.01).powi(2)).ceil() as usize
+        (12.0 * (t95(7) * se / 0.01).powi(2)).ceil() as usize
     );
+    // Fewer than five values: nothing trimmed, the plain mean's s/√n.
+    let (m, se, kept) = trimmed(&[1.0, 2.0, 3.0, 4.0]);
+    assert_eq!((m, kept), (2.5, 4));
+    assert!((se - sd(&[1.0, 2.0, 3.0, 4.0]) / 2.0).abs() < 1e-12);
     // Trimming drops an outlier's pull: one session at +1.0 moves the plain mean by 0.08.
     let mut outlier = pilot.clone();
     outlier[0] = 1.0;
@@ -52,14 +56,19 @@ fn stein_plans_from_the_pilots_spread() {
     // The interval is the wider of Stein's and the whole sample's.
     let mut all = pilot.clone();
     all.extend([0.05, -0.05].repeat(6));
-    let (_, scale, kept) = trimmed(&all);
+    let (_, se_all, kept) = trimmed(&all);
     assert_eq!(kept, 16, "4 of 24 trimmed from each end");
-    assert!((interval(&all, 12).1 - t95(15) * scale / 24f64.sqrt()).abs() < 1e-12);
-    // A quiet tail after a noisy pilot keeps the pilot's width.
+    assert!((interval(&all, 12).1 - t95(15) * se_all).abs() < 1e-12);
+    // A quiet tail after a noisy pilot keeps the pilot's width, scaled to all the sessions.
     let mut quiet = pilot.clone();
     quiet.extend([0.0; 20]);
-    let (_, s0, k0) = trimmed(&pilot);
-    assert!((interval(&quiet, 12).1 - t95(k0 - 1) * s0 / 32f64.sqrt()).abs() < 1e-12);
+    let (_, se0, k0) = trimmed(&pilot);
+    assert!((interval(&quiet, 12).1 - t95(k0 - 1) * se0 * (12.0f64 / 32.0).sqrt()).abs() < 1e-12);
+    // A broken pilot asks for the most there is.
+    assert_eq!(
+        sessions_needed(&[f64::NAN, 1.0, 2.0, 3.0, 4.0, 5.0], 0.01),
+        usize::MAX
+    );
 }
 
 /// Sessions recorded by a real run: per workload, per session, each comparison's value.
