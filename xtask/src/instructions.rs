@@ -270,6 +270,60 @@ mod tests {
         assert_eq!(parse_events("nothing"), None);
     }
 
+    /// A count kept for an executable's hash is reused without running anything (the
+    /// executable here does not exist), under the build's and workload's current names; an
+    /// executable without a hash is never looked up.
+    #[test]
+    fn a_count_kept_for_the_same_bytes_is_reused() {
+        // Without valgrind nothing is looked up: the note says so instead.
+        if !crate::testutil::have(
+            "a kept instruction count (valgrind)",
+            valgrind_missing().is_none(),
+            "apt-get install valgrind",
+        ) {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("mty-counted-{}", std::process::id()));
+        let mut built = Built::new(
+            crate::build::Build::Lto,
+            "/nonexistent/mty-bench".into(),
+            String::new(),
+        );
+        built.hash = "00000000feedf00d".into();
+        let workload = Workload::new("renamed", vec!["agent_send_latency".into()]);
+        let cfg = Instructions {
+            messages: 1000,
+            timeout_secs: 5,
+        };
+        let kept = InstructionCount {
+            workload: "old name".into(),
+            build: "release".into(),
+            per_message: Some(441.0),
+            totals: Some((1_000_000, 1_441_000)),
+            ..InstructionCount::default()
+        };
+        let path = cache_path(&built, &workload, &cfg, &dir).unwrap();
+        fsx::write_json(&path, &kept).unwrap();
+        let counts = measure(&[built.clone()], &[workload.clone()], &cfg, &dir);
+        assert_eq!(
+            (
+                counts[0].per_message,
+                counts[0].workload.as_str(),
+                counts[0].build.as_str()
+            ),
+            (Some(441.0), "renamed", "lto")
+        );
+        // Other bytes (another hash) or no hash: counted afresh, which fails here.
+        built.hash = "0000000000000001".into();
+        assert_eq!(
+            measure(&[built.clone()], &[workload.clone()], &cfg, &dir)[0].per_message,
+            None
+        );
+        built.hash.clear();
+        assert!(cache_path(&built, &workload, &cfg, &dir).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A workload with `instructions = false` is never run under callgrind (the executable
     /// here does not exist: running it would fail with another note) and says why.
     #[test]

@@ -91,6 +91,50 @@ fn the_whole_pipeline_on_the_quick_config() {
     // Lockstep: quick.toml has 4 sessions of 20 rounds.
     assert_eq!(w["sessions"].as_u64(), Some(4), "quick.toml has 4 sessions");
     assert_eq!(w["rounds_per_session"].as_u64(), Some(20));
+    // Why each workload and versus pair stopped (four sessions: fewer than the pilot, so the
+    // plan is the session cap or the count itself), and where the measured core's time went:
+    // set-up before the turns, the turns around the arms' own batch time, the close.
+    let stopped = report["stopped"].as_array().unwrap();
+    assert_eq!(
+        stopped.len(),
+        3,
+        "two workloads and one versus pair: {stopped:?}"
+    );
+    for s in stopped {
+        assert_eq!(
+            (s["sessions"].as_u64(), s["pilot"].as_u64()),
+            (Some(4), Some(4)),
+            "{s}"
+        );
+        assert!(
+            ["target", "session_cap"].contains(&s["reason"].as_str().unwrap()),
+            "{s}"
+        );
+        let t = &s["timing"];
+        let secs = |k: &str| t[k].as_f64().unwrap();
+        assert!(secs("setup_secs") > 0.0 && secs("close_secs") > 0.0, "{s}");
+        assert!(
+            0.0 < secs("batch_secs") && secs("batch_secs") < secs("turns_secs"),
+            "{s}"
+        );
+        assert!(s["secs"].as_f64().unwrap() >= secs("turns_secs"), "{s}");
+    }
+    for s in report["sessions"].as_array().unwrap() {
+        assert!(s["timing"]["turns_secs"].as_f64().unwrap() > 0.0, "{s}");
+        for arm in s["batches"].as_array().unwrap() {
+            assert!(
+                arm.as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|b| b["elapsed_ns"].as_f64().unwrap() > 0.0)
+            );
+        }
+    }
+    let md = std::fs::read_to_string(data.join("report.md")).unwrap();
+    assert!(
+        md.contains("## Sessions") && md.contains("| `agent_send_latency` | 4 |"),
+        "{md}"
+    );
     let clean = w["sessions"].as_u64().unwrap();
     let valgrind = testutil::have(
         "instructions per message (valgrind)",

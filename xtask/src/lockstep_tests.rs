@@ -1,0 +1,142 @@
+//! The lockstep session's failures, provoked with real processes (sh arms on real pipes),
+//! and the core the arms share.
+
+use super::*;
+
+/// A well-behaved arm in sh: ready, a batch summary for every `g`; it writes its pid to
+/// `pid_file` first, and outlives its stdin (so only a kill ends it).
+fn good_arm(pid_file: &std::path::Path) -> String {
+    format!(
+        r#"echo $$ > {}
+echo '{{"ready":true,"pid":1,"clock_overhead_ns":20}}'
+while read w; do echo '{{"median_ns":100,"p95_ns":120,"p99_ns":130,"mean_ns":105}}'; done
+exec sleep 60"#,
+        pid_file.display()
+    )
+}
+
+/// One session (two rounds) of arms that are sh scripts, real processes on real pipes,
+/// beside a well-behaved arm: the error, and whether the well-behaved arm outlived it or
+/// was waited for instead of killed.
+fn failed_session(script: &str, timeout_secs: u64) -> (String, bool) {
+    let mut cfg = crate::fixtures::measure_config();
+    cfg.timeout_secs = timeout_secs;
+    cfg.lockstep.rounds = 2;
+    cfg.lockstep.share_core = false;
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let pid_file = std::env::temp_dir().join(format!(
+        "mty-lockstep-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let arm = |name: &str, script: String| Arm {
+        name: name.to_string(),
+        exe: "sh".into(),
+        args: vec!["-c".into(), script, "arm".into()],
+    };
+    let arms = [arm("good", good_arm(&pid_file)), arm("bad", script.into())];
+    let started = std::time::Instant::now();
+    let err = session(
+        &Workload::new("w", vec![]),
+        7,
+        &arms,
+        &cfg,
+        &mut SplitMix64::new(1),
+        &ProgressBar::hidden(),
+    )
+    .map(|_| ())
+    .expect_err("the bad arm fails the session");
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let _ = std::fs::remove_file(&pid_file);
+    // Killed, not waited for: the well-behaved arm would sleep a minute after its stdin
+    // closed.
+    let alive = std::path::Path::new(&format!("/proc/{}", pid.trim())).exists()
+        || started.elapsed() > Duration::from_secs(30);
+    // Set up on the other core first: the command line starts with its `taskset`.
+    let err = format!("{err:#}").replace("`taskset -c 0 ", "`");
+    (err, alive)
+}
+
+const READY: &str = r#"echo '{"ready":true,"pid":1,"clock_overhead_ns":20}'"#;
+
+#[test]
+fn an_arm_that_closes_its_output_but_keeps_running_is_named() {
+    let (err, alive) = failed_session(&format!("{READY}; exec sleep 30 >&-"), 60);
+    assert!(
+        err.starts_with(
+            "lockstep arm `bad` closed its output while running batch 1 of session 7: `sh -c"
+        ),
+        "{err}"
+    );
+    assert!(!alive, "the other arm was killed");
+}
+
+#[test]
+fn an_arm_that_dies_mid_session_is_named_with_its_status_and_stderr() {
+    let script = format!("{READY}; read w; echo 'out of slots' >&2; exit 3");
+    let (err, alive) = failed_session(&script, 60);
+    assert!(
+        err.starts_with(
+            "lockstep arm `bad` exited with status 3 while running batch 1 of session 7:"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.ends_with("--- last lines of its stderr ---\nout of slots"),
+        "{err}"
+    );
+    assert!(!alive, "the other arm was killed");
+}
+
+#[test]
+fn an_arm_that_is_not_a_lockstep_arm_or_answers_nonsense_is_named() {
+    let (err, alive) = failed_session("echo hello; exec sleep 30", 60);
+    assert!(
+        err.starts_with("arm `bad` (`sh -c") && err.contains(
+            "answered \"hello\" instead of its ready line; is it a mty-bench that knows `--lockstep`?"
+        ),
+        "{err}"
+    );
+    assert!(!alive);
+    let (err, alive) = failed_session(
+        &format!("{READY}; read w; echo 'no json'; exec sleep 30"),
+        60,
+    );
+    assert!(
+        err.contains("answered \"no json\", not a batch summary"),
+        "{err}"
+    );
+    assert!(!alive);
+}
+
+#[test]
+fn an_arm_silent_past_the_timeout_is_killed_and_named() {
+    let (err, alive) = failed_session(&format!("{READY}; exec sleep 30"), 2);
+    assert!(
+        err.starts_with(
+            "lockstep arm `bad` did not answer within 2 s and was killed (raise `measure.timeout_secs` if it is merely slow) while running batch 1 of session 7:"
+        ),
+        "{err}"
+    );
+    assert!(!alive);
+}
+
+#[test]
+fn arms_share_the_configured_core_the_last_one_or_none() {
+    let mut cfg = crate::fixtures::measure_config();
+    cfg.pin_core = Some(0);
+    let share = |cfg: &Measure, w: &Workload| shared_core(cfg, w.shares_core_in(&cfg.lockstep));
+    let mut w = Workload::new("w", vec!["w".into()]);
+    assert_eq!(share(&cfg, &w), Some(0));
+    cfg.pin_core = None;
+    let last = std::thread::available_parallelism().unwrap().get() - 1;
+    assert_eq!(share(&cfg, &w), Some(last));
+    cfg.pin_core = Some(0);
+    w.share_core = Some(false);
+    assert_eq!(share(&cfg, &w), None, "the workload's own key wins");
+    cfg.lockstep.share_core = false;
+    w.share_core = None;
+    assert_eq!(share(&cfg, &w), None, "unpinned, whatever pin_core says");
+    w.share_core = Some(true);
+    assert_eq!(share(&cfg, &w), Some(0), "the workload's own key wins");
+}

@@ -1,0 +1,50 @@
+//! report.md's "Sessions" section: how many sessions each workload ran, why it stopped, and
+//! where the measured core's time went.
+
+use std::fmt::Write as _;
+
+/// How many sessions each workload ran, why it stopped, and where the measured core's time
+/// went.
+pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
+    if stopped.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "## Sessions\n\nHow many sessions each workload ran and why it stopped; the measured core's seconds (set-up it waited for, \
+         moving the arms onto it, the turns, closing) against the seconds inside the arms' batches; set-up ran on the other core, \
+         overlapped with the turns before.\n\n\
+         | workload | sessions | stopped | measured core | in batches | overhead | set-up (other core) | waited | move | turns | close |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for s in stopped {
+        let t = &s.timing;
+        let asked = s
+            .needed
+            .map_or(String::new(), |n| format!(" (asked for {n})"));
+        let why = match s.reason {
+            crate::measure::StopReason::Target => {
+                format!("target ±{} %{asked}", s.target_half_width_pct)
+            }
+            crate::measure::StopReason::SessionCap => format!("session cap{asked}"),
+            crate::measure::StopReason::TimeCap => format!("time cap{asked}"),
+            crate::measure::StopReason::Fixed => "fixed count".to_string(),
+        };
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {why} | {:.1} s | {:.1} s | {} | {:.1} s | {:.1} s | {:.1} s | {:.1} s | {:.1} s |",
+            s.workload,
+            s.sessions,
+            s.secs,
+            t.batch_secs,
+            s.overhead_pct()
+                .map_or("–".to_string(), |p| format!("{p:.0} %")),
+            t.setup_secs,
+            t.waited_secs,
+            t.move_secs,
+            t.turns_secs,
+            t.close_secs,
+        );
+    }
+    let _ = writeln!(md);
+}
