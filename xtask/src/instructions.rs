@@ -304,7 +304,12 @@ mod tests {
         };
         let path = cache_path(&built, &workload, &cfg, &dir).unwrap();
         fsx::write_json(&path, &kept).unwrap();
-        let counts = measure(&[built.clone()], &[workload.clone()], &cfg, &dir);
+        let counts = measure(
+            std::slice::from_ref(&built),
+            std::slice::from_ref(&workload),
+            &cfg,
+            &dir,
+        );
         assert_eq!(
             (
                 counts[0].per_message,
@@ -316,7 +321,13 @@ mod tests {
         // Other bytes (another hash) or no hash: counted afresh, which fails here.
         built.hash = "0000000000000001".into();
         assert_eq!(
-            measure(&[built.clone()], &[workload.clone()], &cfg, &dir)[0].per_message,
+            measure(
+                std::slice::from_ref(&built),
+                std::slice::from_ref(&workload),
+                &cfg,
+                &dir
+            )[0]
+            .per_message,
             None
         );
         built.hash.clear();
