@@ -156,18 +156,81 @@ pub fn build(
     target_root: &Path,
     log_dir: &Path,
 ) -> Result<CargoOutput> {
-    std::fs::create_dir_all(log_dir)
-        .with_context(|| format!("cannot create {}", log_dir.display()))?;
-    let label = build.target_folder();
-    let log = log_dir.join(format!("build-{label}.log"));
     if let Some(from) = build.seeded_from() {
         seed(
             &target_root.join(from.target_folder()),
-            &target_root.join(label),
+            &target_root.join(build.target_folder()),
         )?;
     }
+    let final_args: Vec<String> = build.final_args().iter().map(|a| a.to_string()).collect();
+    cargo_build(
+        ws,
+        host,
+        build,
+        rustflags,
+        &target_root.join(build.target_folder()),
+        &final_args,
+        &log_dir.join(format!("build-{}.log", build.target_folder())),
+    )
+}
+
+/// `build` again in a target folder of its own (`<folder>-layout`, seeded from the build's),
+/// its final crate compiled with `-Csave-temps` (its object files kept) and rustc's linker
+/// command written to [`crate::relink::link_args_file`]: the link, ready to be repeated with
+/// other flags. Same flags otherwise, so the same executable (the caller checks).
+pub fn relinkable(
+    ws: &Workspace,
+    host: &str,
+    build: Build,
+    rustflags: &[String],
+    target_root: &Path,
+    log_dir: &Path,
+) -> Result<(CargoOutput, crate::relink::LinkLine)> {
+    let dir = target_root.join(format!("{}-layout", build.target_folder()));
+    seed(&target_root.join(build.target_folder()), &dir)?;
+    let file = crate::relink::link_args_file(&dir);
+    let final_args: Vec<String> = build
+        .final_args()
+        .iter()
+        .map(|a| a.to_string())
+        .chain([
+            "-Csave-temps".to_string(),
+            format!("--print=link-args={}", file.display()),
+        ])
+        .collect();
+    let out = cargo_build(
+        ws,
+        host,
+        build,
+        rustflags,
+        &dir,
+        &final_args,
+        &log_dir.join(format!("build-{}-layout.log", build.target_folder())),
+    )?;
+    let text = std::fs::read_to_string(&file).with_context(|| {
+        format!(
+            "cannot read rustc's linker command {} (written by `--print=link-args`)",
+            file.display()
+        )
+    })?;
+    let line = crate::relink::LinkLine::parse(&text)
+        .with_context(|| format!("reading rustc's linker command {}", file.display()))?;
+    Ok((out, line))
+}
+
+fn cargo_build(
+    ws: &Workspace,
+    host: &str,
+    build: Build,
+    rustflags: &[String],
+    target_dir: &Path,
+    final_args: &[String],
+    log: &Path,
+) -> Result<CargoOutput> {
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let final_args = build.final_args();
     let cmd = Cmd::new(cargo)
         .arg(if final_args.is_empty() {
             "build"
@@ -176,7 +239,7 @@ pub fn build(
         })
         .args(["--profile", build.cargo_profile(), "--target", host])
         .arg("--target-dir")
-        .arg(target_root.join(label).display().to_string())
+        .arg(target_dir.display().to_string())
         .args(["--package", &ws.package, "--bin", &ws.binary])
         .args([
             "--manifest-path",
@@ -186,14 +249,15 @@ pub fn build(
         .args(if final_args.is_empty() {
             Vec::new()
         } else {
-            [&["--"], final_args].concat()
+            std::iter::once("--".to_string())
+                .chain(final_args.iter().cloned())
+                .collect()
         })
         // Every flag in the one source cargo reads first: the user's own (found as cargo
         // would, `rustflags.rs`) and the pipeline's, nothing dropped silently.
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"));
-    // One line each for builds that run at once (the baselines beside the chain).
     let bar = bars()
         .add(ProgressBar::new(ws.crate_count))
         .with_prefix(build.name())
@@ -204,7 +268,7 @@ pub fn build(
             .expect("a valid template")
             .progress_chars("=> "),
         );
-    let reader = cmd.stream_stdout(&log)?;
+    let reader = cmd.stream_stdout(log)?;
     let mut exe = None;
     let mut diagnostics = Vec::new();
     let mut compiled = 0;
@@ -239,7 +303,7 @@ pub fn build(
         let how = status
             .map(|s| exec::describe_status(&s))
             .unwrap_or_else(|| "did not finish".into());
-        let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+        let stderr = std::fs::read_to_string(log).unwrap_or_default();
         bail!(
             "`{}` {how} (full log: {}){}",
             cmd.display(),

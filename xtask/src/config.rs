@@ -25,6 +25,69 @@ pub struct Config {
     pub insight: Insight,
     #[serde(default)]
     pub bolt: Bolt,
+    #[serde(default)]
+    pub layout: Layout,
+}
+
+/// The `layout` stage: builds relinked with their functions in another order
+/// (`--shuffle-sections`), measured beside the others, so that a gain can be told from layout
+/// luck (the layout floor).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layout {
+    /// Variants per build (K); 0 turns the stage off.
+    #[serde(default = "four")]
+    pub variants: u32,
+    /// The builds relinked: `release` (the layout floor), and optionally `lto` and `lto+pgo`
+    /// (their gains over release as a range over layouts; BOLT against random layouts).
+    #[serde(default = "release_only")]
+    pub builds: Vec<String>,
+    /// The workloads whose sessions carry the variants (default: `check.workloads`); the others
+    /// have no layout floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workloads: Option<Vec<String>>,
+    /// Variant k is linked with `--shuffle-sections=.text*=<seed + k>`.
+    #[serde(default = "layout_seed")]
+    pub seed: u32,
+    /// A variant's instructions per message may differ from its base's by at most this (%):
+    /// more means the relink changed the code, not only where it lies.
+    #[serde(default = "one")]
+    pub max_instructions_change_pct: f64,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout {
+            variants: four(),
+            builds: release_only(),
+            workloads: None,
+            seed: layout_seed(),
+            max_instructions_change_pct: one(),
+        }
+    }
+}
+
+impl Layout {
+    /// The workloads whose sessions carry the variants.
+    pub fn workloads_of<'a>(&'a self, check: &'a Check) -> &'a [String] {
+        self.workloads.as_deref().unwrap_or(&check.workloads)
+    }
+}
+
+/// The builds that can be relinked in another layout (BOLT's is its own layout; the oracle is
+/// a yardstick).
+pub const LAYOUT_BUILDS: [&str; 3] = ["release", "lto", "lto+pgo"];
+
+fn four() -> u32 {
+    4
+}
+
+fn release_only() -> Vec<String> {
+    vec!["release".to_string()]
+}
+
+fn layout_seed() -> u32 {
+    20261201
 }
 
 /// The `bolt` stage: BOLT on top of PGO + fat LTO, in instrumentation mode (no `perf`, no
@@ -566,6 +629,38 @@ pub fn parse(text: &str) -> Result<Config> {
                 names.join(", ")
             );
         }
+    }
+    let layout = &config.layout;
+    if let Some(b) = layout
+        .builds
+        .iter()
+        .find(|b| !LAYOUT_BUILDS.contains(&b.as_str()))
+    {
+        bail!(
+            "`layout.builds` names `{b}`, which cannot be relinked in another layout (one of: {})",
+            LAYOUT_BUILDS.join(", ")
+        );
+    }
+    if layout.variants > 0 && !layout.builds.iter().any(|b| b == "release") {
+        bail!(
+            "`layout.builds` must include `release`: the layout floor is release's variants against release"
+        );
+    }
+    if layout.variants == 1 {
+        bail!(
+            "`layout.variants` is 1: a spread over layouts needs at least 2 variants (4 or more is sound), or 0 to turn the stage off"
+        );
+    }
+    for name in layout.workloads_of(&config.check) {
+        if !names.contains(&name.as_str()) {
+            bail!(
+                "`layout.workloads` names `{name}`, which is not a measured workload ({})",
+                names.join(", ")
+            );
+        }
+    }
+    if !(layout.max_instructions_change_pct >= 0.0) {
+        bail!("`layout.max_instructions_change_pct` must be a percentage, 0 or more");
     }
     Ok(config)
 }

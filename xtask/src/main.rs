@@ -20,6 +20,7 @@ mod lockstep;
 mod measure;
 mod outputs;
 mod pipeline;
+mod relink;
 mod report;
 mod rustflags;
 mod stage;

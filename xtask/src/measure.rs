@@ -54,6 +54,19 @@ pub struct Group {
     pub pairs: Vec<(String, String)>,
 }
 
+impl Group {
+    /// One more arm on this group's arguments (plus `extra`), compared with the first arm.
+    pub fn add_arm(&mut self, name: &str, exe: &std::path::Path, extra: &[String]) {
+        self.arms.push(Arm {
+            name: name.to_string(),
+            exe: exe.to_path_buf(),
+            args: self.workload.args.iter().chain(extra).cloned().collect(),
+        });
+        self.pairs
+            .push((name.to_string(), self.arms[0].name.clone()));
+    }
+}
+
 /// The groups of the measured workloads: every arm on each workload's arguments (plus the
 /// arm's extra ones), each compared with the first arm (release).
 pub fn groups(arms: &[MeasuredArm], cfg: &Measure) -> Vec<Group> {

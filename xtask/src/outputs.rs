@@ -75,6 +75,54 @@ impl AgainstBuilds {
     }
 }
 
+/// The `layout` stage's output: per relinked build, its variants, each verified to differ
+/// from its base in layout only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LayoutVariants {
+    pub sets: Vec<LayoutSet>,
+    /// The workloads whose sessions carry the variants.
+    pub workloads: Vec<String>,
+}
+
+impl LayoutVariants {
+    /// Every variant as (arm name, executable).
+    pub fn arms(&self) -> impl Iterator<Item = (&str, &Built)> {
+        self.sets
+            .iter()
+            .flat_map(|s| s.variants.iter().map(|v| (v.arm.as_str(), &v.built)))
+    }
+}
+
+/// One build's layout variants.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayoutSet {
+    /// The build relinked (`release`, `lto`, `lto+pgo`).
+    pub build: String,
+    /// Its measured executable's hash, which the relink without a flag reproduced.
+    pub base_hash: String,
+    /// The linker flags of variant k, with `{seed}` for its seed.
+    pub flag: String,
+    /// The workload whose instructions per message were compared, and the base's count.
+    pub instructions_workload: String,
+    pub base_instructions: Option<f64>,
+    pub variants: Vec<LayoutVariant>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayoutVariant {
+    /// Its arm's name: `<build>/L<k>`.
+    pub arm: String,
+    pub seed: u32,
+    pub built: Built,
+    /// Its functions against the base's.
+    pub moved: crate::relink::Moved,
+    /// Instructions per message of `instructions_workload`; `None` (with the reason in
+    /// `instructions_note`) when not counted.
+    pub instructions: Option<f64>,
+    #[serde(default)]
+    pub instructions_note: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurements {
     /// The measured builds, in [`Build::MEASURED`] order.
@@ -90,6 +138,9 @@ pub struct Measurements {
     /// `--against REV`: that revision's builds, measured as arms of the same sessions.
     #[serde(default)]
     pub against: Option<AgainstBuilds>,
+    /// The layout variants measured as arms of the sessions of their workloads.
+    #[serde(default)]
+    pub layout: Option<LayoutVariants>,
     pub instructions: Vec<InstructionCount>,
     pub comparators: Vec<crate::compare::Row>,
 }

@@ -19,6 +19,7 @@ mod fresh;
 mod guard;
 mod inputs;
 mod insight;
+mod layout;
 mod profile;
 mod results;
 mod shipped;
@@ -170,7 +171,9 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     // other core: `lockstep.rs`).
     beside.finish();
     let _ = comparators.join();
-    // Stage 9: the held-out workloads on every build, in lockstep; instructions per message.
+    // Stage 9: release (and `layout.builds`) in other layouts.
+    let layout = steps::layout(&ctx, &tc, timer, &optimized, &base)?;
+    // Stage 10: the held-out workloads on every build, in lockstep; instructions per message.
     steps::measure(
         &ctx,
         timer,
@@ -179,8 +182,9 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         oracle.as_ref(),
         bolted.as_ref(),
         theirs.as_ref(),
+        layout.as_ref(),
     )?;
-    // Stage 10: the statistics, the table, report.json, report.md, the plots, history.
+    // Stage 11: the statistics, the table, report.json, report.md, the plots, history.
     let report = steps::report(&ctx, &tc, timer)?;
     publish_and_gate(&ctx, flags, &report)
 }
@@ -262,10 +266,20 @@ fn one_stage(
         Stage::Baselines => {
             steps::baselines(ctx, tc, timer)?;
         }
+        Stage::Layout => {
+            steps::layout(
+                ctx,
+                tc,
+                timer,
+                &ctx.load(Stage::Optimize)?,
+                &ctx.load(Stage::Baselines)?,
+            )?;
+        }
         Stage::Measure => {
             // No oracle record: a run from a stored profile (`--profile`) has none.
             let oracle: Option<OptimizedBuild> = ctx.load_optional(Stage::Oracle)?;
             let bolted = ctx.load_optional(Stage::Bolt)?;
+            let layout = ctx.load_optional(Stage::Layout)?;
             steps::measure(
                 ctx,
                 timer,
@@ -274,6 +288,7 @@ fn one_stage(
                 oracle.as_ref(),
                 bolted.as_ref(),
                 None,
+                layout.as_ref(),
             )?;
         }
         Stage::Report => {

@@ -14,13 +14,14 @@ pub enum Stage {
     Insight,
     Oracle,
     Baselines,
+    Layout,
     Measure,
     Report,
 }
 
 impl Stage {
     /// Every stage, in the order the pipeline runs them.
-    pub const ALL: [Stage; 11] = [
+    pub const ALL: [Stage; 12] = [
         Stage::Doctor,
         Stage::Instrument,
         Stage::Train,
@@ -30,6 +31,7 @@ impl Stage {
         Stage::Insight,
         Stage::Oracle,
         Stage::Baselines,
+        Stage::Layout,
         Stage::Measure,
         Stage::Report,
     ];
@@ -46,6 +48,7 @@ impl Stage {
             Stage::Insight => "insight",
             Stage::Oracle => "oracle",
             Stage::Baselines => "baselines",
+            Stage::Layout => "layout",
             Stage::Measure => "measure",
             Stage::Report => "report",
         }
@@ -68,6 +71,9 @@ impl Stage {
                 "the oracle build: PGO from the measured workloads' own profiles (never shipped)"
             }
             Stage::Baselines => "the release (no LTO, no PGO) and lto (fat LTO only) builds",
+            Stage::Layout => {
+                "release (and `layout.builds`) relinked with its functions shuffled, K layouts checked (layout.variants)"
+            }
             Stage::Measure => "the measured workloads on every build, interleaved",
             Stage::Report => {
                 "statistics, the table, report.json, report.md, latency.svg, benchmark.json, history.jsonl"

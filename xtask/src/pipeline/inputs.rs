@@ -11,8 +11,8 @@ use crate::build::{Build, Built};
 use crate::outputs::BoltBuild;
 use crate::outputs::Rendered;
 use crate::outputs::{
-    AgainstBuilds, Baselines, InsightReport, InstrumentedBuild, Measurements, MergedProfile,
-    OptimizedBuild, TrainingRun,
+    AgainstBuilds, Baselines, InsightReport, InstrumentedBuild, LayoutVariants, Measurements,
+    MergedProfile, OptimizedBuild, TrainingRun,
 };
 use crate::toolchain::Toolchain;
 
@@ -122,9 +122,33 @@ pub fn baselines(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
         .text("lto.rustflags", ""))
 }
 
+/// The relinked builds by content, the toolchain (its linker), the layout config and the
+/// instruction count's (the variants are checked with it).
+pub fn layout(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<Inputs> {
+    let cfg = &ctx.config.config;
+    let mut inputs = Inputs::new()
+        .text("toolchain", tc.rustc_vv.clone())
+        .json("config.layout", &cfg.layout)
+        .json("config.check", &cfg.check)
+        .json("config.measure.workloads", &cfg.measure.workloads)
+        .json("config.instructions", &cfg.instructions);
+    for b in builds
+        .iter()
+        .filter(|b| cfg.layout.builds.iter().any(|n| n == b.name()))
+    {
+        inputs = inputs.built(b)?;
+    }
+    Ok(inputs)
+}
+
 /// The measured executables by content, the measurement's config, and the comparators'
 /// sources: `--remeasure` measures again anyway.
-pub fn measure(ctx: &Ctx, builds: &[Built], theirs: Option<&AgainstBuilds>) -> Result<Inputs> {
+pub fn measure(
+    ctx: &Ctx,
+    builds: &[Built],
+    theirs: Option<&AgainstBuilds>,
+    layout: Option<&LayoutVariants>,
+) -> Result<Inputs> {
     let cfg = &ctx.config.config;
     let mut inputs = Inputs::new()
         .json("config.measure", &cfg.measure)
@@ -140,13 +164,19 @@ pub fn measure(ctx: &Ctx, builds: &[Built], theirs: Option<&AgainstBuilds>) -> R
             inputs = inputs.text(&format!("{name}.exe"), built.hash.clone());
         }
     }
+    if let Some(layout) = layout {
+        inputs = inputs.json("layout.workloads", &layout.workloads);
+        for (name, built) in layout.arms() {
+            inputs = inputs.text(&format!("{name}.exe"), built.hash.clone());
+        }
+    }
     Ok(inputs)
 }
 
 /// The report is rendered from the recorded outputs and the whole config, by this xtask.
 pub fn report(ctx: &Ctx) -> Result<Inputs> {
     let mut inputs = Inputs::new().json("config", &ctx.config.config);
-    for stage in ["merge", "optimize", "bolt", "insight", "measure"] {
+    for stage in ["merge", "optimize", "bolt", "insight", "layout", "measure"] {
         inputs = inputs.file(
             &format!("stages/{stage}.json"),
             &ctx.data.join("stages").join(format!("{stage}.json")),
@@ -235,6 +265,14 @@ impl Artifacts for Baselines {
 impl Artifacts for Measurements {
     fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
         Vec::new()
+    }
+}
+
+impl Artifacts for LayoutVariants {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.arms()
+            .map(|(_, b)| (b.exe.clone(), Some(b.hash.clone())))
+            .collect()
     }
 }
 

@@ -14,7 +14,7 @@ use crate::measure;
 use crate::outputs::BoltBuild;
 use crate::outputs::InsightReport;
 use crate::outputs::Rendered;
-use crate::outputs::{AgainstBuilds, Measurements, MergedProfile, OptimizedBuild};
+use crate::outputs::{AgainstBuilds, LayoutVariants, Measurements, MergedProfile, OptimizedBuild};
 use crate::report::{self, Report};
 use crate::stage::StageRun;
 use crate::toolchain::Toolchain;
@@ -23,6 +23,7 @@ pub(super) fn measure(
     ctx: &Ctx,
     builds: Vec<Built>,
     theirs: Option<&AgainstBuilds>,
+    layout: Option<&LayoutVariants>,
 ) -> Result<Measurements> {
     let cfg = &ctx.config.config;
     let started = std::time::Instant::now();
@@ -45,6 +46,13 @@ pub(super) fn measure(
     let mut groups = measure::groups(&arms, &cfg.measure);
     for g in &mut groups {
         g.pairs.extend(against_pairs.iter().cloned());
+        // The layout variants, in the sessions of `layout.workloads`, each watched by the
+        // stopping rule against release.
+        if let Some(layout) = layout.filter(|l| l.workloads.contains(&g.workload.name)) {
+            for (name, built) in layout.arms() {
+                g.add_arm(name, &built.exe, &[]);
+            }
+        }
     }
     groups.extend(crate::versus::groups(&builds, &cfg.measure)?);
     let (all, stopped) = measure::run_groups(&groups, &cfg.measure).with_context(|| match theirs {
@@ -104,6 +112,7 @@ pub(super) fn measure(
         versus_sessions,
         stopped,
         against: theirs.cloned(),
+        layout: layout.cloned(),
         instructions,
         comparators,
     })

@@ -11,12 +11,12 @@ use anyhow::{Context, Result};
 use super::bundle::Manifest;
 use super::ctx::Ctx;
 use super::stages::{self, Timer};
-use super::{bolt, inputs, insight, profile, results, shipped};
+use super::{bolt, inputs, insight, layout, profile, results, shipped};
 use crate::build::Build;
 use crate::fsx;
 use crate::outputs::{
-    AgainstBuilds, Baselines, BoltBuild, InsightReport, InstrumentedBuild, Measurements,
-    MergedProfile, OptimizedBuild, TrainingRun,
+    AgainstBuilds, Baselines, BoltBuild, InsightReport, InstrumentedBuild, LayoutVariants,
+    Measurements, MergedProfile, OptimizedBuild, TrainingRun,
 };
 use crate::report::Report;
 use crate::stage::{Outcome, Stage};
@@ -256,6 +256,31 @@ pub fn baselines(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Baselin
     )
 }
 
+/// `layout.builds` relinked in `layout.variants` other function orders, each checked to
+/// differ from its build in layout only (`layout.rs`); `None` when `layout.variants = 0`.
+pub fn layout(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    timer: &mut Timer,
+    optimized: &OptimizedBuild,
+    base: &Baselines,
+) -> Result<Option<LayoutVariants>> {
+    if ctx.config.config.layout.variants == 0 {
+        ctx.forget(Stage::Layout)?;
+        timer.skip(Stage::Layout, "`layout.variants = 0`");
+        return Ok(None);
+    }
+    let builds = Measurements::builds_of(optimized, base, None, None);
+    stages::run(
+        ctx,
+        timer,
+        Stage::Layout,
+        inputs::layout(ctx, tc, &builds)?,
+        || layout::variants(ctx, tc, &builds),
+    )
+    .map(Some)
+}
+
 /// The measured workloads on every build in lockstep (and `--against`'s builds of another
 /// commit beside them), instructions per message with simulated branches and caches, and
 /// the comparators.
@@ -267,14 +292,15 @@ pub fn measure(
     oracle: Option<&OptimizedBuild>,
     bolted: Option<&BoltBuild>,
     theirs: Option<&AgainstBuilds>,
+    layout: Option<&LayoutVariants>,
 ) -> Result<Measurements> {
     let builds = Measurements::builds_of(optimized, base, oracle, bolted);
     stages::run(
         ctx,
         timer,
         Stage::Measure,
-        inputs::measure(ctx, &builds, theirs)?,
-        || results::measure(ctx, builds.clone(), theirs),
+        inputs::measure(ctx, &builds, theirs, layout)?,
+        || results::measure(ctx, builds.clone(), theirs, layout),
     )
 }
 

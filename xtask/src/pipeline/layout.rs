@@ -1,0 +1,209 @@
+//! The `layout` stage: each build of `layout.builds` relinked K times with its functions in
+//! another order, so that the measurement can tell an optimisation from layout luck.
+//!
+//! 1. The build again in `target/pgo/<folder>-layout/` (seeded from its own folder, so only
+//!    the final crate compiles), with `-Csave-temps` and rustc's linker command written out
+//!    (`cargo::relinkable`).
+//! 2. That linker command run again with no extra flag must give the measured executable
+//!    byte for byte: the relink reproduces the build, so a variant differs by its flag alone.
+//! 3. Variant k: the same link with `-Wl,--shuffle-sections=.text*=<seed + k>` (lld, rustc's
+//!    bundled linker, shuffles the input sections of functions; each function's own code and
+//!    internal alignment stay as they were).
+//! 4. Each variant is checked: at least half of its functions at another address than the
+//!    base's, the same functions, and (with valgrind) the same instructions per message within
+//!    `layout.max_instructions_change_pct`. A variant that fails is refused: the floor would
+//!    measure something else than layout.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use super::ctx::Ctx;
+use crate::build::Built;
+use crate::config::Workload;
+use crate::fsx;
+use crate::outputs::{LayoutSet, LayoutVariant, LayoutVariants};
+use crate::relink::{self, Moved};
+use crate::toolchain::Toolchain;
+
+/// The linker flag of a variant, `{seed}` replaced by its seed.
+const SHUFFLE: &str = "-Wl,--shuffle-sections=.text*={seed}";
+/// Fewer of the functions at another address than this (%) is not another layout.
+const MIN_MOVED_PCT: f64 = 50.0;
+
+/// The variants of every build of `layout.builds`, from the measured `builds`.
+pub(super) fn variants(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<LayoutVariants> {
+    let cfg = &ctx.config.config;
+    let layout = &cfg.layout;
+    let workloads = layout.workloads_of(&cfg.check).to_vec();
+    let dir = ctx.data.join("layout");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // Instructions are compared on the first layout workload that counts them.
+    let counted = cfg
+        .measure
+        .workloads
+        .iter()
+        .find(|w| workloads.contains(&w.name) && w.instructions != Some(false))
+        .or_else(|| cfg.measure.workloads.first())
+        .expect("a config has measured workloads");
+    let mut sets = Vec::new();
+    for name in &layout.builds {
+        let base = builds.iter().find(|b| b.name() == name).with_context(|| {
+            format!("`layout.builds` names `{name}`, which this run did not build")
+        })?;
+        sets.push(set(ctx, tc, base, counted, &dir)?);
+    }
+    Ok(LayoutVariants { sets, workloads })
+}
+
+fn set(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    base: &Built,
+    counted: &Workload,
+    dir: &Path,
+) -> Result<LayoutSet> {
+    let cfg = &ctx.config.config;
+    let layout = &cfg.layout;
+    // 1. Its flags exactly as built (the final crate's own flags come back from `final_args`).
+    let own = base.build.final_args().len();
+    let flags = &base.rustflags_exact[..base.rustflags_exact.len() - own];
+    let (_, line) = crate::cargo::relinkable(
+        &ctx.ws,
+        &tc.rustc.host,
+        base.build,
+        flags,
+        &ctx.target_root,
+        &ctx.logs(),
+    )?;
+    // 2. The relink reproduces the measured executable.
+    let folder = base.build.target_folder();
+    let again = dir.join(format!("{folder}.relinked"));
+    line.relink(&again, &[])?;
+    let hash = fsx::file_hash(&again)?;
+    if hash != base.hash {
+        bail!(
+            "relinking {} without a layout flag did not reproduce the measured executable {} \
+             (content {} against {}): a variant would differ by more than its layout; \
+             rebuild with `cargo xtask pgo --force baselines`",
+            base.name(),
+            base.exe.display(),
+            &hash[..hash.len().min(12)],
+            &base.hash[..base.hash.len().min(12)]
+        );
+    }
+    let base_functions = relink::function_addresses(&base.exe)?;
+    let callgrind = dir.join("callgrind");
+    let base_instructions = instructions(base, counted, ctx, &callgrind).0;
+    // 3-4. The variants.
+    let mut variants = Vec::new();
+    for k in 1..=layout.variants {
+        let seed = layout.seed.wrapping_add(k);
+        let flag = SHUFFLE.replace("{seed}", &seed.to_string());
+        let exe = dir.join(format!("{folder}.L{k}"));
+        let tmp = fsx::temp_path(&exe);
+        line.relink(&tmp, std::slice::from_ref(&flag))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&tmp);
+            })?;
+        fsx::rename(&tmp, &exe)?;
+        let arm = format!("{}/L{k}", base.name());
+        let mut built = base.clone();
+        built.exe = exe;
+        built.hash = fsx::file_hash(&built.exe)?;
+        built.rustflags_exact.push(flag.clone());
+        built.rustflags = built.rustflags_exact.join(" ");
+        let moved = check_moved(&base_functions, &built.exe, &arm)?;
+        let (count, note) = instructions(&built, counted, ctx, &callgrind);
+        if let (Some(a), Some(b)) = (base_instructions, count) {
+            let change = 100.0 * (b - a) / a;
+            if change.abs() > layout.max_instructions_change_pct {
+                bail!(
+                    "the layout variant {arm} ({}) runs {b:.1} instructions per message of `{}` against {a:.1} for {}: \
+                     {change:+.2} %, beyond `layout.max_instructions_change_pct` ({} %); the relink changed more than the layout",
+                    built.exe.display(),
+                    counted.name,
+                    base.name(),
+                    layout.max_instructions_change_pct
+                );
+            }
+        }
+        eprintln!(
+            "layout: {arm}: {} of {} functions moved ({:.0} %){}",
+            moved.moved,
+            moved.common,
+            moved.pct(),
+            match (base_instructions, count) {
+                (Some(a), Some(b)) => format!(
+                    "; {b:.1} instructions per message of `{}` against {a:.1}",
+                    counted.name
+                ),
+                _ => String::new(),
+            }
+        );
+        variants.push(LayoutVariant {
+            arm,
+            seed,
+            built,
+            moved,
+            instructions: count,
+            instructions_note: note,
+        });
+    }
+    Ok(LayoutSet {
+        build: base.name().to_string(),
+        base_hash: base.hash.clone(),
+        flag: SHUFFLE.to_string(),
+        instructions_workload: counted.name.clone(),
+        base_instructions,
+        variants,
+    })
+}
+
+/// The variant's functions against its base's: refused unless at least half of them moved
+/// and both define the same functions.
+pub(super) fn check_moved(
+    base: &std::collections::BTreeMap<String, Vec<u64>>,
+    exe: &Path,
+    arm: &str,
+) -> Result<Moved> {
+    let moved = Moved::between(base, &relink::function_addresses(exe)?);
+    if moved.pct() < MIN_MOVED_PCT {
+        bail!(
+            "the layout variant {arm} ({}) is not another layout: {} of its {} functions moved ({:.1} %, fewer than {MIN_MOVED_PCT} %); \
+             is the linker lld (rustc's default here), and did it take `--shuffle-sections`?",
+            exe.display(),
+            moved.moved,
+            moved.common,
+            moved.pct()
+        );
+    }
+    if moved.only_one > 0 {
+        bail!(
+            "the layout variant {arm} ({}) does not define the same functions as its base ({} differ): it is another program, not another layout",
+            exe.display(),
+            moved.only_one
+        );
+    }
+    Ok(moved)
+}
+
+/// Instructions per message of `workload` on `built` (callgrind, kept by content hash), or
+/// why not.
+fn instructions(
+    built: &Built,
+    workload: &Workload,
+    ctx: &Ctx,
+    out_dir: &Path,
+) -> (Option<f64>, Option<String>) {
+    let counted = crate::instructions::measure(
+        std::slice::from_ref(built),
+        std::slice::from_ref(workload),
+        &ctx.config.config.instructions,
+        out_dir,
+    );
+    match counted.into_iter().next() {
+        Some(c) => (c.per_message, c.note),
+        None => (None, Some("not counted".to_string())),
+    }
+}
