@@ -18,9 +18,145 @@ use crate::stats::{self, Estimate, Verdict};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Judged {
     pub estimate: Estimate,
-    /// max(min_effect_pct, A/A noise floor of this percentile).
+    /// max(min_effect_pct, A/A noise floor of this percentile, and for a build laid out
+    /// differently from release the layout floor, where measured).
     pub threshold_pct: f64,
+    /// Which of them set the threshold.
+    #[serde(default)]
+    pub bound: Bound,
     pub verdict: Verdict,
+}
+
+/// What set a verdict's threshold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// `measure.min_effect_pct`.
+    #[default]
+    MinEffect,
+    /// The A/A noise floor.
+    AaFloor,
+    /// The layout floor.
+    LayoutFloor,
+}
+
+impl Bound {
+    pub fn text(self) -> &'static str {
+        match self {
+            Bound::MinEffect => "min effect",
+            Bound::AaFloor => "A/A floor",
+            Bound::LayoutFloor => "layout floor",
+        }
+    }
+}
+
+/// The layout floor of one workload: `release`'s layout variants against release in the same
+/// sessions (`stats::layout`), and what the other relinked builds' variants say.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayoutFloor {
+    /// The build whose variants set the floor (`release`).
+    pub build: String,
+    /// Each variant against it (median per message).
+    pub variants: Vec<(String, Estimate)>,
+    /// The variants' shifts: mean and sd (%), and the layouts' own sd, measurement noise
+    /// removed (%).
+    pub mean_pct: f64,
+    pub sd_pct: f64,
+    pub layout_sd_pct: f64,
+    /// The 95 % prediction interval of another layout's shift (%).
+    pub low_pct: f64,
+    pub high_pct: f64,
+    /// max(|low|, |high|): the floor a build laid out differently must clear.
+    pub floor_pct: f64,
+    /// The widest half-width among the variants' intervals: how precisely each was measured.
+    pub max_half_width_pct: f64,
+    /// Builds relinked too (`layout.builds`): each one's change against release in every
+    /// layout measured.
+    #[serde(default)]
+    pub gains: Vec<LayoutGain>,
+    /// lto+pgo+bolt against each of lto+pgo's random layouts, when both were measured.
+    #[serde(default)]
+    pub bolt_vs_layouts: Vec<(String, Estimate)>,
+    /// A byte-identical copy of the build in another file, against it: the part of a
+    /// layout's shift that is the file, not the function order.
+    #[serde(default)]
+    pub copy: Option<Estimate>,
+}
+
+impl LayoutFloor {
+    /// "layout floor ±1.6 % (4 layouts of release: −1.0 to +0.1 %, sd 0.4 %)".
+    pub fn line(&self) -> String {
+        let shifts: Vec<f64> = self.variants.iter().map(|(_, e)| e.change_pct).collect();
+        let (lo, hi) = shifts
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+                (a.min(*x), b.max(*x))
+            });
+        let copy = self
+            .copy
+            .as_ref()
+            .map(|e| {
+                format!(
+                    "; a byte-identical copy in another file: {:+.1} % [{:+.1}, {:+.1}]",
+                    e.change_pct, e.ci_low_pct, e.ci_high_pct
+                )
+            })
+            .unwrap_or_default();
+        format!(
+            "layout floor ±{:.1} % ({} layouts of {} measured against it: {lo:+.1} to {hi:+.1} %, each within ±{:.1} %; another layout would land in [{:+.1}, {:+.1}] %{copy})",
+            self.floor_pct,
+            self.variants.len(),
+            self.build,
+            self.max_half_width_pct,
+            self.low_pct,
+            self.high_pct
+        )
+    }
+}
+
+/// One relinked build's change against release over its layouts (its own and its variants').
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayoutGain {
+    pub build: String,
+    /// The build itself first, then its variants.
+    pub layouts: Vec<(String, Estimate)>,
+    /// The range of the changes' estimates (%).
+    pub low_pct: f64,
+    pub high_pct: f64,
+    /// The verdict every layout got (against max(min effect, A/A floor)), or `None` when
+    /// they differ: the gain depends on the layout.
+    pub verdict: Option<Verdict>,
+}
+
+impl LayoutGain {
+    pub fn line(&self) -> String {
+        let range = format!(
+            "range over {} layouts: [{:+.1}, {:+.1}] %",
+            self.layouts.len(),
+            self.low_pct,
+            self.high_pct
+        );
+        match self.verdict {
+            Some(Verdict::Faster) => format!(
+                "{} is faster than release whatever the layout ({range})",
+                self.build
+            ),
+            Some(Verdict::Slower) => format!(
+                "{} is slower than release whatever the layout ({range})",
+                self.build
+            ),
+            Some(Verdict::NoDetectableChange) => {
+                format!(
+                    "{} shows no detectable change in any layout ({range})",
+                    self.build
+                )
+            }
+            None => format!(
+                "{}'s change depends on its layout: within layout luck ({range})",
+                self.build
+            ),
+        }
+    }
 }
 
 /// `--against`: one of this tree's builds against the other commit's of the same name, on
@@ -79,6 +215,9 @@ pub struct WorkloadAnalysis {
     /// median per message): what BOLT adds on top of PGO.
     #[serde(default)]
     pub bolt_vs_pgo: Option<Estimate>,
+    /// The layout floor, where this workload's sessions carried layout variants.
+    #[serde(default)]
+    pub layout: Option<LayoutFloor>,
 }
 
 /// The builds the capture compares: the training's PGO build and the oracle, both against lto.
@@ -149,14 +288,19 @@ pub(crate) fn capture(
 /// The A/A comparison (release against its second arm: the noise floor) and a row per build,
 /// each judged against it; `compare` estimates one arm against release on the three
 /// percentiles, `row` makes a build's row from its judged comparison.
+/// `layout_floor_pct`: the layout floor of the median, where measured; every build but
+/// release itself is laid out differently from release, so it applies to all of them (not to
+/// the A/A arm, the same executable).
 pub(crate) fn judge_rows(
     builds: &[String],
     min_effect_pct: f64,
+    layout_floor_pct: Option<f64>,
     compare: impl Fn(&str) -> Result<[Estimate; 3]>,
     mut row: impl FnMut(&str, Option<Comparison>) -> Row,
 ) -> Result<(Comparison, Vec<Row>)> {
     let aa = compare(BASELINE_AGAIN)?;
-    let judge = judge_against(&aa, min_effect_pct);
+    let judge = judge_against(&aa, min_effect_pct, layout_floor_pct);
+    let same = judge_against(&aa, min_effect_pct, None);
     let mut rows = Vec::new();
     for build in builds {
         let vs_release = if build == BASELINE {
@@ -166,23 +310,51 @@ pub(crate) fn judge_rows(
         };
         rows.push(row(build, vs_release));
     }
-    Ok((judge(aa), rows))
+    Ok((same(aa), rows))
 }
 
-/// Judges estimates against max(min effect, the A/A noise floor of each percentile).
+/// The threshold of one comparison and what set it: max(min effect, A/A floor, layout floor).
+pub(crate) fn threshold(
+    aa_floor_pct: f64,
+    min_effect_pct: f64,
+    layout_floor_pct: Option<f64>,
+) -> (f64, Bound) {
+    let mut t = (min_effect_pct, Bound::MinEffect);
+    if aa_floor_pct > t.0 {
+        t = (aa_floor_pct, Bound::AaFloor);
+    }
+    if let Some(l) = layout_floor_pct
+        && l > t.0
+    {
+        t = (l, Bound::LayoutFloor);
+    }
+    t
+}
+
+/// Judges estimates against max(min effect, the A/A noise floor of each percentile, and the
+/// layout floor on the median where given: the layout variants are measured on the median).
 fn judge_against(
     aa: &[Estimate; 3],
     min_effect_pct: f64,
+    layout_floor_pct: Option<f64>,
 ) -> impl Fn([Estimate; 3]) -> Comparison + use<> {
-    let thresholds: Vec<f64> = aa
+    let thresholds: Vec<(f64, Bound)> = aa
         .iter()
-        .map(|e| stats::noise_floor_pct(e).max(min_effect_pct))
+        .enumerate()
+        .map(|(i, e)| {
+            threshold(
+                stats::noise_floor_pct(e),
+                min_effect_pct,
+                layout_floor_pct.filter(|_| i == 0),
+            )
+        })
         .collect();
     move |est: [Estimate; 3]| {
         let [m, p95, p99] = est;
-        let j = |e: Estimate, t: f64| Judged {
+        let j = |e: Estimate, (t, bound): (f64, Bound)| Judged {
             verdict: stats::verdict(&e, t),
             threshold_pct: t,
+            bound,
             estimate: e,
         };
         Comparison {
@@ -221,8 +393,87 @@ mod tests {
     use super::sessions::analyze_lockstep;
     use crate::fixtures::builds;
 
+    use super::Bound;
     use crate::fixtures::measure_config;
     use crate::stats::Verdict;
+
+    #[test]
+    fn the_layout_floor_recovers_known_layout_shifts_through_state_flips() {
+        // Four layouts of release shifted by known amounts (sd 0.93 %), in sessions whose
+        // machine state flips between 170 and 235 ns.
+        let shifts = [-1.0, -0.3, 0.4, 1.1];
+        let sessions = crate::fixtures::layout_sessions(30, 20, &shifts);
+        let w = &analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions,
+            &[],
+            &measure_config(),
+        )
+        .unwrap()[0];
+        let l = w.layout.as_ref().expect("a layout floor");
+        assert_eq!(l.variants.len(), 4);
+        for ((arm, e), truth) in l.variants.iter().zip(shifts) {
+            assert!(
+                (e.change_pct - truth).abs() < 0.3,
+                "{arm}: {} against {truth}",
+                e.change_pct
+            );
+        }
+        let truth_sd = crate::stats::sequential::sd(&shifts);
+        assert!(
+            (l.sd_pct - truth_sd).abs() < 0.2,
+            "{} against {truth_sd}",
+            l.sd_pct
+        );
+        assert!(
+            (l.layout_sd_pct - truth_sd).abs() < 0.3,
+            "{} against {truth_sd}",
+            l.layout_sd_pct
+        );
+        // The prediction interval reaches past every layout measured.
+        assert!(l.low_pct < -1.0 && l.high_pct > 1.1, "{l:?}");
+        assert!(
+            (l.floor_pct - l.low_pct.abs().max(l.high_pct)).abs() < 1e-9,
+            "{l:?}"
+        );
+        // lto's 1 % is within layout luck; lto+pgo's 10 % stands beyond the layout floor.
+        let judged = |b: &str| {
+            w.rows
+                .iter()
+                .find(|r| r.build == b)
+                .and_then(|r| r.vs_release.clone())
+                .unwrap()
+                .median
+        };
+        let (lto, pgo) = (judged("lto"), judged("lto+pgo"));
+        assert_eq!(
+            (lto.bound, pgo.bound),
+            (Bound::LayoutFloor, Bound::LayoutFloor)
+        );
+        assert_eq!(lto.threshold_pct, l.floor_pct);
+        assert_eq!(lto.verdict, Verdict::NoDetectableChange, "{lto:?}");
+        assert_eq!(pgo.verdict, Verdict::Faster, "{pgo:?}");
+        // The A/A arm is the same executable: no layout floor on it.
+        assert_ne!(w.aa.median.bound, Bound::LayoutFloor);
+        // No variants, no floor.
+        let plain = &analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &crate::fixtures::sessions(30, 20),
+            &[],
+            &measure_config(),
+        )
+        .unwrap()[0];
+        assert!(plain.layout.is_none());
+        assert!(
+            plain
+                .rows
+                .iter()
+                .filter_map(|r| r.vs_release.as_ref())
+                .all(|c| c.median.bound != Bound::LayoutFloor)
+        );
+    }
 
     #[test]
     fn lockstep_sessions_give_the_known_ratios_through_state_flips() {

@@ -131,6 +131,7 @@ pub fn report() -> Report {
         against: None,
         stages: Vec::new(),
         bolt: None,
+        layout: None,
     }
 }
 
@@ -237,8 +238,32 @@ pub fn builds() -> Vec<String> {
 /// lto+pgo 10 % faster; the machine's state flips between 170 and 235 ns every 5 rounds
 /// (all arms alike), each arm process has its own small offset.
 pub fn sessions(n: u32, rounds: usize) -> Vec<Session> {
-    let arms = ["release", "release-aa", "lto", "lto+pgo", "oracle"];
-    let factor = [1.0, 1.0, 0.99, 0.90, 0.85];
+    sessions_of(
+        &["release", "release-aa", "lto", "lto+pgo", "oracle"],
+        &[1.0, 1.0, 0.99, 0.90, 0.85],
+        n,
+        rounds,
+    )
+}
+
+/// [`sessions`] with release's layout variants `release/L1`… beside the builds, variant k
+/// shifted by `shifts[k]` (%).
+pub fn layout_sessions(n: u32, rounds: usize, shifts: &[f64]) -> Vec<Session> {
+    let names: Vec<String> = (1..=shifts.len())
+        .map(|k| crate::measure::layout_arm("release", k as u32))
+        .collect();
+    let arms: Vec<&str> = ["release", "release-aa", "lto", "lto+pgo", "oracle"]
+        .into_iter()
+        .chain(names.iter().map(String::as_str))
+        .collect();
+    let factors: Vec<f64> = [1.0, 1.0, 0.99, 0.90, 0.85]
+        .into_iter()
+        .chain(shifts.iter().map(|s| 1.0 + s / 100.0))
+        .collect();
+    sessions_of(&arms, &factors, n, rounds)
+}
+
+fn sessions_of(arms: &[&str], factor: &[f64], n: u32, rounds: usize) -> Vec<Session> {
     (0..n)
         .map(|s| {
             // Per-process offsets: ±0.4 % in steps, and ±0.3 % more that no trim collapses.
@@ -273,8 +298,8 @@ pub fn sessions(n: u32, rounds: usize) -> Vec<Session> {
             Session {
                 workload: "agent_send_latency".into(),
                 session: s,
-                arms: arms.map(String::from).to_vec(),
-                order: (0..rounds).map(|_| vec![0, 1, 2, 3, 4]).collect(),
+                arms: arms.iter().map(|a| a.to_string()).collect(),
+                order: (0..rounds).map(|_| (0..arms.len()).collect()).collect(),
                 batches,
                 totals: vec![total; arms.len()],
                 timing: None,

@@ -18,6 +18,28 @@ use crate::stats::{SplitMix64, sequential};
 pub const BASELINE: &str = Build::BASELINE.name();
 pub const BASELINE_AGAIN: &str = "release-aa";
 
+/// The arm of a build's k-th layout variant (`release/L1`).
+pub fn layout_arm(build: &str, k: u32) -> String {
+    format!("{build}/L{k}")
+}
+
+/// The arm of a byte-identical copy of a build in another file (`release/copy`).
+pub fn copy_arm(build: &str) -> String {
+    format!("{build}/copy")
+}
+
+/// The layout variants of `build` among `arms`, in their order.
+pub fn layout_arms_of<'a>(arms: &'a [String], build: &str) -> Vec<&'a str> {
+    let prefix = format!("{build}/L");
+    arms.iter()
+        .filter(|a| {
+            a.strip_prefix(&prefix)
+                .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(String::as_str)
+        .collect()
+}
+
 /// Something measured against the others: a build (or, when calibrating, a build with extra
 /// arguments), under a name of its own.
 #[derive(Debug, Clone)]

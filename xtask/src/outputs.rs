@@ -85,11 +85,14 @@ pub struct LayoutVariants {
 }
 
 impl LayoutVariants {
-    /// Every variant as (arm name, executable).
+    /// Every variant as (arm name, executable), and the copies.
     pub fn arms(&self) -> impl Iterator<Item = (&str, &Built)> {
-        self.sets
-            .iter()
-            .flat_map(|s| s.variants.iter().map(|v| (v.arm.as_str(), &v.built)))
+        self.sets.iter().flat_map(|s| {
+            s.variants
+                .iter()
+                .map(|v| (v.arm.as_str(), &v.built))
+                .chain(s.copy.iter().map(|(arm, b)| (arm.as_str(), b)))
+        })
     }
 }
 
@@ -106,6 +109,11 @@ pub struct LayoutSet {
     pub instructions_workload: String,
     pub base_instructions: Option<f64>,
     pub variants: Vec<LayoutVariant>,
+    /// Release's relink without a flag, byte for byte the measured executable in another
+    /// file (`release/copy`): measured beside the variants, it shows how much of the floor
+    /// is the file itself (where its pages land) rather than the function order.
+    #[serde(default)]
+    pub copy: Option<(String, Built)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

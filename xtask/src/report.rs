@@ -22,7 +22,7 @@ use crate::stats;
 use crate::warnings::ApplyReport;
 
 /// The version of report.json's shape; `--baseline` refuses another.
-pub const SCHEMA: u32 = 5;
+pub const SCHEMA: u32 = 6;
 
 /// `--against REV`'s answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -106,6 +106,9 @@ pub struct Report {
     /// The BOLT stage's record, when it ran: its profile, BOLT's report, the proof.
     #[serde(default)]
     pub bolt: Option<crate::outputs::BoltBuild>,
+    /// The layout stage's record: each variant, its seed, what moved, its instructions.
+    #[serde(default)]
+    pub layout: Option<crate::outputs::LayoutVariants>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -156,6 +159,23 @@ fn judged(j: &Judged) -> String {
     format!("{} → {}", stats::describe(&j.estimate), j.verdict.text())
 }
 
+/// The layout floor and what the relinked builds' layouts say, one line each; none where the
+/// workload's sessions carried no layout variants.
+pub(crate) fn layout_lines(w: &WorkloadAnalysis) -> Vec<String> {
+    let Some(l) = &w.layout else {
+        return Vec::new();
+    };
+    let mut lines = vec![l.line()];
+    lines.extend(l.gains.iter().map(|g| g.line()));
+    for (arm, e) in &l.bolt_vs_layouts {
+        lines.push(format!(
+            "lto+pgo+bolt against {arm} (a random layout of lto+pgo): {}",
+            stats::describe(e)
+        ));
+    }
+    lines
+}
+
 /// The terminal table.
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
@@ -169,7 +189,12 @@ pub fn render_table(report: &Report) -> String {
         for row in &w.rows {
             let delta = match &row.vs_release {
                 None => report.description(&row.build).to_string(),
-                Some(c) => format!("{} (±{:.1} %)", judged(&c.median), c.median.threshold_pct),
+                Some(c) => format!(
+                    "{} (±{:.1} %, {})",
+                    judged(&c.median),
+                    c.median.threshold_pct,
+                    c.median.bound.text()
+                ),
             };
             let _ = writeln!(
                 out,
@@ -196,6 +221,9 @@ pub fn render_table(report: &Report) -> String {
             let _ = writeln!(out, "  {line}");
         }
         if let Some(line) = w.bolt_line() {
+            let _ = writeln!(out, "  {line}");
+        }
+        for line in layout_lines(w) {
             let _ = writeln!(out, "  {line}");
         }
         if let Some(note) = w.rows.iter().find_map(|r| r.instructions_note.as_deref()) {

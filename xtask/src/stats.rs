@@ -7,6 +7,7 @@
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
+pub mod layout;
 pub mod sequential;
 
 /// The comparison of a candidate build with a baseline over paired runs.
@@ -190,6 +191,11 @@ pub fn capture_nested(
         candidate_gain_pct: gc,
         oracle_gain_pct: go,
     })
+}
+
+/// Each session's value: the median of its rounds' log ratios.
+pub fn session_values(sessions: &[Vec<f64>]) -> Vec<f64> {
+    sessions.iter().map(|s| median_of(&mut s.clone())).collect()
 }
 
 /// The median (mean of the middle two for an even count), reordering `v`.

@@ -6,11 +6,14 @@
 use anyhow::{Result, bail};
 
 use super::{
-    BASELINE, Comparison, Row, WorkloadAnalysis, capture, judge_rows, median_distribution,
+    BASELINE, Comparison, LayoutFloor, LayoutGain, Row, WorkloadAnalysis, capture, judge_rows,
+    median_distribution,
 };
 use crate::config::Measure;
 use crate::instructions::InstructionCount;
 use crate::lockstep::{Batch, Session};
+use crate::measure;
+use crate::stats::Verdict;
 use crate::stats::median;
 use crate::stats::{self, Estimate};
 
@@ -98,9 +101,23 @@ fn analyze_sessions(
         }
         Ok(out.try_into().expect("three metrics"))
     };
-    let (aa, rows) = judge_rows(builds, cfg.min_effect_pct, compare, |build, vs_release| {
-        session_row(workload, build, sessions, instructions, vs_release)
-    })?;
+    let mut layout = layout_floor(sessions, pilot)?;
+    let (aa, rows) = judge_rows(
+        builds,
+        cfg.min_effect_pct,
+        layout.as_ref().map(|l| l.floor_pct),
+        compare,
+        |build, vs_release| session_row(workload, build, sessions, instructions, vs_release),
+    )?;
+    if let Some(l) = &mut layout {
+        let (t, _) = super::threshold(
+            stats::noise_floor_pct(&aa.median.estimate),
+            cfg.min_effect_pct,
+            None,
+        );
+        l.gains = layout_gains(sessions, pilot, t)?;
+        l.bolt_vs_layouts = bolt_vs_layouts(sessions, pilot)?;
+    }
     let capture = capture(builds, cfg, |b| round_ratios(sessions, b, BATCH_METRICS[0]))?;
     // BOLT on top of PGO: ln(bolt / pgo) = ln(bolt / release) − ln(pgo / release), round by round.
     let bolt_vs_pgo = if builds.iter().any(|b| b == BOLT) && builds.iter().any(|b| b == PGO) {
@@ -125,7 +142,125 @@ fn analyze_sessions(
         aa,
         rows,
         bolt_vs_pgo,
+        layout,
     })
+}
+
+/// ln(a / b) round by round: ln(a / release) − ln(b / release).
+fn difference(sessions: &[&Session], a: &str, b: &str) -> Result<Vec<Vec<f64>>> {
+    let (a, b) = (
+        round_ratios(sessions, a, BATCH_METRICS[0])?,
+        round_ratios(sessions, b, BATCH_METRICS[0])?,
+    );
+    Ok(a.iter()
+        .zip(&b)
+        .map(|(a, b)| a.iter().zip(b).map(|(a, b)| a - b).collect())
+        .collect())
+}
+
+/// Release's layout variants against release (`stats::layout`), when the sessions carry at
+/// least two; the gains and BOLT's comparison are filled in once the A/A floor is known.
+fn layout_floor(sessions: &[&Session], pilot: usize) -> Result<Option<LayoutFloor>> {
+    let variants = measure::layout_arms_of(&sessions[0].arms, BASELINE);
+    if variants.len() < 2 {
+        return Ok(None);
+    }
+    let mut estimates = Vec::new();
+    let mut values = Vec::new();
+    for v in &variants {
+        let ratios = round_ratios(sessions, v, BATCH_METRICS[0])?;
+        values.push(stats::session_values(&ratios));
+        estimates.push((v.to_string(), stats::compare_sessions(&ratios, pilot)?));
+    }
+    let Some(spread) = stats::layout::spread(&values) else {
+        return Ok(None);
+    };
+    let pct = |x: f64| (x.exp() - 1.0) * 100.0;
+    let (low_pct, high_pct) = (pct(spread.low), pct(spread.high));
+    let max_half_width_pct = estimates
+        .iter()
+        .map(|(_, e)| (e.ci_high_pct - e.ci_low_pct) / 2.0)
+        .fold(0.0, f64::max);
+    Ok(Some(LayoutFloor {
+        build: BASELINE.to_string(),
+        variants: estimates,
+        mean_pct: pct(spread.mean),
+        sd_pct: 100.0 * spread.sd,
+        layout_sd_pct: 100.0 * spread.layout_sd,
+        low_pct,
+        high_pct,
+        floor_pct: low_pct.abs().max(high_pct.abs()),
+        max_half_width_pct,
+        gains: Vec::new(),
+        bolt_vs_layouts: Vec::new(),
+        copy: match sessions[0]
+            .arms
+            .iter()
+            .find(|a| **a == measure::copy_arm(BASELINE))
+        {
+            Some(arm) => Some(stats::compare_sessions(
+                &round_ratios(sessions, arm, BATCH_METRICS[0])?,
+                pilot,
+            )?),
+            None => None,
+        },
+    }))
+}
+
+/// Each build relinked beside release (`layout.builds`): its change against release in its
+/// own layout and in each of its variants, each judged against `threshold_pct`.
+fn layout_gains(
+    sessions: &[&Session],
+    pilot: usize,
+    threshold_pct: f64,
+) -> Result<Vec<LayoutGain>> {
+    let arms = &sessions[0].arms;
+    let mut out = Vec::new();
+    for build in arms.iter().filter(|a| *a != BASELINE) {
+        let variants = measure::layout_arms_of(arms, build);
+        if variants.is_empty() {
+            continue;
+        }
+        let mut layouts = Vec::new();
+        for arm in std::iter::once(build.as_str()).chain(variants) {
+            let ratios = round_ratios(sessions, arm, BATCH_METRICS[0])?;
+            layouts.push((arm.to_string(), stats::compare_sessions(&ratios, pilot)?));
+        }
+        let verdicts: Vec<Verdict> = layouts
+            .iter()
+            .map(|(_, e)| stats::verdict(e, threshold_pct))
+            .collect();
+        let changes = layouts.iter().map(|(_, e)| e.change_pct);
+        out.push(LayoutGain {
+            build: build.clone(),
+            low_pct: changes.clone().fold(f64::INFINITY, f64::min),
+            high_pct: changes.fold(f64::NEG_INFINITY, f64::max),
+            verdict: verdicts
+                .iter()
+                .all(|v| *v == verdicts[0])
+                .then_some(verdicts[0]),
+            layouts,
+        });
+    }
+    Ok(out)
+}
+
+/// lto+pgo+bolt against each random layout of lto+pgo, paired round by round: is BOLT's
+/// layout better than a random one?
+fn bolt_vs_layouts(sessions: &[&Session], pilot: usize) -> Result<Vec<(String, Estimate)>> {
+    let arms = &sessions[0].arms;
+    if !arms.iter().any(|a| a == BOLT) {
+        return Ok(Vec::new());
+    }
+    measure::layout_arms_of(arms, PGO)
+        .into_iter()
+        .map(|v| {
+            Ok((
+                v.to_string(),
+                stats::compare_sessions(&difference(sessions, BOLT, v)?, pilot)?,
+            ))
+        })
+        .collect()
 }
 
 /// One build's row from sessions: each figure the median over sessions of the median over
@@ -197,7 +332,12 @@ pub fn against(
                 .map(|(a, b)| a.iter().zip(b).map(|(a, b)| a - b).collect())
                 .collect();
             let estimate = stats::compare_sessions(&diff, pilot)?;
-            let threshold_pct = w.aa.median.threshold_pct;
+            // Two commits' builds are laid out differently: the layout floor applies.
+            let (threshold_pct, bound) = super::threshold(
+                stats::noise_floor_pct(&w.aa.median.estimate),
+                cfg.min_effect_pct,
+                w.layout.as_ref().map(|l| l.floor_pct),
+            );
             out.push(super::AgainstResult {
                 workload: w.workload.clone(),
                 build: ours.clone(),
@@ -205,6 +345,7 @@ pub fn against(
                 median: super::Judged {
                     verdict: stats::verdict(&estimate, threshold_pct),
                     threshold_pct,
+                    bound,
                     estimate,
                 },
             });

@@ -107,7 +107,7 @@ fn set(
                 let _ = std::fs::remove_file(&tmp);
             })?;
         fsx::rename(&tmp, &exe)?;
-        let arm = format!("{}/L{k}", base.name());
+        let arm = crate::measure::layout_arm(base.name(), k);
         let mut built = base.clone();
         built.exe = exe;
         built.hash = fsx::file_hash(&built.exe)?;
@@ -150,7 +150,13 @@ fn set(
             instructions_note: note,
         });
     }
+    let copy = (base.name() == crate::measure::BASELINE).then(|| {
+        let mut b = base.clone();
+        b.exe = again.clone();
+        (crate::measure::copy_arm(base.name()), b)
+    });
     Ok(LayoutSet {
+        copy,
         build: base.name().to_string(),
         base_hash: base.hash.clone(),
         flag: SHUFFLE.to_string(),

@@ -193,6 +193,7 @@ pub(super) fn report(
         against,
         stages,
         bolt,
+        layout: measured.layout.clone(),
     };
     // Everything below is rendered from `report`, the same value report.json holds.
     let path = ctx.data.join("report.json");
@@ -202,6 +203,11 @@ pub(super) fn report(
     fsx::write_atomic(
         &ctx.data.join("latency.svg"),
         crate::report::plot::render_svg(&report).as_bytes(),
+    )?;
+    // The verdicts as a picture: report.md's first.
+    fsx::write_atomic(
+        &ctx.data.join("verdicts.svg"),
+        crate::report::plot::verdicts::render_verdicts_svg(&report).as_bytes(),
     )?;
     // One session round by round, and every session's ratio.
     let rounds = ctx.data.join("rounds.svg");

@@ -70,6 +70,8 @@ fn verdict(md: &mut String, report: &Report) {
     let _ = writeln!(
         md,
         "## Verdict
+
+![Each build against release, with its 95 % interval, the A/A floor and the layout floor](verdicts.svg)
 "
     );
     if a.applied() {
@@ -99,19 +101,25 @@ fn verdict(md: &mut String, report: &Report) {
             .filter_map(|r| {
                 let c = r.vs_release.as_ref()?;
                 Some(format!(
-                    "{} **{}** ({})",
+                    "{} **{}** ({}, beyond ±{:.1} %: {})",
                     r.build,
                     stats::describe(&c.median.estimate),
-                    c.median.verdict.text()
+                    c.median.verdict.text(),
+                    c.median.threshold_pct,
+                    c.median.bound.text()
                 ))
             })
             .collect();
         let _ = writeln!(
             md,
-            "- `{}`, median against release: {}; noise floor ±{:.1} %.{}",
+            "- `{}`, median against release: {}; A/A noise floor ±{:.1} %; {}.{}",
             w.workload,
             builds.join("; "),
             stats::noise_floor_pct(&w.aa.median.estimate),
+            match &w.layout {
+                Some(l) => format!("layout floor ±{:.1} %", l.floor_pct),
+                None => "layout floor not measured on this workload".to_string(),
+            },
             w.capture
                 .as_ref()
                 .map(|c| format!(
@@ -120,6 +128,15 @@ fn verdict(md: &mut String, report: &Report) {
                 ))
                 .unwrap_or_default()
         );
+    }
+    for w in &report.workloads {
+        let lines = crate::report::layout_lines(w);
+        if !lines.is_empty() {
+            let _ = writeln!(md, "- `{}`, layouts:", w.workload);
+            for line in lines {
+                let _ = writeln!(md, "  - {line}");
+            }
+        }
     }
     if let Some(a) = &report.against {
         let _ = writeln!(md, "- **{}**, median, in the same sessions:", a.title());

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use crate::report::Report;
 
 pub mod rounds;
+pub mod verdicts;
 
 const MIN_WIDTH: f64 = 760.0;
 const PANEL: f64 = 300.0;
@@ -17,7 +18,7 @@ const MARGIN: f64 = 12.0;
 /// Legend: a 20 px line sample, then the label 26 px from its start.
 const LEGEND_SAMPLE: f64 = 26.0;
 
-fn color(build: &str) -> &'static str {
+pub(crate) fn color(build: &str) -> &'static str {
     match build {
         "release" => "#7f7f7f",
         "lto" => "#1f77b4",
@@ -31,7 +32,7 @@ fn color(build: &str) -> &'static str {
 
 /// A generous estimate of a sans-serif label's width: no font metrics here, so it errs wide
 /// (the test renders the SVG with rsvg-convert and checks nothing runs past the picture).
-fn text_width(text: &str, font_px: f64, bold: bool) -> f64 {
+pub(crate) fn text_width(text: &str, font_px: f64, bold: bool) -> f64 {
     let em = if bold { 0.66 } else { 0.62 };
     text.chars().count() as f64 * font_px * em
 }
@@ -225,6 +226,36 @@ fn series(s: &mut String, p: &Panel, w: &crate::analysis::WorkloadAnalysis) {
 }
 
 /// A horizontal grid line across the plot at `y`, labelled left of it.
+/// Ticks at round values (1, 2 or 5 times a power of ten apart) covering `lo..=hi`, about
+/// `target` of them.
+pub(crate) fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
+        return Vec::new();
+    }
+    let raw = (hi - lo) / target.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    // Multiples of the step, so 0 is exactly 0 and labels are exact.
+    (first..=last).map(|k| k as f64 * step).collect()
+}
+
+/// A tick's label with as many decimals as the step between `ticks` needs.
+pub(crate) fn tick_label(v: f64, ticks: &[f64]) -> String {
+    let step = match ticks {
+        [a, b, ..] => (b - a).abs(),
+        _ => 1.0,
+    };
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    let v = if v == 0.0 { 0.0 } else { v };
+    format!("{v:.decimals$}")
+}
+
 fn y_tick(s: &mut String, y: f64, stroke: &str, label: &str) {
     let _ = writeln!(
         s,

@@ -159,11 +159,15 @@ fn analyze_one(
         }
         Ok(out.try_into().expect("three metrics"))
     };
-    let (aa, rows) =
-        analysis::judge_rows(builds, cfg.min_effect_pct, compare, |build, vs_release| {
-            build_row(workload, build, &mine, &clean, instructions, vs_release)
-        })?;
+    let (aa, rows) = analysis::judge_rows(
+        builds,
+        cfg.min_effect_pct,
+        None,
+        compare,
+        |build, vs_release| build_row(workload, build, &mine, &clean, instructions, vs_release),
+    )?;
     Ok(WorkloadAnalysis {
+        layout: None,
         workload: workload.to_string(),
         capture: None,
         rounds_per_session: 1,

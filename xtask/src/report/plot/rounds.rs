@@ -176,9 +176,9 @@ fn line_panel(
         s,
         r##"<rect x="{LEFT}" y="{y0}" width="{PLOT_W}" height="{h}" fill="none" stroke="#333"/>"##
     );
-    for k in 0..=4 {
-        let v = lo + (hi - lo) * k as f64 / 4.0;
-        y_tick(s, py(v), "#eee", &format!("{v:.1}"));
+    let ticks = super::nice_ticks(lo, hi, 5);
+    for v in &ticks {
+        y_tick(s, py(*v), "#eee", &super::tick_label(*v, &ticks));
     }
     let _ = writeln!(
         s,
