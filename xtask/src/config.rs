@@ -659,7 +659,7 @@ pub fn parse(text: &str) -> Result<Config> {
             );
         }
     }
-    if !(layout.max_instructions_change_pct >= 0.0) {
+    if layout.max_instructions_change_pct.is_nan() || layout.max_instructions_change_pct < 0.0 {
         bail!("`layout.max_instructions_change_pct` must be a percentage, 0 or more");
     }
     Ok(config)

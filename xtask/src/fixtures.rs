@@ -299,7 +299,9 @@ fn sessions_of(arms: &[&str], factor: &[f64], n: u32, rounds: usize) -> Vec<Sess
                 workload: "agent_send_latency".into(),
                 session: s,
                 arms: arms.iter().map(|a| a.to_string()).collect(),
-                order: (0..rounds).map(|_| (0..arms.len()).collect()).collect(),
+                order: (0..rounds)
+                    .map(|_| (0..arms.len() as u8).collect())
+                    .collect(),
                 batches,
                 totals: vec![total; arms.len()],
                 timing: None,

@@ -172,26 +172,6 @@ impl Spawned {
 /// Starts one session's arms: each a live `--lockstep BATCH` process, pinned to the set-up
 /// core while it sets up and warms up (on one core, or for arms that do not share one, where
 /// they will take turns).
-/// The environment variable whose length each arm's process gets at random: the kernel puts
-/// the environment (and the executable's path, and the arguments) above the initial stack,
-/// so their length moves every stack address. Left alone, each arm kept one offset for the
-/// whole run, set by its executable's path and its arguments: a copy of release at a
-/// shorter path measured 0.6–0.8 % faster than release in three `ab` runs, and calibration's
-/// injected arm (two more arguments) about 0.75 % faster than its injection. Drawn anew for
-/// every process (0 to 4095 bytes, every offset within a page), that effect is no longer
-/// a bias between arms but part of the session-to-session spread that the intervals and
-/// the A/A floor already measure.
-pub const STACK_PAD: &str = "MTY_STACK_PAD";
-
-/// The next process's padding length: 0..4096, from the run's seed and a count of the
-/// processes started so far.
-fn stack_pad(seed: u64) -> usize {
-    static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut rng = SplitMix64::new(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    rng.below(4096)
-}
-
 pub fn spawn(
     workload: &Workload,
     arms: &[Arm],
@@ -208,8 +188,7 @@ pub fn spawn(
     for arm in arms {
         let cmd = crate::workload::pinned(&arm.exe, setup.or(measured))
             .args(arm.args.iter().cloned())
-            .args(["--lockstep".to_string(), batch.clone()])
-            .env(STACK_PAD, "x".repeat(stack_pad(cfg.seed)));
+            .args(["--lockstep".to_string(), batch.clone()]);
         live.push(bar.suspend(|| Live::start(&arm.name, cmd))?);
     }
     Ok(Spawned {

@@ -441,7 +441,7 @@ fn schema_keys() -> BTreeSet<String> {
         "calibrate",
         "insight",
     ];
-    const MORE: [&str; 1] = ["bolt"];
+    const MORE: [&str; 2] = ["bolt", "layout"];
     let base: toml::Table =
         toml::from_str(&std::fs::read_to_string(root().join("profiles/default.toml")).unwrap())
             .unwrap();

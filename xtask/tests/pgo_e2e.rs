@@ -20,6 +20,8 @@ mod bundles;
 mod documents;
 #[path = "pgo_e2e/faults.rs"]
 mod faults;
+#[path = "pgo_e2e/layout.rs"]
+mod layout;
 #[path = "pgo_e2e/rerun.rs"]
 mod rerun;
 #[path = "pgo_e2e/support.rs"]

@@ -172,7 +172,7 @@ fn layout_floor(sessions: &[&Session], pilot: usize) -> Result<Option<LayoutFloo
         values.push(stats::session_values(&ratios));
         estimates.push((v.to_string(), stats::compare_sessions(&ratios, pilot)?));
     }
-    let Some(spread) = stats::layout::spread(&values) else {
+    let Some(spread) = stats::layout_spread::spread(&values) else {
         return Ok(None);
     };
     let pct = |x: f64| (x.exp() - 1.0) * 100.0;

@@ -77,6 +77,12 @@ pub struct Calibration {
     /// Release's median in the probe, which sizes the injections.
     pub probe_median_ns: f64,
     pub rows: Vec<CalibrationRow>,
+    /// The floors beside the detection table: release against itself (A/A) and against
+    /// its layout variants, in the same sessions (`None` with `layout.variants = 0`).
+    #[serde(default)]
+    pub aa_floor_pct: Option<f64>,
+    #[serde(default)]
+    pub layout: Option<analysis::LayoutFloor>,
 }
 
 pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
@@ -155,10 +161,39 @@ pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
             start,
         ));
     }
+    // The floors: release against itself and against its layout variants.
+    let (aa_floor_pct, layout) = if cfg.layout.variants >= 2 {
+        let set = super::layout::release_variants(ctx, tc, release)?;
+        let mut arms = vec![arm(BASELINE, release, 0), arm(BASELINE_AGAIN, release, 0)];
+        arms.extend(set.variants.iter().map(|v| MeasuredArm {
+            name: v.arm.clone(),
+            exe: v.built.exe.clone(),
+            extra: Vec::new(),
+        }));
+        let m = one(&cfg.measure);
+        let (sessions, _) = measure::run_lockstep(&arms, &m).context("the layout floor")?;
+        let builds = [BASELINE.to_string()];
+        let w = analysis::sessions::analyze_lockstep(
+            std::slice::from_ref(name),
+            &builds,
+            &sessions,
+            &[],
+            &m,
+        )?
+        .remove(0);
+        (
+            Some(stats::noise_floor_pct(&w.aa.median.estimate)),
+            w.layout,
+        )
+    } else {
+        (None, None)
+    };
     let out = Calibration {
         workload: name.clone(),
         probe_median_ns,
         rows,
+        aa_floor_pct,
+        layout,
     };
     fsx::write_json(&ctx.data.join("calibration.json"), &out)?;
     println!("\n{}", render(&out, &cfg.measure, cfg.calibrate.blocks));
@@ -270,6 +305,18 @@ pub fn render(c: &Calibration, m: &Measure, blocks: u32) -> String {
             let _ = writeln!(out, "  {:<10} stopped after {stopped}", "");
         }
     }
+    match (&c.aa_floor_pct, &c.layout) {
+        (Some(aa), Some(l)) => {
+            let _ = writeln!(
+                out,
+                "floors, in the same lockstep sessions: A/A ±{aa:.1} % (release against itself); {}",
+                l.line()
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "layout floor: not measured (`layout.variants` < 2)");
+        }
+    }
     out
 }
 
@@ -292,6 +339,8 @@ mod tests {
         let c = Calibration {
             workload: m.workloads[0].name.clone(),
             probe_median_ns: 200.0,
+            aa_floor_pct: None,
+            layout: None,
             rows: Vec::new(),
         };
         let (n, rounds, batch) = (

@@ -56,6 +56,20 @@ pub(super) fn variants(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<La
     Ok(LayoutVariants { sets, workloads })
 }
 
+/// Release's variants alone (what `calibrate` measures its layout floor with).
+pub(super) fn release_variants(ctx: &Ctx, tc: &Toolchain, release: &Built) -> Result<LayoutSet> {
+    let cfg = &ctx.config.config;
+    let dir = ctx.data.join("layout");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let counted = cfg
+        .measure
+        .workloads
+        .iter()
+        .find(|w| w.instructions != Some(false))
+        .unwrap_or(&cfg.measure.workloads[0]);
+    set(ctx, tc, release, counted, &dir)
+}
+
 fn set(
     ctx: &Ctx,
     tc: &Toolchain,
@@ -211,5 +225,64 @@ fn instructions(
     match counted.into_iter().next() {
         Some(c) => (c.per_message, c.note),
         None => (None, Some("not counted".to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::relink::LinkLine;
+
+    /// A real program compiled by rustc with its linker command kept, relinked for real: the
+    /// relink without a flag reproduces it byte for byte and is refused as a layout variant;
+    /// the shuffled relink is accepted.
+    #[test]
+    fn a_relink_that_did_not_change_the_layout_is_refused() {
+        let dir = std::env::temp_dir().join(format!("xtask-layout-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("hello.rs");
+        std::fs::write(
+            &src,
+            "fn main() { let v: Vec<u64> = (0..10).collect(); println!(\"{}\", v.iter().sum::<u64>()); }\n",
+        )
+        .unwrap();
+        let exe = dir.join("hello");
+        let args = dir.join("link-args.txt");
+        crate::exec::Cmd::new("rustc")
+            .args([
+                "-O".to_string(),
+                "-Csave-temps".to_string(),
+                format!("--print=link-args={}", args.display()),
+                "-o".to_string(),
+                exe.display().to_string(),
+                src.display().to_string(),
+            ])
+            .read()
+            .unwrap();
+        let line = LinkLine::parse(&std::fs::read_to_string(&args).unwrap()).unwrap();
+        let base = relink::function_addresses(&exe).unwrap();
+        // Without the flag: the same bytes, and refused.
+        let same = dir.join("same");
+        line.relink(&same, &[]).unwrap();
+        assert_eq!(
+            fsx::file_hash(&same).unwrap(),
+            fsx::file_hash(&exe).unwrap(),
+            "the relink reproduces the executable"
+        );
+        let err = check_moved(&base, &same, "hello/L0")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is not another layout: 0 of its"), "{err}");
+        // With it: another layout, accepted.
+        let shuffled = dir.join("shuffled");
+        line.relink(&shuffled, &[SHUFFLE.replace("{seed}", "7")])
+            .unwrap();
+        let moved = check_moved(&base, &shuffled, "hello/L1").unwrap();
+        assert!(moved.pct() > 50.0, "{moved:?}");
+        let out = crate::exec::Cmd::new(shuffled.display().to_string())
+            .read()
+            .unwrap();
+        assert_eq!(out.trim(), "45", "the shuffled program still runs");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

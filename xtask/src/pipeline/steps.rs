@@ -282,8 +282,10 @@ pub fn layout(
 }
 
 /// The measured workloads on every build in lockstep (and `--against`'s builds of another
-/// commit beside them), instructions per message with simulated branches and caches, and
+/// commit beside them, and the layout variants in their workloads' sessions), instructions per message with simulated branches and caches, and
 /// the comparators.
+// The recorded outputs it measures, each its own argument, as the stages made them.
+#[allow(clippy::too_many_arguments)]
 pub fn measure(
     ctx: &Ctx,
     timer: &mut Timer,

@@ -161,6 +161,7 @@ mod tests {
                 ..r.workloads[0].aa.median.estimate.clone()
             },
             threshold_pct: 1.0,
+            bound: crate::analysis::Bound::MinEffect,
             verdict: stats::verdict(
                 &stats::Estimate {
                     change_pct: change,

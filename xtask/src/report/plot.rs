@@ -347,6 +347,70 @@ mod tests {
         }
     }
 
+    #[test]
+    fn ticks_fall_on_round_values() {
+        assert_eq!(nice_ticks(134.4, 215.9, 5), [140.0, 160.0, 180.0, 200.0]);
+        assert_eq!(nice_ticks(-23.1, 2.4, 6), [-20.0, -15.0, -10.0, -5.0, 0.0]);
+        assert_eq!(nice_ticks(-0.37, 0.41, 4), [-0.2, 0.0, 0.2, 0.4]);
+        let t = nice_ticks(-0.37, 0.41, 4);
+        assert_eq!(tick_label(t[0], &t), "-0.2");
+        assert_eq!(tick_label(0.0, &t), "0.0");
+        assert!(nice_ticks(1.0, 1.0, 4).is_empty());
+    }
+
+    /// The forest plot: a row per build against release with its interval, and the floors as
+    /// bands; the layout floor's band where the workload has one, said where it has not.
+    #[test]
+    fn verdicts_svg_shows_each_interval_against_both_floors() {
+        let mut report = crate::fixtures::report();
+        let sessions = crate::fixtures::layout_sessions(20, 20, &[-1.0, -0.3, 0.4, 1.1]);
+        let mut with_floor = crate::analysis::sessions::analyze_lockstep(
+            &["agent_send_latency".into()],
+            &crate::fixtures::builds(),
+            &sessions,
+            &[],
+            &crate::fixtures::measure_config(),
+        )
+        .unwrap();
+        with_floor[0].workload = "with_a_layout_floor".into();
+        report.workloads.extend(with_floor);
+        let svg = super::verdicts::render_verdicts_svg(&report);
+        let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+        let rows: usize = report
+            .workloads
+            .iter()
+            .map(|w| w.rows.iter().filter(|r| r.vs_release.is_some()).count())
+            .sum();
+        assert_eq!(
+            doc.descendants()
+                .filter(|n| n.has_tag_name("circle"))
+                .count(),
+            rows
+        );
+        assert!(svg.contains("layout floor not measured here"), "{svg}");
+        let floor = report
+            .workloads
+            .last()
+            .unwrap()
+            .layout
+            .as_ref()
+            .unwrap()
+            .floor_pct;
+        assert!(
+            svg.contains(&format!("layout floor ±{floor:.1} %")),
+            "{svg}"
+        );
+        assert!(svg.contains("A/A floor ±"), "{svg}");
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+        if crate::testutil::have(
+            "rsvg-convert (to render verdicts.svg)",
+            crate::testutil::on_path("rsvg-convert"),
+            "apt-get install librsvg2-bin",
+        ) {
+            assert_fits(&svg);
+        }
+    }
+
     /// As a person sees it: rsvg-convert draws the SVG on a canvas 200 px larger on every
     /// side, transparent outside the picture; any drawn pixel out there is a label (or line)
     /// running past the view box. The fixture gets the longest names and figures we show.

@@ -1,0 +1,93 @@
+//! The layout stage on the shared run: release relinked in two other function orders
+//! (quick.toml), each checked, measured in the tokio workload's sessions against release,
+//! the layout floor in report.json, the table and report.md, and verdicts.svg.
+
+use super::support::*;
+
+#[test]
+fn layout_variants_are_checked_and_give_a_floor() {
+    let run = good_run();
+    let data = &run.data;
+    let layout = json(&data.join("stages/layout.json"));
+    let sets = layout["sets"].as_array().unwrap();
+    assert_eq!(sets.len(), 1, "{layout}");
+    let set = &sets[0];
+    assert_eq!(set["build"], "release");
+    let release_hash = json(&data.join("stages/baselines.json"))["release"]["hash"].clone();
+    assert_eq!(
+        set["base_hash"], release_hash,
+        "the variants' base is the measured release"
+    );
+    let variants = set["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 2);
+    let base = set["base_instructions"].as_f64();
+    for v in variants {
+        let moved = &v["moved"];
+        let (m, c) = (
+            moved["moved"].as_u64().unwrap(),
+            moved["common"].as_u64().unwrap(),
+        );
+        assert!(c > 500 && m * 2 > c, "{v}");
+        assert_eq!(moved["only_one"], 0, "{v}");
+        assert_ne!(v["built"]["hash"], release_hash, "{v}");
+        assert!(std::path::Path::new(v["built"]["exe"].as_str().unwrap()).exists());
+        if let (Some(a), Some(b)) = (base, v["instructions"].as_f64()) {
+            assert!((b - a).abs() / a < 0.01, "{v}");
+        }
+    }
+    assert_eq!(set["copy"][0], "release/copy");
+    // Measured in the tokio workload's sessions only (quick.toml's `layout.workloads`).
+    let report = json(&data.join("report.json"));
+    for s in report["sessions"].as_array().unwrap() {
+        let arms: Vec<&str> = s["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let has = arms.contains(&"release/L1") && arms.contains(&"release/L2");
+        assert_eq!(
+            has,
+            s["workload"] == "tokio_mpsc_send_latency",
+            "{arms:?} in {}",
+            s["workload"]
+        );
+    }
+    let workloads = report["workloads"].as_array().unwrap();
+    let tokio = workloads
+        .iter()
+        .find(|w| w["workload"] == "tokio_mpsc_send_latency")
+        .unwrap();
+    let floor = &tokio["layout"];
+    assert_eq!(floor["variants"].as_array().unwrap().len(), 2, "{floor}");
+    let f = floor["floor_pct"].as_f64().unwrap();
+    assert!(f > 0.0 && f.is_finite(), "{floor}");
+    assert!(floor["copy"]["change_pct"].is_f64(), "{floor}");
+    // Every build's threshold there is at least the layout floor.
+    for row in tokio["rows"].as_array().unwrap() {
+        if let Some(t) = row["vs_release"]["median"]["threshold_pct"].as_f64() {
+            assert!(t >= f - 1e-9, "{row}");
+        }
+    }
+    let agent = workloads
+        .iter()
+        .find(|w| w["workload"] == "agent_send_latency")
+        .unwrap();
+    assert!(agent["layout"].is_null(), "no variants in its sessions");
+    // Where a person reads it.
+    assert!(run.stdout.contains("layout floor ±"), "{}", run.stdout);
+    let md = std::fs::read_to_string(data.join("report.md")).unwrap();
+    assert!(
+        md.contains("](verdicts.svg)"),
+        "the forest plot is on the page"
+    );
+    assert!(
+        md.contains("layout floor not measured on this workload"),
+        "{md}"
+    );
+    let svg = std::fs::read_to_string(data.join("verdicts.svg")).unwrap();
+    assert!(
+        svg.contains("tokio_mpsc_send_latency: median against release"),
+        "{svg}"
+    );
+}
