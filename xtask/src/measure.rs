@@ -77,15 +77,18 @@ pub struct Group {
 }
 
 impl Group {
-    /// One more arm on this group's arguments (plus `extra`), compared with the first arm.
-    pub fn add_arm(&mut self, name: &str, exe: &std::path::Path, extra: &[String]) {
+    /// One more arm on this group's arguments (plus `extra`); `watched`: its comparison with
+    /// the first arm counts in the stopping rule.
+    pub fn add_arm(&mut self, name: &str, exe: &std::path::Path, extra: &[String], watched: bool) {
         self.arms.push(Arm {
             name: name.to_string(),
             exe: exe.to_path_buf(),
             args: self.workload.args.iter().chain(extra).cloned().collect(),
         });
-        self.pairs
-            .push((name.to_string(), self.arms[0].name.clone()));
+        if watched {
+            self.pairs
+                .push((name.to_string(), self.arms[0].name.clone()));
+        }
     }
 }
 
