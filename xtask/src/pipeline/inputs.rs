@@ -129,7 +129,8 @@ pub fn layout(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<Inputs> {
     let mut inputs = Inputs::new()
         .text("toolchain", tc.rustc_vv.clone())
         .json("config.layout", &cfg.layout)
-        .json("config.check", &cfg.check)
+        // The workloads it measures on: `check.workloads` by default, not the rest of `check`.
+        .json("layout.workloads", &cfg.layout.workloads_of(&cfg.check))
         .json("config.measure.workloads", &cfg.measure.workloads)
         .json("config.instructions", &cfg.instructions);
     for b in builds
