@@ -53,6 +53,10 @@ pub struct Layout {
     /// more means the relink changed the code, not only where it lies.
     #[serde(default = "one")]
     pub max_instructions_change_pct: f64,
+    /// Also measure a byte-identical copy of release in another file (`release/copy`): how
+    /// much of a layout's shift is the file rather than the function order. One more arm.
+    #[serde(default)]
+    pub copy: bool,
 }
 
 impl Default for Layout {
@@ -63,6 +67,7 @@ impl Default for Layout {
             workloads: None,
             seed: layout_seed(),
             max_instructions_change_pct: one(),
+            copy: false,
         }
     }
 }

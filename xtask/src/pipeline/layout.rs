@@ -164,7 +164,7 @@ fn set(
             instructions_note: note,
         });
     }
-    let copy = (base.name() == crate::measure::BASELINE).then(|| {
+    let copy = (base.name() == crate::measure::BASELINE && layout.copy).then(|| {
         let mut b = base.clone();
         b.exe = again.clone();
         (crate::measure::copy_arm(base.name()), b)
