@@ -233,7 +233,7 @@ pub(super) fn report(
     }
     println!("\n{}", report::render_table(&report));
     println!(
-        "wrote {}/{{report.json, report.md, latency.svg{}, benchmark.json}}, appended history.jsonl",
+        "wrote {}/{{report.json, report.md, verdicts.svg, latency.svg{}, benchmark.json}}, appended history.jsonl",
         ctx.data.display(),
         if report.sessions.is_empty() {
             ""

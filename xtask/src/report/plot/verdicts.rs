@@ -72,16 +72,19 @@ pub fn render_verdicts_svg(report: &Report) -> String {
         s,
         r#"<rect width="{width}" height="{height}" fill="white"/>"#
     );
+    let min_effect = report.config.config.measure.min_effect_pct;
     let mut y0 = 0.0;
     for ((workload, rows, aa, layout), h) in panels.iter().zip(&heights) {
-        panel(&mut s, y0, workload, rows, *aa, *layout);
+        panel(&mut s, y0, workload, rows, (*aa, *layout, min_effect));
         y0 += h;
     }
     s.push_str("</svg>\n");
     s
 }
 
-fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], aa: f64, layout: Option<f64>) {
+/// `floors`: the A/A floor, the layout floor where measured, and the minimum effect (%).
+fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], floors: (f64, Option<f64>, f64)) {
+    let (aa, layout, min_effect) = floors;
     let top = y0 + TOP;
     let h = rows.len().max(1) as f64 * ROW;
     // The x range: every interval and both bands, with a margin.
@@ -119,6 +122,17 @@ fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], aa: f64, layout:
             r#"<rect x="{a:.1}" y="{top:.1}" width="{:.1}" height="{h:.1}" fill="{fill}"/>"#,
             b - a
         );
+    }
+    // The minimum effect: dashed, since a verdict needs the largest of the three.
+    for v in [-min_effect, min_effect] {
+        if (lo..=hi).contains(&v) {
+            let x = px(v);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top:.1}" y2="{:.1}" stroke="#666" stroke-dasharray="4 3"/>"##,
+                top + h
+            );
+        }
     }
     let _ = writeln!(
         s,
@@ -191,4 +205,16 @@ fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], aa: f64, layout:
         let _ = writeln!(s, r#"<text x="{:.1}" y="{ky:.1}">{label}</text>"#, x + 20.0);
         x += 20.0 + text_width(&label, 12.0, false) + 16.0;
     }
+    let _ = writeln!(
+        s,
+        r##"<line x1="{x:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#666" stroke-dasharray="4 3"/>"##,
+        x + 14.0,
+        ky - 4.0,
+        ky - 4.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{ky:.1}">min effect ±{min_effect:.1} %</text>"#,
+        x + 20.0
+    );
 }
