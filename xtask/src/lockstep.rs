@@ -169,9 +169,6 @@ impl Spawned {
     }
 }
 
-/// Starts one session's arms: each a live `--lockstep BATCH` process, pinned to the set-up
-/// core while it sets up and warms up (on one core, or for arms that do not share one, where
-/// they will take turns).
 /// The environment variable whose length each arm's process gets at random: the kernel puts
 /// the environment (with the executable's path and the arguments) above the initial stack, so
 /// its length moves every stack address (Mytkowicz et al., "Producing wrong data without doing
@@ -192,6 +189,9 @@ fn stack_pad(seed: u64) -> usize {
     rng.below(4096)
 }
 
+/// Starts one session's arms: each a live `--lockstep BATCH` process, pinned to the set-up
+/// core while it sets up and warms up (on one core, or for arms that do not share one, where
+/// they will take turns).
 pub fn spawn(
     workload: &Workload,
     arms: &[Arm],

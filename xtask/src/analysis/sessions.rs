@@ -169,8 +169,8 @@ fn layout_floor(sessions: &[&Session], pilot: usize) -> Result<Option<LayoutFloo
     let mut values = Vec::new();
     for v in &variants {
         let ratios = round_ratios(sessions, v, BATCH_METRICS[0])?;
-        values.push(stats::session_values(&ratios));
         estimates.push((v.to_string(), stats::compare_sessions(&ratios, pilot)?));
+        values.push(stats::session_values(&ratios));
     }
     let Some(spread) = stats::layout_spread::spread(&values) else {
         return Ok(None);
@@ -189,7 +189,9 @@ fn layout_floor(sessions: &[&Session], pilot: usize) -> Result<Option<LayoutFloo
         layout_sd_pct: 100.0 * spread.layout_sd,
         low_pct,
         high_pct,
-        floor_pct: low_pct.abs().max(high_pct.abs()),
+        // The interval's half-width: the spread of layouts, not their mean. The mean is the
+        // shuffled orders against the linker's default order, which every build shares.
+        floor_pct: pct((spread.high - spread.low) / 2.0),
         max_half_width_pct,
         gains: Vec::new(),
         bolt_vs_layouts: Vec::new(),

@@ -265,9 +265,19 @@ pub fn layout(
     optimized: &OptimizedBuild,
     base: &Baselines,
 ) -> Result<Option<LayoutVariants>> {
-    if ctx.config.config.layout.variants == 0 {
+    let cfg = &ctx.config.config;
+    let why = if cfg.layout.variants == 0 {
+        Some("`layout.variants = 0`")
+    } else if cfg.layout.workloads_of(&cfg.check).is_empty() {
+        Some(
+            "no workload to measure the variants on (`layout.workloads`, else `check.workloads`, is empty)",
+        )
+    } else {
+        None
+    };
+    if let Some(why) = why {
         ctx.forget(Stage::Layout)?;
-        timer.skip(Stage::Layout, "`layout.variants = 0`");
+        timer.skip(Stage::Layout, why);
         return Ok(None);
     }
     let builds = Measurements::builds_of(optimized, base, None, None);

@@ -36,10 +36,11 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
         if e.ci_high_pct >= -needed {
             out.push(format!(
                 "`{name}`: PGO median is {} against release; the gate needs the whole interval beyond {needed:.1} % faster \
-                 (min_pgo_gain_pct {:.1} %, noise threshold {:.1} %)",
+                 (min_pgo_gain_pct {:.1} %, threshold {:.1} %: {})",
                 stats::describe(e),
                 check.min_pgo_gain_pct,
-                c.median.threshold_pct
+                c.median.threshold_pct,
+                c.median.bound.text()
             ));
         }
     }
@@ -53,13 +54,14 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
         {
             if r.median.verdict == stats::Verdict::Slower {
                 out.push(format!(
-                    "`{}` {}: this commit is {} against {} ({}), beyond the noise threshold of {:.1} %",
+                    "`{}` {}: this commit is {} against {} ({}), beyond the threshold of {:.1} % ({})",
                     r.workload,
                     r.build,
                     stats::describe(&r.median.estimate),
                     &a.commit[..a.commit.len().min(12)],
                     a.rev,
-                    r.median.threshold_pct
+                    r.median.threshold_pct,
+                    r.median.bound.text()
                 ));
             }
         }
@@ -191,7 +193,7 @@ mod tests {
         assert_eq!(
             failures(&r, None),
             [
-                "`agent_send_latency` lto+pgo: this commit is 4.0 % slower, 95 % CI [3.1, 4.9] against 0123456789ab (HEAD~1), beyond the noise threshold of 1.0 %"
+                "`agent_send_latency` lto+pgo: this commit is 4.0 % slower, 95 % CI [3.1, 4.9] against 0123456789ab (HEAD~1), beyond the threshold of 1.0 % (min effect)"
             ]
         );
     }

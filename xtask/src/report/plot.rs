@@ -225,7 +225,6 @@ fn series(s: &mut String, p: &Panel, w: &crate::analysis::WorkloadAnalysis) {
     }
 }
 
-/// A horizontal grid line across the plot at `y`, labelled left of it.
 /// Ticks at round values (1, 2 or 5 times a power of ten apart) covering `lo..=hi`, about
 /// `target` of them.
 pub(crate) fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
@@ -256,6 +255,7 @@ pub(crate) fn tick_label(v: f64, ticks: &[f64]) -> String {
     format!("{v:.decimals$}")
 }
 
+/// A horizontal grid line across the plot at `y`, labelled left of it.
 fn y_tick(s: &mut String, y: f64, stroke: &str, label: &str) {
     let _ = writeln!(
         s,

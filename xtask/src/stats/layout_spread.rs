@@ -3,10 +3,13 @@
 //! K variants of one build, each relinked with its functions in another order, are measured
 //! against the build itself in the same sessions. Variant k's shift e_k = L_k − L_base (log
 //! space) is a draw of "a new layout against this one", which is exactly what another build
-//! (with its own, new layout) carries against release on top of its real effect. So the
-//! floor is the 95 % prediction interval of one more draw: mean(e) ± t(K−1)·sd(e)·√(1 + 1/K).
-//! The sd includes each shift's measurement noise (a build's own comparison has that noise
-//! too); the layouts' own spread, that noise removed, is reported beside it.
+//! (with its own, new layout) carries against release on top of its real effect. The 95 %
+//! prediction interval of one more draw is mean(e) ± t(K−1)·sd(e)·√(1 + 1/K); the floor is its
+//! half-width (the mean is the shuffled orders' bias against the linker's default order, which
+//! release and every other build share). The sd includes each shift's measurement noise: a
+//! build's interval must clear the floor, so that noise counts twice, on purpose (the floor
+//! errs wide). The layouts' own sd, that noise removed, is reported beside it; release's noise
+//! is common to every variant, so it is removed too much and that figure errs low.
 
 use super::sequential::{t95, trimmed};
 

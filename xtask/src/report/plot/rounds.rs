@@ -38,7 +38,13 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
         .iter()
         .copied()
         .max_by(|a, b| swing(a).total_cmp(&swing(b)))?;
-    let arms: Vec<&str> = first.arms.iter().map(String::as_str).collect();
+    // The builds only: layout variants (`release/L1`, `release/copy`) would crowd the legends.
+    let arms: Vec<&str> = first
+        .arms
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.contains('/'))
+        .collect();
     let base = first.arm(crate::measure::BASELINE)?;
     let panel_h = 200.0;
     let gap = 70.0;

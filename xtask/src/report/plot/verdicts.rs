@@ -17,6 +17,10 @@ const BOTTOM: f64 = 58.0;
 const AA_FILL: &str = "#fde9a9";
 const LAYOUT_FILL: &str = "#cfe3f7";
 
+fn title(workload: &str) -> String {
+    format!("{workload}: median against release, 95 % interval")
+}
+
 /// One row: a build's name, its change, interval and verdict.
 struct Row {
     name: String,
@@ -57,7 +61,14 @@ pub fn render_verdicts_svg(report: &Report) -> String {
         .iter()
         .flat_map(|(_, rows, _, _)| rows.iter().map(|r| text_width(&r.verdict, 12.0, false)))
         .fold(0.0, f64::max);
-    let width = (LEFT + PLOT_W + 12.0 + label_w + 12.0).max(WIDTH).ceil();
+    let title_w = panels
+        .iter()
+        .map(|(w, _, _, _)| LEFT + text_width(&title(w), 13.0, true) + 12.0)
+        .fold(0.0, f64::max);
+    let width = (LEFT + PLOT_W + 12.0 + label_w + 12.0)
+        .max(title_w)
+        .max(WIDTH)
+        .ceil();
     let heights: Vec<f64> = panels
         .iter()
         .map(|(_, rows, _, _)| TOP + rows.len().max(1) as f64 * ROW + BOTTOM)
@@ -106,8 +117,9 @@ fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], floors: (f64, Op
     let px = |v: f64| LEFT + (v - lo) / (hi - lo) * PLOT_W;
     let _ = writeln!(
         s,
-        r#"<text x="{LEFT}" y="{:.1}" font-size="13" font-weight="bold">{workload}: median against release, 95 % interval</text>"#,
-        y0 + 20.0
+        r#"<text x="{LEFT}" y="{:.1}" font-size="13" font-weight="bold">{}</text>"#,
+        y0 + 20.0,
+        title(workload)
     );
     // The bands: the wider one first, so the narrower shows on top of it.
     let mut bands = vec![(aa, AA_FILL)];
