@@ -54,13 +54,7 @@ impl Cmd {
         let mut parts: Vec<String> = self
             .env
             .iter()
-            .map(|(k, v)| match v.chars().next() {
-                // A padding (`lockstep.rs`'s stack padding): its length, not its bytes.
-                Some(c) if v.len() > 256 && v.chars().all(|x| x == c) => {
-                    format!("{k}=<{} × {c:?}>", v.len())
-                }
-                _ => format!("{k}={}", quote(v)),
-            })
+            .map(|(k, v)| format!("{k}={}", quote(v)))
             .collect();
         parts.push(quote(&self.program));
         parts.extend(self.args.iter().map(|a| quote(a)));

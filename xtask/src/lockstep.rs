@@ -169,26 +169,6 @@ impl Spawned {
     }
 }
 
-/// The environment variable whose length each arm's process gets at random: the kernel puts
-/// the environment (with the executable's path and the arguments) above the initial stack, so
-/// its length moves every stack address (Mytkowicz et al., "Producing wrong data without doing
-/// anything obviously wrong"). Without it, each arm kept one offset for the whole run, set by
-/// its executable's path: release's four layout variants, at a shorter path, measured 0.3 to
-/// 0.8 % faster than release in five runs; with it, in the same `calibrate` command, 0.4 to
-/// 1.0 % slower in two. Drawn anew for every process (0 to 4095 bytes: every offset within a
-/// page), the offset is no longer a bias between arms but part of the session-to-session
-/// spread that the intervals and the A/A floor measure.
-pub const STACK_PAD: &str = "MTY_STACK_PAD";
-
-/// The next process's padding length: 0..4096, from the run's seed and a count of the
-/// processes started so far.
-fn stack_pad(seed: u64) -> usize {
-    static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut rng = SplitMix64::new(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    rng.below(4096)
-}
-
 /// Starts one session's arms: each a live `--lockstep BATCH` process, pinned to the set-up
 /// core while it sets up and warms up (on one core, or for arms that do not share one, where
 /// they will take turns).
@@ -208,8 +188,7 @@ pub fn spawn(
     for arm in arms {
         let cmd = crate::workload::pinned(&arm.exe, setup.or(measured))
             .args(arm.args.iter().cloned())
-            .args(["--lockstep".to_string(), batch.clone()])
-            .env(STACK_PAD, "x".repeat(stack_pad(cfg.seed)));
+            .args(["--lockstep".to_string(), batch.clone()]);
         live.push(bar.suspend(|| Live::start(&arm.name, cmd))?);
     }
     Ok(Spawned {

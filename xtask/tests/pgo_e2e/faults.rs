@@ -69,11 +69,10 @@ fn a_failing_workload_shows_its_command_and_stderr() {
     // Lockstep (the default): the arm, how it ended, when, and its command line.
     assert!(
         err.contains(
-            "lockstep arm `release` exited with status 2 while setting up: `MTY_STACK_PAD=<"
-        ) && err.contains(" × 'x'> taskset -c 0 ")
-            && err.contains(
-                "agent_send_latency --messages 20000 --warmup 2000 --policy maybe --lockstep 2000`"
-            ),
+            "lockstep arm `release` exited with status 2 while setting up: `taskset -c 0 "
+        ) && err.contains(
+            "agent_send_latency --messages 20000 --warmup 2000 --policy maybe --lockstep 2000`"
+        ),
         "{err}"
     );
     assert!(
