@@ -505,7 +505,7 @@ fn protocol(md: &mut String, m: &crate::config::Measure) {
          the interval is Stein's or the whole sample's, whichever is wider, so it keeps its coverage whatever the count \
          (approximately: checked by simulation on recorded sessions); \
          Wilcoxon signed-rank over sessions as a cross-check; \
-         verdicts only beyond max({} %, A/A noise floor). The clock ticks in steps (10 ns here: a message reads 130 or 140 ns, never between), \
+         verdicts only beyond max({} %, A/A noise floor, and for a build laid out differently from release the layout floor where measured: release relinked in `layout.variants` random function orders, the half-width of the 95 % prediction interval of another layout's shift). The clock ticks in steps (10 ns here: a message reads 130 or 140 ns, never between), \
          so a batch's median, p95 and p99 are interpolated within the step that holds them, as for grouped data; `--messages` \
          is not used in this mode.",
         match (l.share_core, m.pin_core) {
