@@ -67,7 +67,17 @@ impl LinkLine {
         for (k, v) in &self.env {
             cmd = cmd.env(k, v);
         }
-        cmd.read().with_context(|| {
+        // One short line instead of the whole command (kilobytes of object paths): the
+        // command is rustc's, in the link-args file; a failure still shows all of it.
+        eprintln!(
+            "$ {} (rustc's link of {}) -o {}{}",
+            self.program,
+            self.output().display(),
+            out.display(),
+            extra.iter().map(|e| format!(" {e}")).collect::<String>()
+        );
+        let output = cmd.output_unlogged()?;
+        crate::exec::check(&cmd, &output).with_context(|| {
             format!(
                 "relinking {} into {} with {}",
                 self.output().display(),
