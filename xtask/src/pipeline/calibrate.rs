@@ -163,7 +163,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
     }
     // The floors: release against itself and against its layout variants.
     let (aa_floor_pct, layout) = if cfg.layout.variants >= 2 {
-        let set = super::layout::release_variants(ctx, tc, release)?;
+        let set = super::layout::release_variants(ctx, tc, release, name)?;
         let mut arms = vec![arm(BASELINE, release, 0), arm(BASELINE_AGAIN, release, 0)];
         arms.extend(set.variants.iter().map(|v| MeasuredArm {
             name: v.arm.clone(),

@@ -14,7 +14,7 @@
 //!    `layout.max_instructions_change_pct`. A variant that fails is refused: the floor would
 //!    measure something else than layout.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
@@ -34,20 +34,10 @@ const MIN_MOVED_PCT: f64 = 50.0;
 /// The variants of every build of `layout.builds`, from the measured `builds`.
 pub(super) fn variants(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<LayoutVariants> {
     let cfg = &ctx.config.config;
-    let layout = &cfg.layout;
-    let workloads = layout.workloads_of(&cfg.check).to_vec();
-    let dir = ctx.data.join("layout");
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    // Instructions are compared on the first layout workload that counts them.
-    let counted = cfg
-        .measure
-        .workloads
-        .iter()
-        .find(|w| workloads.contains(&w.name) && w.instructions != Some(false))
-        .or_else(|| cfg.measure.workloads.first())
-        .expect("a config has measured workloads");
+    let workloads = cfg.layout.workloads_of(&cfg.check).to_vec();
+    let (dir, counted) = prepare(ctx, &workloads)?;
     let mut sets = Vec::new();
-    for name in &layout.builds {
+    for name in &cfg.layout.builds {
         let base = builds.iter().find(|b| b.name() == name).with_context(|| {
             format!("`layout.builds` names `{name}`, which this run did not build")
         })?;
@@ -56,18 +46,30 @@ pub(super) fn variants(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<La
     Ok(LayoutVariants { sets, workloads })
 }
 
-/// Release's variants alone (what `calibrate` measures its layout floor with).
-pub(super) fn release_variants(ctx: &Ctx, tc: &Toolchain, release: &Built) -> Result<LayoutSet> {
-    let cfg = &ctx.config.config;
+/// Release's variants alone, checked on `workload`'s instructions (what `calibrate` measures
+/// its layout floor with).
+pub(super) fn release_variants(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    release: &Built,
+    workload: &str,
+) -> Result<LayoutSet> {
+    let (dir, counted) = prepare(ctx, &[workload.to_string()])?;
+    set(ctx, tc, release, counted, &dir)
+}
+
+/// The variants' folder, made, and the workload whose instructions per message they are
+/// checked on: the first of `workloads` that counts them, else the first measured one.
+fn prepare<'a>(ctx: &'a Ctx, workloads: &[String]) -> Result<(PathBuf, &'a Workload)> {
     let dir = ctx.data.join("layout");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let counted = cfg
-        .measure
-        .workloads
+    let measured = &ctx.config.config.measure.workloads;
+    let counted = measured
         .iter()
-        .find(|w| w.instructions != Some(false))
-        .unwrap_or(&cfg.measure.workloads[0]);
-    set(ctx, tc, release, counted, &dir)
+        .find(|w| workloads.contains(&w.name) && w.instructions != Some(false))
+        .or_else(|| measured.first())
+        .context("the config measures no workload")?;
+    Ok((dir, counted))
 }
 
 fn set(
@@ -283,6 +285,30 @@ mod tests {
             .read()
             .unwrap();
         assert_eq!(out.trim(), "45", "the shuffled program still runs");
+        // Another program (one more function) is refused as a layout of this one.
+        let other_src = dir.join("other.rs");
+        std::fs::write(
+            &other_src,
+            "#[inline(never)] fn twice(x: u64) -> u64 { x * 2 }\nfn main() { let v: Vec<u64> = (0..10).map(twice).collect(); println!(\"{}\", v.iter().sum::<u64>()); }\n",
+        )
+        .unwrap();
+        let other = dir.join("other");
+        crate::exec::Cmd::new("rustc")
+            .args([
+                "-O".to_string(),
+                "-o".to_string(),
+                other.display().to_string(),
+                other_src.display().to_string(),
+            ])
+            .read()
+            .unwrap();
+        let err = check_moved(&base, &other, "hello/L2")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("does not define the same functions as its base"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
