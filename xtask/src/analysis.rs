@@ -478,6 +478,76 @@ mod tests {
         );
     }
 
+    /// lto and lto+pgo relinked too: a gain that holds in every layout is said so, one that
+    /// depends on the layout is called layout luck; BOLT is paired with each random layout.
+    #[test]
+    fn gains_over_layouts_and_bolt_against_random_layouts() {
+        let sessions = crate::fixtures::sessions_with(
+            30,
+            20,
+            &[
+                ("release/L1", 1.003),
+                ("release/L2", 0.997),
+                ("lto/L1", 0.995),
+                ("lto/L2", 0.980),
+                ("lto+pgo/L1", 0.905),
+                ("lto+pgo/L2", 0.895),
+                ("lto+pgo+bolt", 0.88),
+            ],
+        );
+        let w = &analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions,
+            &[],
+            &measure_config(),
+        )
+        .unwrap()[0];
+        let l = w.layout.as_ref().expect("a layout floor");
+        let gain = |b: &str| l.gains.iter().find(|g| g.build == b).unwrap();
+        // lto: 1 % faster in its own layout, 0.5 % and 2 % in the others.
+        let lto = gain("lto");
+        assert_eq!(lto.layouts.len(), 3);
+        assert_eq!(lto.verdict, None, "{lto:?}");
+        assert!(
+            (lto.low_pct + 2.0).abs() < 0.3 && (lto.high_pct + 0.5).abs() < 0.3,
+            "{lto:?}"
+        );
+        assert!(
+            lto.line()
+                .contains("depends on its layout: within layout luck (range over 3 layouts"),
+            "{}",
+            lto.line()
+        );
+        let pgo = gain("lto+pgo");
+        assert_eq!(pgo.verdict, Some(Verdict::Faster), "{pgo:?}");
+        assert!(
+            pgo.line()
+                .starts_with("lto+pgo is faster than release whatever the layout"),
+            "{}",
+            pgo.line()
+        );
+        // BOLT (12 % faster) against each of lto+pgo's random layouts (9.5 %, 10.5 %).
+        assert_eq!(l.bolt_vs_layouts.len(), 2);
+        let b: Vec<f64> = l
+            .bolt_vs_layouts
+            .iter()
+            .map(|(_, e)| e.change_pct)
+            .collect();
+        assert!(
+            (b[0] + 2.76).abs() < 0.3 && (b[1] + 1.68).abs() < 0.3,
+            "{b:?}"
+        );
+        // The floor's line and the report's lines say all of it.
+        let lines = crate::report::layout_lines(w);
+        assert!(lines[0].starts_with("layout floor ±"), "{lines:?}");
+        assert!(
+            lines.iter().any(|x| x
+                .starts_with("lto+pgo+bolt against lto+pgo/L1 (a random layout of lto+pgo): 2.")),
+            "{lines:?}"
+        );
+    }
+
     #[test]
     fn lockstep_sessions_give_the_known_ratios_through_state_flips() {
         let sessions = crate::fixtures::sessions(10, 20);

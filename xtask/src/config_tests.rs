@@ -208,3 +208,42 @@ fn the_stopping_rule_keys_are_checked() {
         &["`measure.lockstep.max_secs` must be a positive number of seconds"],
     );
 }
+
+#[test]
+fn the_layout_keys_are_checked() {
+    let c = parse(GOOD).unwrap();
+    assert_eq!(
+        (c.layout.variants, c.layout.builds.as_slice()),
+        (4, &["release".to_string()][..])
+    );
+    assert_eq!(
+        c.layout.workloads_of(&c.check),
+        ["lat"],
+        "check.workloads by default"
+    );
+    let with = |t: &str| format!("{GOOD}[layout]\n{t}\n");
+    check_err(
+        &with(r#"builds = ["release", "oracle"]"#),
+        &["`layout.builds` names `oracle`, which cannot be relinked"],
+    );
+    check_err(
+        &with(r#"builds = ["lto"]"#),
+        &["`layout.builds` must include `release`"],
+    );
+    check_err(&with("variants = 1"), &["`layout.variants` is 1"]);
+    check_err(
+        &with(r#"workloads = ["nope"]"#),
+        &["`layout.workloads` names `nope`, which is not a measured workload (lat)"],
+    );
+    check_err(
+        &with("max_instructions_change_pct = -1.0"),
+        &["`layout.max_instructions_change_pct` must be a percentage"],
+    );
+    assert_eq!(
+        parse(&with("variants = 0\nbuilds = []"))
+            .unwrap()
+            .layout
+            .variants,
+        0
+    );
+}

@@ -252,13 +252,23 @@ pub fn layout_sessions(n: u32, rounds: usize, shifts: &[f64]) -> Vec<Session> {
     let names: Vec<String> = (1..=shifts.len())
         .map(|k| crate::measure::layout_arm("release", k as u32))
         .collect();
+    let extra: Vec<(&str, f64)> = names
+        .iter()
+        .map(String::as_str)
+        .zip(shifts.iter().map(|s| 1.0 + s / 100.0))
+        .collect();
+    sessions_with(n, rounds, &extra)
+}
+
+/// [`sessions`] with more arms, each `(name, factor against release)`.
+pub fn sessions_with(n: u32, rounds: usize, extra: &[(&str, f64)]) -> Vec<Session> {
     let arms: Vec<&str> = ["release", "release-aa", "lto", "lto+pgo", "oracle"]
         .into_iter()
-        .chain(names.iter().map(String::as_str))
+        .chain(extra.iter().map(|e| e.0))
         .collect();
     let factors: Vec<f64> = [1.0, 1.0, 0.99, 0.90, 0.85]
         .into_iter()
-        .chain(shifts.iter().map(|s| 1.0 + s / 100.0))
+        .chain(extra.iter().map(|e| e.1))
         .collect();
     sessions_of(&arms, &factors, n, rounds)
 }

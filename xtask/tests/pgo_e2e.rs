@@ -421,6 +421,16 @@ fn calibration_detects_a_large_injection_and_not_a_zero_one() {
         "{stdout}"
     );
     let c = json(&run.data.join("calibration.json"));
+    // The floors beside the table: A/A and quick.toml's two layout variants of release.
+    assert!(
+        stdout.contains("floors, in the same lockstep sessions: A/A ±")
+            && stdout.contains("layout floor ±"),
+        "{stdout}"
+    );
+    assert!(c["aa_floor_pct"].as_f64().unwrap() >= 0.0, "{c}");
+    let floor = &c["layout"];
+    assert_eq!(floor["variants"].as_array().unwrap().len(), 2, "{floor}");
+    assert!(floor["floor_pct"].as_f64().unwrap().is_finite(), "{floor}");
     let rows = c["rows"].as_array().unwrap();
     let modes: Vec<(&str, f64)> = rows
         .iter()
