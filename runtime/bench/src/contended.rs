@@ -17,10 +17,11 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use mty_lockstep::{Summary, Usage, clock_overhead_ns, new_histogram};
 use mty_runtime::{MailboxReceiver, MailboxSender, SmallPayload};
 
 use crate::args::Args;
-use crate::latency::{CAPACITY, LatencyReport, lockstep_protocol, new_histogram, report};
+use crate::latency::{CAPACITY, LatencyReport, report, serve_lockstep};
 
 /// `mty-bench agent_send_contended`.
 pub fn run(args: &Args) -> LatencyReport {
@@ -49,18 +50,14 @@ pub fn run(args: &Args) -> LatencyReport {
         load.batch(&rt, args.warmup + args.messages, None);
         return report(
             args,
-            &new_histogram(),
-            0,
-            crate::usage::Usage::default(),
+            Summary::new(&new_histogram(), 0, Usage::default()),
             None,
         );
     }
     let mut values = Vec::new();
     load.batch(&rt, args.warmup, Some(&mut values));
     if let Some(batch) = args.lockstep {
-        return lockstep_protocol(args, batch, |values| {
-            load.batch(&rt, batch, Some(values));
-        });
+        return serve_lockstep(args, batch, |n, values| load.batch(&rt, n, Some(values)));
     }
     values.clear();
     load.batch(&rt, args.messages, Some(&mut values));
@@ -68,13 +65,8 @@ pub fn run(args: &Args) -> LatencyReport {
     for &v in &values {
         hist.saturating_record(v);
     }
-    report(
-        args,
-        &hist,
-        crate::latency::clock_overhead_ns(),
-        crate::usage::Usage::of_this_process(),
-        args.emit_values.then_some(values),
-    )
+    let summary = Summary::new(&hist, clock_overhead_ns(), Usage::of_this_process());
+    report(args, summary, args.emit_values.then_some(values))
 }
 
 /// Pins the calling thread to `cpu` (sched_setaffinity of thread 0: the caller).

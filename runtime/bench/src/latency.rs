@@ -12,7 +12,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use hdrhistogram::Histogram;
+use mty_lockstep::{Lockstep, Summary, Usage, clock_overhead_ns, new_histogram};
 use mty_runtime::{Policy, SmallPayload};
 use serde::Serialize;
 
@@ -31,27 +31,13 @@ pub struct LatencyReport {
     pub policy: &'static str,
     pub payload_bytes: usize,
     pub capacity: usize,
-    pub median_ns: u64,
-    pub p95_ns: u64,
-    pub p99_ns: u64,
-    pub p999_ns: u64,
-    pub max_ns: u64,
-    pub mean_ns: f64,
-    pub clock_overhead_ns: u64,
-    /// `[quantile, ns]` pairs of the distribution, for plots.
-    pub percentiles: Vec<(f64, u64)>,
-    /// This process's CPU time and context switches, to tell disturbed runs.
+    /// The latencies' figures, CPU time and context switches (what xtask reads).
     #[serde(flatten)]
-    pub usage: crate::usage::Usage,
+    pub summary: Summary,
     /// Every measured latency, in order (only with `--emit-values`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub values_ns: Option<Vec<u64>>,
 }
-
-/// The quantiles reported in `percentiles`.
-const QUANTILES: [f64; 16] = [
-    0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999,
-];
 
 /// `mty-bench agent_send_latency`.
 pub fn mailbox(args: &Args) -> LatencyReport {
@@ -102,13 +88,16 @@ fn run(
         trips(args.warmup + args.messages, None);
         // Nothing that varies from run to run: no clock, no /proc read (its parse time
         // depends on the numbers in it).
-        let hist = new_histogram();
-        return report(args, &hist, 0, crate::usage::Usage::default(), None);
+        return report(
+            args,
+            Summary::new(&new_histogram(), 0, Usage::default()),
+            None,
+        );
     }
     let mut values = Vec::with_capacity(args.warmup.max(args.messages) as usize);
     trips(args.warmup, Some(&mut values));
     if let Some(batch) = args.lockstep {
-        return lockstep_protocol(args, batch, |values| trips(batch, Some(values)));
+        return serve_lockstep(args, batch, |n, values| trips(n, Some(values)));
     }
     values.clear();
     trips(args.messages, Some(&mut values));
@@ -116,13 +105,8 @@ fn run(
     for &v in &values {
         hist.saturating_record(v);
     }
-    report(
-        args,
-        &hist,
-        clock_overhead_ns(),
-        crate::usage::Usage::of_this_process(),
-        args.emit_values.then_some(values),
-    )
+    let summary = Summary::new(&hist, clock_overhead_ns(), Usage::of_this_process());
+    report(args, summary, args.emit_values.then_some(values))
 }
 
 /// `n` round trips; with `values`, each one's timed region in ns (plus `inject`, when
@@ -162,153 +146,21 @@ fn round_trips(
     })
 }
 
-/// One batch's summary, the answer to one `g`. The clock advances in steps here (10 ns on
-/// this kind of VM; a message's time reads as 130 or 140 ns, never between), so a batch's
-/// nearest-rank median jumps between two values and a ratio of two of them by 7 %. Each
-/// quantile is therefore interpolated within its step ([`grouped_quantile`]): it moves
-/// smoothly with the share of values on either side of a step, which is what a small change
-/// in the true latency changes.
-#[derive(Debug, Serialize)]
-struct BatchLine {
-    median_ns: f64,
-    p95_ns: f64,
-    p99_ns: f64,
-    p999_ns: f64,
-    mean_ns: f64,
-    /// The batch's own wall time (what the coordinator's overhead is reckoned against).
-    elapsed_ns: u64,
-    /// The nanoseconds added to every value (with `--inject-ns`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    inject_ns: Option<f64>,
-}
-
-/// The lockstep protocol, after set-up and warm-up: the `ready` line, then per `g` one batch
-/// (`run_batch` fills the per-message latencies) answered with its summary line; at `q` or
-/// end of input, the report over every batch.
-pub fn lockstep_protocol(
+/// `--lockstep BATCH`, after set-up and warm-up: serves the protocol (`mty_lockstep`), each
+/// batch one call of the workload's never-inlined loop, and reports over every batch.
+pub fn serve_lockstep(
     args: &Args,
     batch: u64,
-    mut run_batch: impl FnMut(&mut Vec<u64>),
+    run_batch: impl FnMut(u64, &mut Vec<u64>),
 ) -> LatencyReport {
-    use std::io::{BufRead, Write};
-    let mut hist = new_histogram();
-    let mut values: Vec<u64> = Vec::with_capacity(batch as usize);
-    let stdin = std::io::stdin();
-    let mut stdout = std::io::stdout().lock();
-    let clock = clock_overhead_ns();
-    let answer = |out: &mut std::io::StdoutLock, line: String| {
-        // A closed pipe means the coordinator is gone: nothing left to do.
-        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-            std::process::exit(0);
-        }
-    };
-    answer(
-        &mut stdout,
-        format!(
-            r#"{{"ready":true,"pid":{},"clock_overhead_ns":{clock}}}"#,
-            std::process::id()
-        ),
-    );
-    let mut command = String::new();
-    loop {
-        command.clear();
-        match stdin.lock().read_line(&mut command) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        match command.trim() {
-            "g" => {}
-            "q" => break,
-            other => {
-                eprintln!("mty-bench: unknown lockstep command `{other}` (expected `g` or `q`)");
-                std::process::exit(2);
-            }
-        }
-        values.clear();
-        let started = Instant::now();
-        run_batch(&mut values);
-        let elapsed_ns = started.elapsed().as_nanos() as u64;
-        for &v in &values {
-            hist.saturating_record(v);
-        }
-        values.sort_unstable();
-        // Thousandths of a nanosecond are plenty, and keep the records short.
-        let milli = |x: f64| (x * 1000.0).round() / 1000.0;
-        let line = BatchLine {
-            median_ns: milli(grouped_quantile(&values, 0.5)),
-            p95_ns: milli(grouped_quantile(&values, 0.95)),
-            p99_ns: milli(grouped_quantile(&values, 0.99)),
-            p999_ns: milli(grouped_quantile(&values, 0.999)),
-            mean_ns: milli(values.iter().sum::<u64>() as f64 / values.len() as f64),
-            elapsed_ns,
-            inject_ns: (args.inject_ns > 0).then_some(args.inject_ns as f64),
-        };
-        answer(
-            &mut stdout,
-            serde_json::to_string(&line).expect("numbers serialize"),
-        );
-    }
-    report(
-        args,
-        &hist,
-        clock,
-        crate::usage::Usage::of_this_process(),
-        None,
-    )
+    let served = Lockstep::new(batch)
+        .inject_ns(args.inject_ns)
+        .serve(run_batch);
+    report(args, served.summary(), None)
 }
 
-/// The q-quantile of sorted, stepped values, interpolated as for grouped data. Values within
-/// 2 ns of their neighbour form one step (the clock reads 130 or 131 for the same tick); each
-/// step is a class from the midpoint with the step below to the midpoint with the step above
-/// (half a gap beyond the ends); the quantile lies in the class holding the q·n-th value, as
-/// far into it as that value's rank is into the class's count.
-pub fn grouped_quantile(sorted: &[u64], q: f64) -> f64 {
-    // (centre, count) of each step, in order.
-    let mut steps: Vec<(f64, usize)> = Vec::new();
-    let (mut sum, mut count) = (0u64, 0usize);
-    for (i, &v) in sorted.iter().enumerate() {
-        if i > 0 && v > sorted[i - 1] + 2 {
-            steps.push((sum as f64 / count as f64, count));
-            (sum, count) = (0, 0);
-        }
-        sum += v;
-        count += 1;
-    }
-    if count > 0 {
-        steps.push((sum as f64 / count as f64, count));
-    }
-    match steps.len() {
-        0 => return f64::NAN,
-        1 => return steps[0].0,
-        _ => {}
-    }
-    let target = q * sorted.len() as f64;
-    let mut below = 0usize;
-    for (k, &(centre, n)) in steps.iter().enumerate() {
-        if (below + n) as f64 >= target || k == steps.len() - 1 {
-            let lower = match k {
-                0 => centre - (steps[1].0 - centre) / 2.0,
-                _ => (steps[k - 1].0 + centre) / 2.0,
-            };
-            let upper = match steps.get(k + 1) {
-                Some(next) => (centre + next.0) / 2.0,
-                None => centre + (centre - steps[k - 1].0) / 2.0,
-            };
-            let into = ((target - below as f64) / n as f64).clamp(0.0, 1.0);
-            return lower + into * (upper - lower);
-        }
-        below += n;
-    }
-    unreachable!("the last step ends the loop")
-}
-
-pub fn report(
-    args: &Args,
-    hist: &Histogram<u64>,
-    clock_overhead_ns: u64,
-    usage: crate::usage::Usage,
-    values_ns: Option<Vec<u64>>,
-) -> LatencyReport {
+/// The workload's report: what ran, and `summary` of what it measured.
+pub fn report(args: &Args, summary: Summary, values_ns: Option<Vec<u64>>) -> LatencyReport {
     LatencyReport {
         workload: args.workload.name(),
         messages: args.messages,
@@ -316,58 +168,7 @@ pub fn report(
         policy: args.policy.name(),
         payload_bytes: args.payload_bytes,
         capacity: CAPACITY,
-        median_ns: hist.value_at_quantile(0.5),
-        p95_ns: hist.value_at_quantile(0.95),
-        p99_ns: hist.value_at_quantile(0.99),
-        p999_ns: hist.value_at_quantile(0.999),
-        max_ns: hist.max(),
-        mean_ns: hist.mean(),
-        clock_overhead_ns,
-        percentiles: QUANTILES
-            .iter()
-            .map(|&q| (q, hist.value_at_quantile(q)))
-            .collect(),
-        usage,
+        summary,
         values_ns,
-    }
-}
-
-/// Nanoseconds from 1 ns to 60 s at 3 significant figures: values below 2048 ns are exact.
-pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
-}
-
-/// Median cost of one timed region that contains nothing: two back-to-back `Instant::now()`.
-pub fn clock_overhead_ns() -> u64 {
-    let mut hist = new_histogram();
-    for _ in 0..20_000 {
-        let start = Instant::now();
-        let elapsed = black_box(start).elapsed();
-        hist.saturating_record(elapsed.as_nanos() as u64);
-    }
-    hist.value_at_quantile(0.5)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grouped_quantiles_move_smoothly_across_clock_steps() {
-        // 10 ns steps: the nearest-rank median is 130 either way; the interpolated one moves
-        // with the share of values at 130.
-        let v: Vec<u64> = [vec![130; 800], vec![140; 200]].concat();
-        assert_eq!(grouped_quantile(&v, 0.5), 125.0 + 0.5 / 0.8 * 10.0);
-        let v: Vec<u64> = [vec![130; 700], vec![140; 300]].concat();
-        assert_eq!(grouped_quantile(&v, 0.5), 125.0 + 0.5 / 0.7 * 10.0);
-        // 130 and 131 are one tick read two ways: one step.
-        let v: Vec<u64> = [vec![130; 400], vec![131; 400], vec![140; 200]].concat();
-        let m = grouped_quantile(&v, 0.5);
-        assert!((m - (125.75 + 0.5 / 0.8 * 9.5)).abs() < 1e-9, "{m}");
-        // The tail: p99 in the last step.
-        let v: Vec<u64> = [vec![130; 980], vec![250; 20]].concat();
-        assert_eq!(grouped_quantile(&v, 0.99), 190.0 + 0.5 * 120.0);
-        assert_eq!(grouped_quantile(&[7, 7, 7], 0.99), 7.0);
-        assert!(grouped_quantile(&[], 0.5).is_nan());
     }
 }

@@ -14,7 +14,6 @@ mod args;
 mod contended;
 mod latency;
 mod train;
-mod usage;
 
 use std::process::ExitCode;
 

@@ -3,11 +3,17 @@
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+/// CPU time and context switches of this process since it started. A run the machine
+/// disturbed shows it here: involuntary switches (preempted) or system time it did not need.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Usage {
+    /// CPU time in user mode, in ms (10 ms resolution: clock ticks).
     pub user_ms: f64,
+    /// CPU time in the kernel, in ms (10 ms resolution).
     pub sys_ms: f64,
+    /// Times the process gave up the CPU itself (blocked: on stdin between batches, say).
     pub voluntary_ctx_switches: u64,
+    /// Times the scheduler took the CPU away.
     pub involuntary_ctx_switches: u64,
 }
 
