@@ -22,12 +22,28 @@ use crate::exec::{self, Cmd};
 #[derive(Debug, Clone)]
 pub struct Workspace {
     pub root: PathBuf,
+    /// Cargo's target directory of the workspace (`target/` unless configured otherwise).
+    pub target_directory: PathBuf,
+    /// The directories of the workspace's own packages the binary is built from (itself and
+    /// its path dependencies, none inside another): what the sources hash reads.
+    pub source_dirs: Vec<PathBuf>,
     /// The package whose bin target is the configured binary.
     pub package: String,
     pub binary: String,
     /// How many crates a build of `package` compiles (for the progress bar).
     pub crate_count: u64,
+    /// Whether the workspace's manifest defines the `release-pgo` profile; where it does not,
+    /// each build defines it on cargo's command line (`PGO_PROFILE`).
+    pub defines_pgo_profile: bool,
 }
+
+/// The `release-pgo` profile, for a workspace that does not define it: release with fat LTO
+/// and one codegen unit, as Mighty's own Cargo.toml has it (cargo `--config` values).
+const PGO_PROFILE: [&str; 3] = [
+    "profile.release-pgo.inherits=\"release\"",
+    "profile.release-pgo.lto=\"fat\"",
+    "profile.release-pgo.codegen-units=1",
+];
 
 /// The workspace root: xtask lives at `<root>/xtask`.
 pub fn project_root() -> PathBuf {
@@ -37,50 +53,106 @@ pub fn project_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Reads the workspace at `root` (this one, or `--against`'s worktree of another commit) and
-/// finds the package that builds `binary`.
-pub fn workspace_at(root: &Path, binary: &str) -> Result<Workspace> {
-    let root = root.to_path_buf();
+/// The `Cargo.toml` of the workspace around the current directory: what the installed
+/// subcommand `cargo mty` works on when `--manifest-path` is not given (`cargo xtask` works
+/// on this one).
+pub fn manifest_here() -> Result<PathBuf> {
+    let found = Cmd::new("cargo")
+        .args(["locate-project", "--workspace", "--message-format", "plain"])
+        .output_unlogged()?;
+    if !found.status.success() {
+        bail!(
+            "no Cargo.toml in {} or above it: run `cargo mty` inside a workspace, or give `--manifest-path`",
+            std::env::current_dir().unwrap_or_default().display()
+        );
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&found.stdout).trim()))
+}
+
+/// Reads the workspace of `manifest` (this one, another one given by `--manifest-path`, or
+/// `--against`'s worktree of another commit) and finds the package that builds `binary`
+/// (of `package`, when given).
+pub fn workspace_at(manifest: &Path, binary: &str, package: Option<&str>) -> Result<Workspace> {
     let metadata = MetadataCommand::new()
-        .manifest_path(root.join("Cargo.toml"))
+        .manifest_path(manifest)
         .exec()
-        .context("cannot read the workspace with `cargo metadata`")?;
+        .with_context(|| {
+            format!(
+                "cannot read the workspace of {} with `cargo metadata`",
+                manifest.display()
+            )
+        })?;
     let members = metadata.workspace_packages();
     let mut bins = Vec::new();
-    let mut found = None;
+    let mut found = Vec::new();
     for pkg in &members {
         for target in pkg
             .targets
             .iter()
             .filter(|t| t.kind.contains(&TargetKind::Bin))
         {
-            bins.push(target.name.clone());
-            if target.name == binary {
-                found = Some((*pkg).clone());
+            bins.push(format!("{} (package {})", target.name, pkg.name));
+            if target.name == binary && package.is_none_or(|p| p == pkg.name.as_str()) {
+                found.push((*pkg).clone());
             }
         }
     }
-    let Some(pkg) = found else {
-        bail!(
-            "`binary = \"{binary}\"` is not a bin target of this workspace (its bins: {})",
+    let pkg = match found.as_slice() {
+        [pkg] => pkg,
+        [] => bail!(
+            "`binary = \"{binary}\"`{} is not a bin target of the workspace {} (its bins: {})",
+            package.map_or(String::new(), |p| format!(" of `package = \"{p}\"`")),
+            metadata.workspace_root,
             bins.join(", ")
-        );
+        ),
+        several => bail!(
+            "`binary = \"{binary}\"` is a bin target of {} packages ({}): name one with `package`",
+            several.len(),
+            several.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+        ),
     };
-    let crate_count = metadata
+    let deps = metadata
         .resolve
         .as_ref()
         .map(|resolve| reachable(resolve, &pkg.id))
-        .unwrap_or(1);
+        .unwrap_or_else(|| BTreeSet::from([pkg.id.clone()]));
+    let mut dirs: Vec<PathBuf> = metadata
+        .packages
+        .iter()
+        .filter(|p| p.source.is_none() && deps.contains(&p.id))
+        .filter_map(|p| p.manifest_path.parent().map(|d| d.as_std_path().to_path_buf()))
+        .collect();
+    dirs.sort();
+    // Sorted, a directory comes before those inside it.
+    let mut source_dirs: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        if !source_dirs.iter().any(|d| dir.starts_with(d)) {
+            source_dirs.push(dir);
+        }
+    }
+    let root = metadata.workspace_root.into_std_path_buf();
+    let root_manifest = root.join("Cargo.toml");
+    let text = std::fs::read_to_string(&root_manifest)
+        .with_context(|| format!("cannot read {}", root_manifest.display()))?;
+    let defines_pgo_profile = text
+        .parse::<toml::Table>()
+        .with_context(|| format!("cannot parse {}", root_manifest.display()))?
+        .get("profile")
+        .and_then(|p| p.get("release-pgo"))
+        .is_some();
     Ok(Workspace {
-        root: metadata.workspace_root.into_std_path_buf(),
+        root,
+        defines_pgo_profile,
+        target_directory: metadata.target_directory.into_std_path_buf(),
+        source_dirs,
         package: pkg.name.to_string(),
         binary: binary.to_string(),
-        crate_count,
+        crate_count: deps.len() as u64,
     })
 }
 
 /// Packages reachable from `start` through normal and build dependencies.
-fn reachable(resolve: &cargo_metadata::Resolve, start: &PackageId) -> u64 {
+fn reachable(resolve: &cargo_metadata::Resolve, start: &PackageId) -> BTreeSet<PackageId> {
     let mut seen = BTreeSet::from([start.clone()]);
     let mut queue = VecDeque::from([start.clone()]);
     while let Some(id) = queue.pop_front() {
@@ -97,7 +169,7 @@ fn reachable(resolve: &cargo_metadata::Resolve, start: &PackageId) -> u64 {
             }
         }
     }
-    seen.len() as u64
+    seen
 }
 
 /// What cargo produced for one build.
@@ -246,6 +318,12 @@ fn cargo_build(
             &ws.root.join("Cargo.toml").display().to_string(),
         ])
         .arg("--message-format=json")
+        .args(
+            PGO_PROFILE
+                .iter()
+                .filter(|_| !ws.defines_pgo_profile && build.cargo_profile() == "release-pgo")
+                .flat_map(|value| ["--config", value]),
+        )
         .args(if final_args.is_empty() {
             Vec::new()
         } else {

@@ -13,12 +13,22 @@ pub struct Config {
     /// One for both on purpose: generic code is monomorphised into each binary, so a profile
     /// trained by another executable misses the measured hot path.
     pub binary: String,
+    /// The package whose bin target `binary` is, when two packages of the workspace have a
+    /// bin target of that name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
     pub train: Train,
     pub measure: Measure,
+    /// Absent: no instruction counts (they need a workload that runs `--messages N
+    /// --untimed`, as mty-bench's do).
+    #[serde(default)]
     pub instructions: Instructions,
     pub apply_check: ApplyCheck,
+    #[serde(default)]
     pub check: Check,
-    pub compare: Compare,
+    /// Absent: no comparator rows (they run Mighty's mailbox workload in other languages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare: Option<Compare>,
     #[serde(default)]
     pub calibrate: Calibrate,
     #[serde(default)]
@@ -362,6 +372,16 @@ pub struct Instructions {
     pub timeout_secs: u64,
 }
 
+impl Default for Instructions {
+    /// Off.
+    fn default() -> Self {
+        Instructions {
+            messages: 0,
+            timeout_secs: 300,
+        }
+    }
+}
+
 /// The comparators (`cargo xtask compare`, and the comparison section of the report).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -387,7 +407,7 @@ fn default_cross_thread_messages() -> u64 {
 }
 
 /// `cargo xtask pgo --check`: the gate.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Check {
     /// The measured workloads the gate judges.
@@ -397,6 +417,20 @@ pub struct Check {
     pub min_pgo_gain_pct: f64,
 }
 
+/// How a measured workload is timed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// In-process lockstep: each arm is one live process of `binary` serving the lockstep
+    /// protocol (`--lockstep N` appended to `args`; the `mty-lockstep` crate serves it), each
+    /// turn one batch of N iterations, each iteration timed by the program.
+    #[default]
+    Lockstep,
+    /// Whole-process lockstep: each turn runs the command once per arm, its wall time (or the
+    /// figure it prints, `metric`) the sample. For a program that cannot link `mty-lockstep`.
+    Process,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
@@ -404,6 +438,29 @@ pub struct Workload {
     pub name: String,
     /// Arguments to `binary`.
     pub args: Vec<String>,
+    /// Measured workloads only: in-process lockstep (the default) or whole-process.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub mode: Mode,
+    /// Environment variables set for the command (beside the pipeline's own, such as
+    /// `LLVM_PROFILE_FILE`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The directory it runs in, relative to the workspace root (default: the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// A file fed to it on stdin, relative to the workspace root (training and whole-process
+    /// workloads: a lockstep arm's stdin is its protocol).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<PathBuf>,
+    /// Training workloads only: seconds it may run before it is killed (default
+    /// `train.timeout_secs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+    /// Whole-process workloads only: the key of a number in the JSON object the command
+    /// prints as its last line of stdout, in nanoseconds, taken as the sample instead of the
+    /// wall time (a program that times its own work, without its start-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
     /// Lockstep only: whether this workload's arms share one core, overriding
     /// `measure.lockstep.share_core` (`false` for a workload of several threads among
     /// single-threaded ones).
@@ -435,6 +492,12 @@ impl Workload {
         Workload {
             name: name.into(),
             args,
+            mode: Mode::Lockstep,
+            env: Default::default(),
+            cwd: None,
+            stdin: None,
+            timeout_secs: None,
+            metric: None,
             share_core: None,
             sessions: None,
             batch_messages: None,
@@ -462,9 +525,13 @@ impl Workload {
             .unwrap_or(measure.target_half_width_pct)
     }
 
-    /// Its messages per lockstep batch under `lockstep`.
+    /// Its messages per lockstep batch under `lockstep` (a whole-process workload: runs per
+    /// turn, one unless it says).
     pub fn batch_in(&self, lockstep: &Lockstep) -> u64 {
-        self.batch_messages.unwrap_or(lockstep.batch_messages)
+        match self.mode {
+            Mode::Lockstep => self.batch_messages.unwrap_or(lockstep.batch_messages),
+            Mode::Process => self.batch_messages.unwrap_or(1),
+        }
     }
 
     /// Whether its lockstep arms share one core under `lockstep`.
@@ -507,6 +574,10 @@ pub struct ApplyCheck {
 pub struct LoadedConfig {
     pub path: PathBuf,
     pub config: Config,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 pub fn load(path: &Path) -> Result<LoadedConfig> {
@@ -577,11 +648,14 @@ pub fn parse(text: &str) -> Result<Config> {
         .iter()
         .chain(&config.measure.workloads)
     {
-        if w.args.is_empty() {
+        if w.args.is_empty() && config.binary == "mty-bench" {
             bail!(
                 "workload `{}` has no `args`: the first argument names the mty-bench workload",
                 w.name
             );
+        }
+        if w.timeout_secs == Some(0) {
+            bail!("workload `{}`: `timeout_secs` must be at least 1", w.name);
         }
         if w.sessions.is_some_and(|n| n < 2) {
             bail!(
@@ -591,6 +665,34 @@ pub fn parse(text: &str) -> Result<Config> {
         }
         if w.batch_messages == Some(0) {
             bail!("workload `{}`: `batch_messages` must be at least 1", w.name);
+        }
+    }
+    for w in &config.train.workloads {
+        if w.mode != Mode::Lockstep || w.metric.is_some() {
+            bail!(
+                "training workload `{}`: `mode` and `metric` are for measured workloads (a training command runs once, whole)",
+                w.name
+            );
+        }
+    }
+    for w in &config.measure.workloads {
+        if w.timeout_secs.is_some() {
+            bail!(
+                "measured workload `{}`: `timeout_secs` is for training workloads; a measured one's turns are bounded by `measure.timeout_secs`",
+                w.name
+            );
+        }
+        if w.mode == Mode::Lockstep && w.stdin.is_some() {
+            bail!(
+                "measured workload `{}`: `stdin` needs `mode = \"process\"`: an in-process lockstep arm's stdin carries the protocol (give the file as an argument instead)",
+                w.name
+            );
+        }
+        if w.mode == Mode::Lockstep && w.metric.is_some() {
+            bail!(
+                "measured workload `{}`: `metric` needs `mode = \"process\"` (an in-process arm times its own iterations)",
+                w.name
+            );
         }
     }
     let names: Vec<&str> = config
@@ -620,10 +722,15 @@ pub fn parse(text: &str) -> Result<Config> {
         .iter()
         .flat_map(|v| [&v.subject, &v.reference])
     {
-        if !names.contains(&name.as_str()) {
+        let Some(w) = config.measure.workloads.iter().find(|w| &w.name == name) else {
             bail!(
                 "`measure.versus` names `{name}`, which is not a measured workload ({})",
                 names.join(", ")
+            );
+        };
+        if w.mode != Mode::Lockstep || w.cwd.is_some() || !w.env.is_empty() {
+            bail!(
+                "`measure.versus` names `{name}`: a versus pair runs both workloads' arguments in one setting, so each must be an in-process lockstep workload without `env` or `cwd`"
             );
         }
     }

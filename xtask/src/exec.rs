@@ -14,6 +14,10 @@ pub struct Cmd {
     args: Vec<String>,
     env: Vec<(String, String)>,
     env_remove: Vec<String>,
+    /// Where it runs (the caller's directory when `None`).
+    cwd: Option<std::path::PathBuf>,
+    /// The file read as its stdin (closed when `None`).
+    stdin: Option<std::path::PathBuf>,
 }
 
 /// How many lines of stderr an error shows.
@@ -26,7 +30,21 @@ impl Cmd {
             args: Vec::new(),
             env: Vec::new(),
             env_remove: Vec::new(),
+            cwd: None,
+            stdin: None,
         }
+    }
+
+    /// Runs it in `dir`.
+    pub fn cwd(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Feeds it `file` on stdin (a lockstep arm's stdin is its protocol pipe: not for those).
+    pub fn stdin_file(mut self, file: impl Into<std::path::PathBuf>) -> Self {
+        self.stdin = Some(file.into());
+        self
     }
 
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
@@ -58,13 +76,25 @@ impl Cmd {
             .collect();
         parts.push(quote(&self.program));
         parts.extend(self.args.iter().map(|a| quote(a)));
-        parts.join(" ")
+        if let Some(file) = &self.stdin {
+            parts.push(format!("< {}", quote(&file.display().to_string())));
+        }
+        let line = parts.join(" ");
+        match &self.cwd {
+            Some(dir) => format!("(cd {} && {line})", quote(&dir.display().to_string())),
+            None => line,
+        }
     }
 
     fn expression(&self) -> duct::Expression {
-        let mut expr = duct::cmd(&self.program, &self.args)
-            .stdin_null()
-            .unchecked();
+        let mut expr = duct::cmd(&self.program, &self.args).unchecked();
+        expr = match &self.stdin {
+            Some(file) => expr.stdin_path(file),
+            None => expr.stdin_null(),
+        };
+        if let Some(dir) = &self.cwd {
+            expr = expr.dir(dir);
+        }
         for key in &self.env_remove {
             expr = expr.env_remove(key);
         }
@@ -150,6 +180,9 @@ impl Cmd {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(dir) = &self.cwd {
+            command.current_dir(dir);
+        }
         for key in &self.env_remove {
             command.env_remove(key);
         }

@@ -21,11 +21,18 @@ const fn flag(name: &'static str, value: Option<&'static str>, help: &'static st
 }
 
 /// Flags both commands take.
-const COMMON: [FlagSpec; 4] = [
+const COMMON: [FlagSpec; 5] = [
     flag(
         "--config",
         Some("FILE"),
-        "pipeline config (default: profiles/default.toml; profiles/quick.toml is a short run)",
+        "pipeline config (default: <workspace>/profiles/default.toml; profiles/quick.toml is a \
+         short run)",
+    ),
+    flag(
+        "--manifest-path",
+        Some("FILE"),
+        "the workspace to build, train and measure (default: this one; as `cargo mty`, the one \
+         around the current directory)",
     ),
     flag(
         "--pgo-data",
@@ -35,7 +42,7 @@ const COMMON: [FlagSpec; 4] = [
     flag(
         "--target-dir",
         Some("DIR"),
-        "root of the per-build cargo target directories (default: <workspace>/target/pgo)",
+        "root of the per-build cargo target directories (default: <workspace's target>/pgo)",
     ),
     flag(
         "--wait",
@@ -128,34 +135,26 @@ pub fn compare_flags() -> impl Iterator<Item = &'static FlagSpec> {
     COMMON.iter()
 }
 
-/// What both commands share.
-#[derive(Debug, Clone, PartialEq)]
+/// What both commands share; a path not given is found from the workspace (`Ctx::open`).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CommonFlags {
-    pub config: PathBuf,
-    pub pgo_data: PathBuf,
-    pub target_dir: PathBuf,
+    pub config: Option<PathBuf>,
+    /// `--manifest-path`: another workspace's `Cargo.toml`.
+    pub manifest_path: Option<PathBuf>,
+    pub pgo_data: Option<PathBuf>,
+    pub target_dir: Option<PathBuf>,
     /// Queue behind another run holding pgo-data/ instead of stopping.
     pub wait: bool,
 }
 
-impl Default for CommonFlags {
-    fn default() -> Self {
-        let root = crate::cargo::project_root();
-        CommonFlags {
-            config: root.join("profiles/default.toml"),
-            pgo_data: root.join("pgo-data"),
-            target_dir: root.join("target/pgo"),
-            wait: false,
-        }
-    }
-}
-
 impl CommonFlags {
     fn set(&mut self, name: &str, value: Option<String>) -> bool {
+        let path = || Some(PathBuf::from(value.clone().expect("takes a value")));
         match name {
-            "--config" => self.config = value.expect("takes a value").into(),
-            "--pgo-data" => self.pgo_data = value.expect("takes a value").into(),
-            "--target-dir" => self.target_dir = value.expect("takes a value").into(),
+            "--config" => self.config = path(),
+            "--manifest-path" => self.manifest_path = path(),
+            "--pgo-data" => self.pgo_data = path(),
+            "--target-dir" => self.target_dir = path(),
             "--wait" => self.wait = true,
             _ => return false,
         }
@@ -212,6 +211,17 @@ pub enum Command {
     Compare(CompareFlags),
     /// `--help` (of a command, or of xtask): print this and exit 0.
     Help(String),
+}
+
+impl Command {
+    /// The flags every command shares (none for `--help`).
+    pub fn common_mut(&mut self) -> Option<&mut CommonFlags> {
+        match self {
+            Command::Pgo(flags) => Some(&mut flags.common),
+            Command::Compare(flags) => Some(&mut flags.common),
+            Command::Help(_) => None,
+        }
+    }
 }
 
 /// A command line that does not parse: exit 2 with this line and the usage.

@@ -21,7 +21,11 @@ fn stages_flags_and_their_errors() {
     assert_eq!(pgo("merge --config x.toml").stage, Some(Stage::Merge));
     assert_eq!(
         pgo("merge --config x.toml").common.config,
-        PathBuf::from("x.toml")
+        Some(PathBuf::from("x.toml"))
+    );
+    assert_eq!(
+        pgo("--manifest-path ../app/Cargo.toml").common.manifest_path,
+        Some(PathBuf::from("../app/Cargo.toml"))
     );
     assert_eq!(pgo("").stage, None);
     assert!(pgo("--baseline r.json").check, "--baseline implies --check");

@@ -60,16 +60,20 @@ pub fn measure(
     out_dir: &Path,
 ) -> Vec<InstructionCount> {
     let skipped = if cfg.messages == 0 {
-        Some("off (`instructions.messages = 0`)".to_string())
+        Some("off (`instructions.messages = 0`, or no `[instructions]`)".to_string())
     } else {
         valgrind_missing()
     };
     let mut out = Vec::new();
     for workload in workloads {
         for v in builds {
-            let off = (workload.instructions == Some(false)).then(|| {
-                "not counted (`instructions = false` on the workload: its threads' scheduling moves the count)".to_string()
-            });
+            let off = if workload.mode == crate::config::Mode::Process {
+                Some("not counted (a whole-process workload: callgrind counts runs of `--messages N --untimed`)".to_string())
+            } else {
+                (workload.instructions == Some(false)).then(|| {
+                    "not counted (`instructions = false` on the workload: its threads' scheduling moves the count)".to_string()
+                })
+            };
             let mut count_of = InstructionCount {
                 workload: workload.name.clone(),
                 build: v.name().to_string(),

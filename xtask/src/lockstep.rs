@@ -21,7 +21,7 @@
 //! session, naming the arm, its command line and the tail of its stderr.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -31,7 +31,7 @@ use anyhow::{Context, Result, bail};
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Measure, Workload};
+use crate::config::{Measure, Mode, Workload};
 use crate::exec::{self, Cmd};
 use crate::stats::SplitMix64;
 use crate::workload::{WorkloadLine, parse_line};
@@ -186,9 +186,20 @@ pub fn spawn(
     let started = Instant::now();
     let mut live = Vec::new();
     for arm in arms {
-        let cmd = crate::workload::pinned(&arm.exe, setup.or(measured))
-            .args(arm.args.iter().cloned())
-            .args(["--lockstep".to_string(), batch.clone()]);
+        let core = setup.or(measured);
+        let cmd = match workload.mode {
+            Mode::Lockstep => crate::workload::with_setting(
+                crate::workload::pinned(&arm.exe, core).args(arm.args.iter().cloned()),
+                workload,
+                Path::new("."),
+            ),
+            // Paths already resolved against the workspace (`Ctx::measure_config`).
+            Mode::Process => crate::process_arm::command(
+                &crate::process_arm::Spec::new(&arm.exe, &arm.args, workload, Path::new(".")),
+                core,
+            )?,
+        }
+        .args(["--lockstep".to_string(), batch.clone()]);
         live.push(bar.suspend(|| Live::start(&arm.name, cmd))?);
     }
     Ok(Spawned {

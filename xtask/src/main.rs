@@ -20,6 +20,7 @@ mod lockstep;
 mod measure;
 mod outputs;
 mod pipeline;
+mod process_arm;
 mod relink;
 mod report;
 mod rustflags;
@@ -37,13 +38,34 @@ mod workload;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let command = match flags::parse(std::env::args().skip(1)) {
+    let mut argv = std::env::args().skip(1).peekable();
+    if argv.peek().map(String::as_str) == Some(process_arm::SUBCOMMAND) {
+        argv.next();
+        return process_arm::main(argv);
+    }
+    // Installed (`cargo install --path xtask`), this executable is the cargo subcommand
+    // `cargo mty`: cargo runs it as `cargo-mty mty ARGS`, and it works on the workspace
+    // around the current directory.
+    let subcommand = argv.peek().map(String::as_str) == Some("mty");
+    if subcommand {
+        argv.next();
+    }
+    let mut command = match flags::parse(argv) {
         Ok(command) => command,
         Err(usage) => {
             eprintln!("{usage}");
             return ExitCode::from(2);
         }
     };
+    if let Some(common) = command.common_mut().filter(|c| subcommand && c.manifest_path.is_none()) {
+        match cargo::manifest_here() {
+            Ok(manifest) => common.manifest_path = Some(manifest),
+            Err(err) => {
+                eprintln!("error: {err:#}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let result = match command {
         flags::Command::Help(text) => {
             println!("{text}");

@@ -65,8 +65,9 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     let tc = steps::doctor(&ctx, timer)?;
     // The C++ and Go comparators compile (seconds, one core each) while the builds below leave a
     // core idle in their single-threaded LTO steps; the report finds them up to date.
-    let comparators =
-        crate::compare::compile_in_background(&ctx.ws.root, &ctx.target_root.join("comparators"));
+    let comparators = ctx.config.config.compare.is_some().then(|| {
+        crate::compare::compile_in_background(&ctx.ws.root, &ctx.target_root.join("comparators"))
+    });
     if flags.calibrate {
         return timer
             .section_named("calibrate", || calibrate::run(&ctx, &tc))
@@ -170,7 +171,9 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     // Nothing else may run while the lockstep measures (but the next session's set-up on the
     // other core: `lockstep.rs`).
     beside.finish();
-    let _ = comparators.join();
+    if let Some(compiling) = comparators {
+        let _ = compiling.join();
+    }
     // Stage 9: release (and `layout.builds`) in other layouts.
     let layout = steps::layout(&ctx, &tc, timer, &optimized, &base)?;
     // Stage 10: the held-out workloads on every build, in lockstep; instructions per message.
@@ -372,7 +375,7 @@ Total count: 9704034
     #[test]
     fn a_directory_with_whitespace_is_refused() {
         let flags = CommonFlags {
-            pgo_data: PathBuf::from("/tmp/a b"),
+            pgo_data: Some(PathBuf::from("/tmp/a b")),
             ..CommonFlags::default()
         };
         let err = Ctx::open(&flags).err().expect("refused").to_string();

@@ -240,12 +240,12 @@ pub fn render_table(report: &Report) -> String {
         out.push('\n');
     }
     out.push_str(&apply_line(report));
-    if !report.comparators.is_empty() {
+    if let (false, Some(compare)) = (
+        report.comparators.is_empty(),
+        &report.config.config.compare,
+    ) {
         out.push('\n');
-        out.push_str(&crate::compare::render(
-            &report.comparators,
-            &report.config.config.compare,
-        ));
+        out.push_str(&crate::compare::render(&report.comparators, compare));
     }
     out
 }

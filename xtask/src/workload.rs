@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::config::Workload;
 use crate::exec::Cmd;
 
 /// What one `mty-bench` latency run printed.
@@ -41,6 +42,25 @@ pub fn parse_last_line<T: serde::de::DeserializeOwned>(stdout: &str, what: &str)
         let shown: String = line.chars().take(200).collect();
         format!("its last line is not {what}: {shown}")
     })
+}
+
+/// Workload `w` run whole on `exe`: its arguments, environment, directory and stdin file
+/// (`cwd` and `stdin` relative to the workspace `root`). Training, profiling and BOLT's
+/// training all start a workload through this.
+pub fn command(exe: &Path, w: &Workload, root: &Path) -> Cmd {
+    with_setting(Cmd::new(exe.display().to_string()).args(w.args.iter().cloned()), w, root)
+}
+
+/// `cmd` with `w`'s environment, directory and stdin file.
+pub fn with_setting(mut cmd: Cmd, w: &Workload, root: &Path) -> Cmd {
+    for (key, value) in &w.env {
+        cmd = cmd.env(key, value.clone());
+    }
+    cmd = cmd.cwd(w.cwd.as_ref().map_or_else(|| root.to_path_buf(), |d| root.join(d)));
+    if let Some(file) = &w.stdin {
+        cmd = cmd.stdin_file(root.join(file));
+    }
+    cmd
 }
 
 /// `exe`, pinned to `core` with `taskset -c` when one is given.

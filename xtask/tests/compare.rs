@@ -18,7 +18,7 @@ fn root() -> PathBuf {
 }
 
 fn compare(tmp: &Path, env: &[(&str, &str)]) -> (std::process::Output, Vec<Value>) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-mty"));
     cmd.arg("compare")
         .arg("--config")
         .arg(root().join("profiles/quick.toml"))

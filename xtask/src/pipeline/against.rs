@@ -45,9 +45,10 @@ pub(super) fn build(ctx: &Ctx, tc: &Toolchain, rev: &str) -> Result<AgainstBuild
     let theirs = Ctx::open_at(
         &dir,
         &CommonFlags {
-            config: ctx.config.path.clone(),
-            pgo_data: dir.join("pgo-data"),
-            target_dir: dir.join("target/pgo"),
+            config: Some(ctx.config.path.clone()),
+            manifest_path: None,
+            pgo_data: Some(dir.join("pgo-data")),
+            target_dir: Some(dir.join("target/pgo")),
             wait: false,
         },
     )

@@ -174,8 +174,7 @@ fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<Pa
         "BOLT could not instrument the relinked PGO build",
     )?;
     for w in &cfg.train.workloads {
-        Cmd::new(inst.display().to_string())
-            .args(w.args.iter().cloned())
+        crate::workload::command(&inst, w, &ctx.ws.root)
             .run_with_timeout(Duration::from_secs(timeout))
             .with_context(|| {
                 format!(

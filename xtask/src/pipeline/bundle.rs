@@ -71,7 +71,7 @@ impl Manifest {
             llvm_profdata_version: tc.llvm_profdata_version.clone(),
             git_commit,
             git_dirty,
-            sources: super::fresh::sources(&ctx.ws.root)?,
+            sources: super::fresh::sources(&ctx.ws.root, &ctx.ws.source_dirs)?,
             binary: ctx.config.config.binary.clone(),
             training: ctx.config.config.train.clone(),
             instrumented_hash: instrumented_hash.to_string(),
@@ -89,7 +89,7 @@ impl Manifest {
     /// it does.
     pub fn stale_reasons(&self, ctx: &Ctx, tc: &Toolchain) -> Result<Vec<String>> {
         let mut why = Vec::new();
-        let sources = super::fresh::sources(&ctx.ws.root)?;
+        let sources = super::fresh::sources(&ctx.ws.root, &ctx.ws.source_dirs)?;
         if self.sources != sources {
             why.push(format!(
                 "the sources differ (trained from {} at commit {}{}; sources fingerprint {} there, {sources} here)",

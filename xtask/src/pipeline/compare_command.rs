@@ -14,17 +14,23 @@ use crate::fsx;
 /// could silently measure stale executables.
 pub fn run(flags: CompareFlags) -> Result<()> {
     let ctx = Ctx::open(&flags.common)?;
+    let Some(compare) = &ctx.config.config.compare else {
+        anyhow::bail!(
+            "the config {} has no `[compare]` section: the comparators run Mighty's mailbox workload in other languages, for `mty-bench` only",
+            ctx.config.path.display()
+        );
+    };
     let tc = crate::toolchain::doctor()?;
     let (release, _) = ctx.build(&tc, Build::Release, Build::Release.rustflags(None))?;
     let rows = run_comparators(
         &ctx.ws.root,
         &ctx.target_root.join("comparators"),
-        &ctx.config.config.compare,
+        compare,
         &[release],
     )?;
     let path = ctx.data.join("compare.json");
     fsx::write_json(&path, &rows)?;
-    println!("\n{}", render(&rows, &ctx.config.config.compare));
+    println!("\n{}", render(&rows, compare));
     println!("wrote {}", path.display());
     Ok(())
 }

@@ -33,14 +33,63 @@ impl Ctx {
     /// Reads the config and the workspace, then takes pgo-data/ for this run (one run at a
     /// time) and removes what an interrupted run left.
     pub fn open(flags: &CommonFlags) -> Result<Ctx> {
-        Ctx::open_at(&cargo::project_root(), flags)
+        let manifest = match &flags.manifest_path {
+            Some(path) => path.clone(),
+            None => cargo::project_root().join("Cargo.toml"),
+        };
+        Ctx::open_manifest(&manifest, flags)
     }
 
     /// The same for the workspace at `root` (`--against`'s worktree of another commit).
     pub fn open_at(root: &std::path::Path, flags: &CommonFlags) -> Result<Ctx> {
+        Ctx::open_manifest(&root.join("Cargo.toml"), flags)
+    }
+
+    /// The same for the workspace of `manifest`: the config is `--config`, else
+    /// `profiles/default.toml` beside the manifest; artifacts go to `--pgo-data`, else the
+    /// workspace's `pgo-data/`; builds under `--target-dir`, else its target directory's `pgo/`.
+    fn open_manifest(manifest: &std::path::Path, flags: &CommonFlags) -> Result<Ctx> {
+        if !manifest.is_file() {
+            anyhow::bail!(
+                "{} is not a file: `--manifest-path` takes the Cargo.toml of the workspace to build",
+                manifest.display()
+            );
+        }
+        let manifest = std::path::absolute(manifest)
+            .with_context(|| format!("cannot make {} absolute", manifest.display()))?;
+        let beside = manifest.parent().expect("a file has a parent");
+        let config_path = match &flags.config {
+            Some(path) => path.clone(),
+            None => {
+                let path = beside.join("profiles/default.toml");
+                if !path.is_file() {
+                    anyhow::bail!(
+                        "no pipeline config given, and {} does not exist: give one with `--config FILE` (README, \"Your own program\")",
+                        path.display()
+                    );
+                }
+                path
+            }
+        };
+        let config = config::load(&config_path)?;
+        let ws = cargo::workspace_at(
+            &manifest,
+            &config.config.binary,
+            config.config.package.as_deref(),
+        )
+        .with_context(|| format!("checking the config {}", config_path.display()))?;
         // Profile paths reach rustc inside RUSTFLAGS, which cargo splits on whitespace; and
         // they must be absolute, since rustc runs in each crate's directory.
-        let mut dirs = [flags.pgo_data.clone(), flags.target_dir.clone()];
+        let mut dirs = [
+            flags
+                .pgo_data
+                .clone()
+                .unwrap_or_else(|| ws.root.join("pgo-data")),
+            flags
+                .target_dir
+                .clone()
+                .unwrap_or_else(|| ws.target_directory.join("pgo")),
+        ];
         for path in &mut dirs {
             *path = std::path::absolute(&*path)
                 .with_context(|| format!("cannot make {} absolute", path.display()))?;
@@ -52,9 +101,6 @@ impl Ctx {
             }
         }
         let [data, target_root] = dirs;
-        let config = config::load(&flags.config)?;
-        let ws = cargo::workspace_at(root, &config.config.binary)
-            .with_context(|| format!("checking the config {}", flags.config.display()))?;
         let lock = guard::lock(&data, flags.wait)?;
         for leftover in guard::remove_leftover_temps(&data)? {
             eprintln!(
@@ -71,6 +117,17 @@ impl Ctx {
             remeasure: false,
             _lock: lock,
         })
+    }
+
+    /// `measure` with each workload's directory and stdin file made absolute (against the
+    /// workspace root), for the lockstep arms, which may run anywhere.
+    pub fn measure_config(&self) -> config::Measure {
+        let mut measure = self.config.config.measure.clone();
+        for w in &mut measure.workloads {
+            w.cwd = Some(w.cwd.as_ref().map_or_else(|| self.ws.root.clone(), |d| self.ws.root.join(d)));
+            w.stdin = w.stdin.as_ref().map(|f| self.ws.root.join(f));
+        }
+        measure
     }
 
     pub fn stage_file(&self, stage: Stage) -> PathBuf {

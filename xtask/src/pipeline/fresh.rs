@@ -142,11 +142,19 @@ pub fn missing_artifact(out: &impl Artifacts) -> Result<Option<String>> {
     Ok(None)
 }
 
-/// A hash of the sources that go into mty-bench: every .rs and .toml under `runtime/`, the
-/// workspace manifest and Cargo.lock (a path under `target/` is skipped).
-pub fn sources(root: &Path) -> Result<String> {
-    let mut files = vec![root.join("Cargo.toml"), root.join("Cargo.lock")];
-    collect_sources(&root.join("runtime"), &mut files)?;
+/// A hash of the sources that go into the binary: every .rs and .toml under `dirs` (the
+/// workspace's packages it is built from: `runtime/` for mty-bench), the workspace manifest
+/// and Cargo.lock (a `target` folder, a hidden one and `pgo-data` are skipped).
+pub fn sources(root: &Path, dirs: &[PathBuf]) -> Result<String> {
+    let mut files = vec![root.join("Cargo.toml")];
+    if root.join("Cargo.lock").is_file() {
+        files.push(root.join("Cargo.lock"));
+    }
+    for dir in dirs {
+        collect_sources(dir, &mut files)?;
+    }
+    files.sort();
+    files.dedup();
     files.sort();
     let mut bytes = Vec::new();
     for file in &files {
@@ -165,7 +173,11 @@ fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
         let path = entry?.path();
         if path.is_dir() {
-            if path.file_name().is_some_and(|n| n != "target") {
+            let skipped = path.file_name().is_none_or(|n| {
+                let n = n.to_string_lossy();
+                n == "target" || n == "pgo-data" || n.starts_with('.')
+            });
+            if !skipped {
                 collect_sources(&path, out)?;
             }
         } else if path.extension().is_some_and(|x| x == "rs" || x == "toml") {
@@ -241,14 +253,14 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
         }
-        let before = sources(&root).unwrap();
+        let before = sources(&root, &[root.join("runtime")]).unwrap();
         // Not sources: a build output under runtime/target and a text file.
         std::fs::create_dir_all(root.join("runtime/target")).unwrap();
         std::fs::write(root.join("runtime/target/x.rs"), "junk").unwrap();
         std::fs::write(root.join("runtime/NOTES.md"), "notes").unwrap();
-        assert_eq!(before, sources(&root).unwrap());
+        assert_eq!(before, sources(&root, &[root.join("runtime")]).unwrap());
         std::fs::write(root.join("runtime/src/lib.rs"), "fn a() { }").unwrap();
-        assert_ne!(before, sources(&root).unwrap());
+        assert_ne!(before, sources(&root, &[root.join("runtime")]).unwrap());
         std::fs::remove_dir_all(&root).unwrap();
     }
 

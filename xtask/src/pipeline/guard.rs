@@ -90,12 +90,17 @@ pub fn remove_leftover_temps(data: &Path) -> Result<Vec<PathBuf>> {
 /// A hash of everything a profile depends on: the toolchain, the training config and binary,
 /// and the sources ([`super::fresh::sources`]). A profile whose fingerprint differs from the
 /// current one is stale.
-pub fn fingerprint(root: &Path, rustc_vv: &str, config: &Config) -> Result<String> {
+pub fn fingerprint(
+    root: &Path,
+    dirs: &[PathBuf],
+    rustc_vv: &str,
+    config: &Config,
+) -> Result<String> {
     let mut bytes = Vec::new();
     bytes.extend_from_slice(rustc_vv.as_bytes());
     bytes.extend_from_slice(config.binary.as_bytes());
     bytes.extend_from_slice(serde_json::to_string(&config.train)?.as_bytes());
-    bytes.extend_from_slice(super::fresh::sources(root)?.as_bytes());
+    bytes.extend_from_slice(super::fresh::sources(root, dirs)?.as_bytes());
     Ok(format!("{:016x}", fsx::fnv1a64(&bytes)))
 }
 
@@ -178,17 +183,18 @@ mod tests {
         let cfg = crate::config::load(&root.join("profiles/quick.toml"))
             .unwrap()
             .config;
-        let a = fingerprint(&root, "rustc 1", &cfg).unwrap();
-        assert_eq!(a, fingerprint(&root, "rustc 1", &cfg).unwrap());
-        assert_ne!(a, fingerprint(&root, "rustc 2", &cfg).unwrap());
+        let dirs = [root.join("runtime")];
+        let a = fingerprint(&root, &dirs, "rustc 1", &cfg).unwrap();
+        assert_eq!(a, fingerprint(&root, &dirs, "rustc 1", &cfg).unwrap());
+        assert_ne!(a, fingerprint(&root, &dirs, "rustc 2", &cfg).unwrap());
         let mut trained_more = cfg.clone();
         trained_more.train.workloads[0].args.push("--warmup".into());
-        assert_ne!(a, fingerprint(&root, "rustc 1", &trained_more).unwrap());
+        assert_ne!(a, fingerprint(&root, &dirs, "rustc 1", &trained_more).unwrap());
         let mut measured_more = cfg.clone();
         measured_more.measure.lockstep.sessions += 1;
         assert_eq!(
             a,
-            fingerprint(&root, "rustc 1", &measured_more).unwrap(),
+            fingerprint(&root, &dirs, "rustc 1", &measured_more).unwrap(),
             "measuring differently does not stale a profile"
         );
 
@@ -204,15 +210,16 @@ mod tests {
         ] {
             std::fs::write(fake.join(f), text).unwrap();
         }
-        let before = fingerprint(&fake, "rustc 1", &cfg).unwrap();
+        let fake_dirs = [fake.join("runtime")];
+        let before = fingerprint(&fake, &fake_dirs, "rustc 1", &cfg).unwrap();
         std::fs::write(fake.join("runtime/target/junk.rs"), "2").unwrap();
         assert_eq!(
             before,
-            fingerprint(&fake, "rustc 1", &cfg).unwrap(),
+            fingerprint(&fake, &fake_dirs, "rustc 1", &cfg).unwrap(),
             "build output is not a source"
         );
         std::fs::write(fake.join("runtime/src/lib.rs"), "fn a() { b() }").unwrap();
-        assert_ne!(before, fingerprint(&fake, "rustc 1", &cfg).unwrap());
+        assert_ne!(before, fingerprint(&fake, &fake_dirs, "rustc 1", &cfg).unwrap());
         std::fs::remove_dir_all(&fake).unwrap();
     }
 }

@@ -21,7 +21,7 @@ use crate::toolchain::Toolchain;
 fn build(ctx: &Ctx, tc: &Toolchain, build: Build, rustflags: &str) -> Result<Inputs> {
     Ok(Inputs::new()
         .text("toolchain", tc.rustc_vv.clone())
-        .text("sources", sources(&ctx.ws.root)?)
+        .text("sources", sources(&ctx.ws.root, &ctx.ws.source_dirs)?)
         .text("binary", ctx.config.config.binary.clone())
         .text(
             &format!("{}.cargo_profile", build.name()),

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 
 use super::ctx::Ctx;
 
+use crate::config::Workload;
 use crate::exec::Cmd;
 use crate::insight_data::{self as insight, FunctionCount};
 use crate::outputs::InsightReport;
@@ -48,7 +49,7 @@ pub(super) fn insight(
     let mut warnings = Vec::new();
     let mut workloads = Vec::new();
     for w in &cfg.measure.workloads {
-        let profile = profile_workload(ctx, tc, instrumented, &w.name, &w.args, &dir)?;
+        let profile = profile_workload(ctx, tc, instrumented, w, &dir)?;
         let overlap_pct = overlap(tc, &merged.0.path, &profile)?;
         let mine = functions(tc, &profile, &dir.join(format!("{}.proftext", w.name)))?;
         let (hot, never_trained) =
@@ -173,17 +174,16 @@ fn profile_workload(
     ctx: &Ctx,
     tc: &Toolchain,
     instrumented: &InstrumentedBuild,
-    name: &str,
-    args: &[String],
+    w: &Workload,
     dir: &Path,
 ) -> Result<PathBuf> {
+    let name = w.name.as_str();
     let raw = dir.join(name);
     if raw.exists() {
         std::fs::remove_dir_all(&raw).with_context(|| format!("cannot clear {}", raw.display()))?;
     }
     std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
-    Cmd::new(instrumented.0.exe.display().to_string())
-        .args(args.iter().cloned())
+    crate::workload::command(&instrumented.0.exe, w, &ctx.ws.root)
         .env(
             "LLVM_PROFILE_FILE",
             format!("{}/%m_%p.profraw", raw.display()),

@@ -43,7 +43,8 @@ pub(super) fn measure(
             against_pairs.push((ours.to_string(), name));
         }
     }
-    let mut groups = measure::groups(&arms, &cfg.measure);
+    let measure_cfg = ctx.measure_config();
+    let mut groups = measure::groups(&arms, &measure_cfg);
     for g in &mut groups {
         g.pairs.extend(against_pairs.iter().cloned());
         // The layout variants, in the sessions of `layout.workloads`, each watched by the
@@ -56,8 +57,8 @@ pub(super) fn measure(
             }
         }
     }
-    groups.extend(crate::versus::groups(&builds, &cfg.measure)?);
-    let (all, stopped) = measure::run_groups(&groups, &cfg.measure).with_context(|| match theirs {
+    groups.extend(crate::versus::groups(&builds, &measure_cfg)?);
+    let (all, stopped) = measure::run_groups(&groups, &measure_cfg).with_context(|| match theirs {
         Some(t) => format!(
             "measuring with `--against {}`: the other commit's mty-bench must accept every workload's arguments too (give `--config` one that both commits accept)",
             t.rev
@@ -98,12 +99,15 @@ pub(super) fn measure(
         .filter(|b| b.build != crate::build::Build::Oracle)
         .cloned()
         .collect();
-    let comparators = crate::compare::run_comparators(
-        &ctx.ws.root,
-        &ctx.target_root.join("comparators"),
-        &ctx.config.config.compare,
-        &shipped,
-    )?;
+    let comparators = match &ctx.config.config.compare {
+        Some(compare) => crate::compare::run_comparators(
+            &ctx.ws.root,
+            &ctx.target_root.join("comparators"),
+            compare,
+            &shipped,
+        )?,
+        None => Vec::new(),
+    };
     eprintln!(
         "measure: latency (lockstep) {latency_secs:.1} s, instructions {instructions_secs:.1} s, comparators {:.1} s",
         started.elapsed().as_secs_f64()

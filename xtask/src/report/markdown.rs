@@ -363,15 +363,17 @@ fn simulated(md: &mut String, report: &Report) {
 
 /// The same workload on other implementations (when measured).
 fn comparators(md: &mut String, report: &Report) {
-    let cfg = &report.config.config;
-    if !report.comparators.is_empty() {
+    if let (false, Some(cfg)) = (
+        report.comparators.is_empty(),
+        &report.config.config.compare,
+    ) {
         let _ = writeln!(
             md,
             "## Comparators\n\nThe same workload, capacity 8, {} messages a run ({} for the cross-thread row), {} interleaved rounds; percentiles computed by xtask from every \
              row's raw values (nearest rank), medians over runs. Same-thread and cross-thread rows are never compared.\n",
-            cfg.compare.messages,
-            cfg.compare.messages.min(cfg.compare.cross_thread_messages),
-            cfg.compare.rounds
+            cfg.messages,
+            cfg.messages.min(cfg.cross_thread_messages),
+            cfg.rounds
         );
         let _ = writeln!(
             md,

@@ -131,7 +131,7 @@ pub fn xtask(args: &[&str], data: &Path, target: &Path) -> std::process::Output 
 }
 
 pub fn command(config: &Path, args: &[&str], data: &Path, target: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-mty"));
     cmd.args(args)
         .arg("--config")
         .arg(config)

@@ -1,0 +1,328 @@
+//! Whole-process lockstep (`mode = "process"`): an arm that serves the lockstep protocol for
+//! a command that cannot link `mty-lockstep`, by running it once per iteration.
+//!
+//! The arm is this executable (`xtask __process-arm SPEC --lockstep N`), a live process of
+//! the session like any other arm: set up on the set-up core, moved onto the measured core
+//! with its threads, then told `g` in its turn. Each iteration runs the command to its end;
+//! the sample is its wall time, from spawn to exit, or the number it printed under the
+//! configured `metric` key. The command is started after the move, so it inherits the
+//! measured core (a child takes its parent's affinity), and it dies with the arm
+//! (`PR_SET_PDEATHSIG`), so a session that kills a hung arm kills its command too.
+//! One run before the `ready` line warms the page cache and checks the command works.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Workload;
+use crate::exec::Cmd;
+
+/// The hidden subcommand that runs an arm.
+pub const SUBCOMMAND: &str = "__process-arm";
+
+/// The command an arm runs, as JSON in its first argument.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    pub exe: PathBuf,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    pub stdin: Option<PathBuf>,
+    pub metric: Option<String>,
+}
+
+impl Spec {
+    /// Workload `w` on `exe` with `args` (the workload's own and the arm's), its paths
+    /// resolved against `root`.
+    pub fn new(exe: &Path, args: &[String], w: &Workload, root: &Path) -> Spec {
+        Spec {
+            exe: exe.to_path_buf(),
+            args: args.to_vec(),
+            env: w.env.clone(),
+            cwd: Some(w.cwd.as_ref().map_or_else(|| root.to_path_buf(), |d| root.join(d))),
+            stdin: w.stdin.as_ref().map(|f| root.join(f)),
+            metric: w.metric.clone(),
+        }
+    }
+}
+
+/// The arm's command line, pinned to `core` (`--lockstep N` is appended by the session).
+pub fn command(spec: &Spec, core: Option<usize>) -> Result<Cmd> {
+    let me = std::env::current_exe().context("cannot find xtask's own executable")?;
+    let json = serde_json::to_string(spec).expect("paths and strings serialize");
+    Ok(crate::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
+}
+
+/// `xtask __process-arm SPEC --lockstep N`: exits 0 after `q`, 1 when the command fails (the
+/// reason on stderr, which the session shows), 2 on a malformed command line or protocol.
+pub fn main(mut argv: impl Iterator<Item = String>) -> ExitCode {
+    let parsed = (|| -> Result<(Spec, u64)> {
+        let spec = argv.next().context("no spec")?;
+        let spec: Spec = serde_json::from_str(&spec).context("the spec is not JSON")?;
+        match (argv.next().as_deref(), argv.next()) {
+            (Some("--lockstep"), Some(n)) => match n.parse::<u64>() {
+                Ok(n) if n > 0 => Ok((spec, n)),
+                _ => bail!("`--lockstep` takes a count of runs, at least 1, not `{n}`"),
+            },
+            _ => bail!("expected `--lockstep N` after the spec"),
+        }
+    })();
+    let (spec, batch) = match parsed {
+        Ok(p) => p,
+        Err(err) => {
+            eprintln!("xtask {SUBCOMMAND}: {err:#}");
+            return ExitCode::from(2);
+        }
+    };
+    match serve(&spec, batch, std::io::stdin().lock(), std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask {SUBCOMMAND}: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The protocol over `input` and `output`: a warm-up run, the ready line, one batch of
+/// `batch` runs per `g`, the closing report at `q` or end of input.
+fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Write) -> Result<()> {
+    run_once(spec).context("its warm-up run failed")?;
+    let mut answer = |line: String| -> Result<()> {
+        writeln!(output, "{line}")
+            .and_then(|()| output.flush())
+            .context("the coordinator is gone")
+    };
+    answer(format!(
+        r#"{{"ready":true,"pid":{},"clock_overhead_ns":0}}"#,
+        std::process::id()
+    ))?;
+    let mut all = Vec::new();
+    let mut command = String::new();
+    loop {
+        command.clear();
+        if input.read_line(&mut command)? == 0 {
+            break;
+        }
+        match command.trim() {
+            "g" => {}
+            "q" => break,
+            other => bail!("unknown lockstep command `{other}` (expected `g` or `q`)"),
+        }
+        let started = Instant::now();
+        let mut samples = Vec::with_capacity(batch as usize);
+        for _ in 0..batch {
+            samples.push(run_once(spec)?);
+        }
+        let elapsed_ns = started.elapsed().as_nanos() as f64;
+        all.extend_from_slice(&samples);
+        samples.sort_by(f64::total_cmp);
+        answer(
+            serde_json::json!({
+                "median_ns": quantile(&samples, 0.5),
+                "p95_ns": quantile(&samples, 0.95),
+                "p99_ns": quantile(&samples, 0.99),
+                "p999_ns": quantile(&samples, 0.999),
+                "mean_ns": samples.iter().sum::<f64>() / samples.len() as f64,
+                "elapsed_ns": elapsed_ns,
+            })
+            .to_string(),
+        )?;
+    }
+    all.sort_by(f64::total_cmp);
+    answer(serde_json::to_string(&closing(&all)).expect("numbers serialize"))
+}
+
+/// One run of the command, to its end: its sample in ns.
+fn run_once(spec: &Spec) -> Result<f64> {
+    let mut cmd = Command::new(&spec.exe);
+    cmd.args(&spec.args)
+        .envs(&spec.env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(dir) = &spec.cwd {
+        cmd.current_dir(dir);
+    }
+    cmd.stdin(match &spec.stdin {
+        Some(file) => Stdio::from(
+            std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?,
+        ),
+        None => Stdio::null(),
+    });
+    // SAFETY: between fork and exec only async-signal-safe calls may run; `prctl` is a plain
+    // system call, and nothing here allocates or takes a lock.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            // The command dies with its arm (a session kills a hung arm with SIGKILL).
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let shown = || {
+        std::iter::once(spec.exe.display().to_string())
+            .chain(spec.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let started = Instant::now();
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run `{}`", shown()))?;
+    let wall_ns = started.elapsed().as_nanos() as f64;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+        bail!(
+            "`{}` {}; its stderr ends:\n{}",
+            shown(),
+            crate::exec::describe_status(&out.status),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    match &spec.metric {
+        None => Ok(wall_ns),
+        Some(key) => metric(&String::from_utf8_lossy(&out.stdout), key)
+            .with_context(|| format!("reading `{key}` from what `{}` printed", shown())),
+    }
+}
+
+/// The number under `key` in the JSON object of the last non-empty line of `stdout`.
+fn metric(stdout: &str, key: &str) -> Result<f64> {
+    let line: serde_json::Value = crate::workload::parse_last_line(stdout, "a JSON object")?;
+    match line.get(key).and_then(serde_json::Value::as_f64) {
+        Some(v) if v > 0.0 && v.is_finite() => Ok(v),
+        Some(v) => bail!("`{key}` is {v}: a sample must be a positive number of ns"),
+        None => bail!("its last line has no number under `{key}`"),
+    }
+}
+
+/// The nearest-rank q-quantile of sorted values, the middle two's mean for the median of an
+/// even count.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let n = sorted.len();
+    if q == 0.5 && n % 2 == 0 {
+        return (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
+    }
+    let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+    sorted[rank - 1]
+}
+
+/// The closing line: the report over every run (`workload::WorkloadLine`'s fields), with the
+/// CPU time and context switches of the commands this arm ran.
+fn closing(sorted: &[f64]) -> serde_json::Value {
+    // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid value.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    let at = |q: f64| match sorted {
+        [] => 0,
+        _ => quantile(sorted, q).round() as u64,
+    };
+    let quantiles = [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99];
+    serde_json::json!({
+        "median_ns": at(0.5),
+        "p95_ns": at(0.95),
+        "p99_ns": at(0.99),
+        "max_ns": sorted.last().map_or(0, |v| v.round() as u64),
+        "mean_ns": if sorted.is_empty() { 0.0 } else { sorted.iter().sum::<f64>() / sorted.len() as f64 },
+        "clock_overhead_ns": 0,
+        "percentiles": quantiles.iter().map(|&q| (q, at(q))).collect::<Vec<_>>(),
+        "user_ms": ms(usage.ru_utime),
+        "sys_ms": ms(usage.ru_stime),
+        "voluntary_ctx_switches": usage.ru_nvcsw,
+        "involuntary_ctx_switches": usage.ru_nivcsw,
+        "runs": sorted.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(script: &str) -> Spec {
+        Spec {
+            exe: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: BTreeMap::from([("MTY_WORD".into(), "hello".into())]),
+            cwd: None,
+            stdin: None,
+            metric: None,
+        }
+    }
+
+    fn serve_text(spec: &Spec, batch: u64, input: &str) -> Result<Vec<serde_json::Value>> {
+        let mut out = Vec::new();
+        serve(spec, batch, input.as_bytes(), &mut out)?;
+        Ok(String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect())
+    }
+
+    #[test]
+    fn an_arm_answers_each_turn_with_its_runs_and_closes_with_their_report() {
+        let lines = serve_text(&spec("test \"$MTY_WORD\" = hello"), 3, "g\ng\nq\n").unwrap();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert_eq!(lines[0]["ready"], true);
+        for turn in &lines[1..3] {
+            let (median, elapsed) = (turn["median_ns"].as_f64().unwrap(), turn["elapsed_ns"].as_f64().unwrap());
+            // Three runs of a shell: each at least a spawn's worth, the batch longer than two.
+            assert!(median > 10_000.0 && elapsed > 2.0 * median, "{turn}");
+        }
+        let closing: crate::workload::WorkloadLine =
+            serde_json::from_value(lines[3].clone()).expect("a report xtask parses");
+        assert!(closing.median_ns > 10_000 && closing.max_ns >= closing.median_ns);
+        assert_eq!(lines[3]["runs"], 6);
+    }
+
+    #[test]
+    fn the_metric_the_command_prints_is_the_sample() {
+        let mut s = spec(r#"echo noise; echo '{"elapsed_ns": 1234.5}'"#);
+        s.metric = Some("elapsed_ns".into());
+        let lines = serve_text(&s, 2, "g\n").unwrap();
+        assert_eq!(lines[1]["median_ns"], 1234.5);
+        s.metric = Some("missing".into());
+        let err = serve_text(&s, 1, "g\n").unwrap_err();
+        assert!(format!("{err:#}").contains("no number under `missing`"), "{err:#}");
+    }
+
+    #[test]
+    fn stdin_and_directory_come_from_the_spec() {
+        let dir = std::env::temp_dir().join(format!("xtask-process-arm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("in.txt"), "42\n").unwrap();
+        let mut s = spec(r#"read x; test "$x" = 42 && test -f in.txt"#);
+        s.stdin = Some(dir.join("in.txt"));
+        s.cwd = Some(dir.clone());
+        assert_eq!(serve_text(&s, 1, "g\nq\n").unwrap().len(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failing_command_fails_the_arm_with_its_status_and_stderr() {
+        let err = serve_text(&spec("echo broken input >&2; exit 3"), 1, "g\n").unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains("warm-up run failed"), "{text}");
+        assert!(text.contains("exited with status 3") && text.contains("broken input"), "{text}");
+        let err = serve_text(&spec("true"), 1, "go\n").unwrap_err();
+        assert!(format!("{err}").contains("unknown lockstep command `go`"));
+    }
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(quantile(&v, 0.5), 2.5);
+        assert_eq!(quantile(&v[..3], 0.5), 2.0);
+        assert_eq!(quantile(&v, 0.99), 4.0);
+        assert_eq!(quantile(&[7.0], 0.95), 7.0);
+    }
+}
