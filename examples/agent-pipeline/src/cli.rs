@@ -12,7 +12,8 @@ usage: agent-pipeline run [--input FILE] [--repeat N]
 run: pushes every record of FILE (JSON lines; stdin without --input) through the pipeline,
      --repeat times (1 by default), and prints the outcome as one JSON line, with
      `elapsed_ns`: the time from starting the agents to the last result, not reading input.
-     With --lockstep BATCH: sets the agents up, pushes --warmup records (1000 by default),
+     With --lockstep BATCH: sets the agents up, streams --warmup records (1000 by default)
+     as a whole run does,
      then serves the lockstep protocol on stdin and stdout, each batch BATCH records taken in
      turn from FILE, each timed from its send until its effect reaches the sink.
 gen: writes N deterministic records of the mix to stdout.";

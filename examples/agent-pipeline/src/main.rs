@@ -93,11 +93,17 @@ fn whole_run(mut feed: Feed, repeat: u64) -> RunReport {
 }
 
 /// The lockstep protocol over `feed`'s records, one at a time, after `warmup` of them.
+///
+/// The warm-up streams, as a whole run does, so that each mailbox is on the lane a whole run
+/// leaves it on: a send that had to wait (for bytes, mostly) moved its mailbox from the
+/// single-sender ring to the shared lane for good. Warmed up one record at a time, no send
+/// would ever wait, and the batches would run the ring's park-and-wake path, which whole
+/// runs (what PGO trains on) do not.
 fn lockstep(mut feed: Feed, batch: u64, warmup: u64) -> Result<mty_lockstep::Served, String> {
     if feed.len() == 0 {
         return Err("the input has no records to push".into());
     }
     let mut pipeline = Pipeline::start(Config::default());
-    pipeline.one_by_one(&mut feed, warmup, None);
-    Ok(Lockstep::new(batch).serve(|n, times| pipeline.one_by_one(&mut feed, n, Some(times))))
+    pipeline.stream(&mut feed, warmup);
+    Ok(Lockstep::new(batch).serve(|n, times| pipeline.one_by_one(&mut feed, n, times)))
 }

@@ -246,10 +246,10 @@ impl Pipeline {
     }
 
     /// `count` records from `feed`, each alone in the pipeline: sent, and its effect folded
-    /// into the sink, before the next is sent. With `times`, each one's time from send to
-    /// sink in ns is pushed.
-    pub fn one_by_one(&mut self, feed: &mut Feed, count: u64, times: Option<&mut Vec<u64>>) {
-        self.pump(feed, count, 1, times);
+    /// into the sink, before the next is sent. Each one's time from send to sink, in ns, is
+    /// pushed onto `times`.
+    pub fn one_by_one(&mut self, feed: &mut Feed, count: u64, times: &mut Vec<u64>) {
+        self.pump(feed, count, 1, Some(times));
     }
 
     /// The driver: sends records while fewer than `window` are in the pipeline, otherwise

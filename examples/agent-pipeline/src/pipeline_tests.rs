@@ -134,7 +134,7 @@ fn records_one_at_a_time_give_the_same_outcome_and_a_time_each() {
     let mut feed = feed(KNOWN);
     let mut pipeline = Pipeline::start(Config::default());
     let mut times = Vec::new();
-    pipeline.one_by_one(&mut feed, 9, Some(&mut times));
+    pipeline.one_by_one(&mut feed, 9, &mut times);
     assert_eq!(times.len(), 9);
     assert!(times.iter().all(|&ns| ns > 0), "{times:?}");
     let outcome = pipeline.finish();
@@ -148,7 +148,7 @@ fn lockstep_batches_push_records_in_turn() {
     let mut output = Vec::new();
     let served = Lockstep::new(4)
         .serve_on("g\ng\nq\n".as_bytes(), &mut output, |n, times| {
-            pipeline.one_by_one(&mut feed, n, Some(times))
+            pipeline.one_by_one(&mut feed, n, times)
         })
         .unwrap();
     assert_eq!((served.batches, served.histogram.len()), (2, 8));
