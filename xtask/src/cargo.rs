@@ -108,7 +108,11 @@ pub fn workspace_at(manifest: &Path, binary: &str, package: Option<&str>) -> Res
         several => bail!(
             "`binary = \"{binary}\"` is a bin target of {} packages ({}): name one with `package`",
             several.len(),
-            several.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+            several
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let deps = metadata
@@ -120,7 +124,11 @@ pub fn workspace_at(manifest: &Path, binary: &str, package: Option<&str>) -> Res
         .packages
         .iter()
         .filter(|p| p.source.is_none() && deps.contains(&p.id))
-        .filter_map(|p| p.manifest_path.parent().map(|d| d.as_std_path().to_path_buf()))
+        .filter_map(|p| {
+            p.manifest_path
+                .parent()
+                .map(|d| d.as_std_path().to_path_buf())
+        })
         .collect();
     dirs.sort();
     // Sorted, a directory comes before those inside it.

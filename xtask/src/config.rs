@@ -230,14 +230,25 @@ pub struct Lockstep {
     #[serde(default = "sixty")]
     pub max_secs: f64,
     /// Rounds per session; each round runs every arm's batch once.
+    #[serde(default = "twenty")]
     pub rounds: u32,
-    /// Messages per batch (about 1 ms of work).
+    /// Messages (iterations) per batch of an in-process workload (about 1 ms of work); a
+    /// whole-process workload runs its command once a turn unless it sets its own.
+    #[serde(default = "three_thousand")]
     pub batch_messages: u64,
     /// Whether the arms share one core (`measure.pin_core`, else the last), as they do by
     /// default. `false` leaves them unpinned: for workloads of several threads
     /// (`agent_send_contended`), which then have every core while the other arms wait.
     #[serde(default = "yes")]
     pub share_core: bool,
+}
+
+fn twenty() -> u32 {
+    20
+}
+
+fn three_thousand() -> u64 {
+    3000
 }
 
 fn yes() -> bool {
@@ -262,8 +273,8 @@ impl Default for Lockstep {
             sessions: 100,
             min_sessions: twelve(),
             max_secs: sixty(),
-            rounds: 20,
-            batch_messages: 3000,
+            rounds: twenty(),
+            batch_messages: three_thousand(),
             share_core: true,
         }
     }

@@ -24,7 +24,9 @@ fn stages_flags_and_their_errors() {
         Some(PathBuf::from("x.toml"))
     );
     assert_eq!(
-        pgo("--manifest-path ../app/Cargo.toml").common.manifest_path,
+        pgo("--manifest-path ../app/Cargo.toml")
+            .common
+            .manifest_path,
         Some(PathBuf::from("../app/Cargo.toml"))
     );
     assert_eq!(pgo("").stage, None);

@@ -57,7 +57,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Some(common) = command.common_mut().filter(|c| subcommand && c.manifest_path.is_none()) {
+    if let Some(common) = command
+        .common_mut()
+        .filter(|c| subcommand && c.manifest_path.is_none())
+    {
         match cargo::manifest_here() {
             Ok(manifest) => common.manifest_path = Some(manifest),
             Err(err) => {

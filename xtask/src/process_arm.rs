@@ -44,7 +44,11 @@ impl Spec {
             exe: exe.to_path_buf(),
             args: args.to_vec(),
             env: w.env.clone(),
-            cwd: Some(w.cwd.as_ref().map_or_else(|| root.to_path_buf(), |d| root.join(d))),
+            cwd: Some(
+                w.cwd
+                    .as_ref()
+                    .map_or_else(|| root.to_path_buf(), |d| root.join(d)),
+            ),
             stdin: w.stdin.as_ref().map(|f| root.join(f)),
             metric: w.metric.clone(),
         }
@@ -79,7 +83,12 @@ pub fn main(mut argv: impl Iterator<Item = String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match serve(&spec, batch, std::io::stdin().lock(), std::io::stdout().lock()) {
+    match serve(
+        &spec,
+        batch,
+        std::io::stdin().lock(),
+        std::io::stdout().lock(),
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("xtask {SUBCOMMAND}: {err:#}");
@@ -274,7 +283,10 @@ mod tests {
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert_eq!(lines[0]["ready"], true);
         for turn in &lines[1..3] {
-            let (median, elapsed) = (turn["median_ns"].as_f64().unwrap(), turn["elapsed_ns"].as_f64().unwrap());
+            let (median, elapsed) = (
+                turn["median_ns"].as_f64().unwrap(),
+                turn["elapsed_ns"].as_f64().unwrap(),
+            );
             // Three runs of a shell: each at least a spawn's worth, the batch longer than two.
             assert!(median > 10_000.0 && elapsed > 2.0 * median, "{turn}");
         }
@@ -292,7 +304,10 @@ mod tests {
         assert_eq!(lines[1]["median_ns"], 1234.5);
         s.metric = Some("missing".into());
         let err = serve_text(&s, 1, "g\n").unwrap_err();
-        assert!(format!("{err:#}").contains("no number under `missing`"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("no number under `missing`"),
+            "{err:#}"
+        );
     }
 
     #[test]
@@ -312,7 +327,10 @@ mod tests {
         let err = serve_text(&spec("echo broken input >&2; exit 3"), 1, "g\n").unwrap_err();
         let text = format!("{err:#}");
         assert!(text.contains("warm-up run failed"), "{text}");
-        assert!(text.contains("exited with status 3") && text.contains("broken input"), "{text}");
+        assert!(
+            text.contains("exited with status 3") && text.contains("broken input"),
+            "{text}"
+        );
         let err = serve_text(&spec("true"), 1, "go\n").unwrap_err();
         assert!(format!("{err}").contains("unknown lockstep command `go`"));
     }

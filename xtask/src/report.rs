@@ -124,6 +124,30 @@ pub struct Environment {
 }
 
 impl Report {
+    /// Whether `workload` was measured whole-process: one run per turn, so its sample is the
+    /// run's time (shown in ms) and a batch has no tail of its own (no p95, p99).
+    pub(crate) fn whole_process(&self, workload: &str) -> bool {
+        self.config
+            .config
+            .measure
+            .workloads
+            .iter()
+            .any(|w| w.name == workload && w.mode == crate::config::Mode::Process)
+    }
+
+    /// The median, p95 and p99 columns of `row`: ns, or the run's ms for a whole-process
+    /// workload (no tail).
+    pub(crate) fn time_columns(&self, workload: &str, row: &crate::analysis::Row) -> [String; 3] {
+        match self.whole_process(workload) {
+            true => [
+                format!("{:.2} ms", row.median_ns / 1e6),
+                "–".into(),
+                "–".into(),
+            ],
+            false => [row.median_ns, row.p95_ns, row.p99_ns].map(|v| format!("{v:.1}")),
+        }
+    }
+
     pub(crate) fn description(&self, build: &str) -> &str {
         self.builds
             .iter()
@@ -196,17 +220,15 @@ pub fn render_table(report: &Report) -> String {
                     c.median.bound.text()
                 ),
             };
+            let [median, p95, p99] = report.time_columns(&w.workload, row);
             let _ = writeln!(
                 out,
-                "  {:<12} {:>8.1} {:>8.1} {:>8.1} {:>10}  {delta}",
+                "  {:<12} {median:>8} {p95:>8} {p99:>8} {:>10}  {delta}",
                 row.build,
-                row.median_ns,
-                row.p95_ns,
-                row.p99_ns,
                 fmt_instr(row.instructions_per_message)
             );
         }
-        for row in &w.rows {
+        for row in w.rows.iter().filter(|_| !report.whole_process(&w.workload)) {
             if let Some(c) = &row.vs_release {
                 let _ = writeln!(
                     out,
@@ -240,10 +262,7 @@ pub fn render_table(report: &Report) -> String {
         out.push('\n');
     }
     out.push_str(&apply_line(report));
-    if let (false, Some(compare)) = (
-        report.comparators.is_empty(),
-        &report.config.config.compare,
-    ) {
+    if let (false, Some(compare)) = (report.comparators.is_empty(), &report.config.config.compare) {
         out.push('\n');
         out.push_str(&crate::compare::render(&report.comparators, compare));
     }

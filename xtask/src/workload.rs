@@ -48,7 +48,11 @@ pub fn parse_last_line<T: serde::de::DeserializeOwned>(stdout: &str, what: &str)
 /// (`cwd` and `stdin` relative to the workspace `root`). Training, profiling and BOLT's
 /// training all start a workload through this.
 pub fn command(exe: &Path, w: &Workload, root: &Path) -> Cmd {
-    with_setting(Cmd::new(exe.display().to_string()).args(w.args.iter().cloned()), w, root)
+    with_setting(
+        Cmd::new(exe.display().to_string()).args(w.args.iter().cloned()),
+        w,
+        root,
+    )
 }
 
 /// `cmd` with `w`'s environment, directory and stdin file.
@@ -56,7 +60,11 @@ pub fn with_setting(mut cmd: Cmd, w: &Workload, root: &Path) -> Cmd {
     for (key, value) in &w.env {
         cmd = cmd.env(key, value.clone());
     }
-    cmd = cmd.cwd(w.cwd.as_ref().map_or_else(|| root.to_path_buf(), |d| root.join(d)));
+    cmd = cmd.cwd(
+        w.cwd
+            .as_ref()
+            .map_or_else(|| root.to_path_buf(), |d| root.join(d)),
+    );
     if let Some(file) = &w.stdin {
         cmd = cmd.stdin_file(root.join(file));
     }

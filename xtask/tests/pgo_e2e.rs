@@ -22,6 +22,8 @@ mod documents;
 mod faults;
 #[path = "pgo_e2e/layout.rs"]
 mod layout;
+#[path = "pgo_e2e/own_program.rs"]
+mod own_program;
 #[path = "pgo_e2e/rerun.rs"]
 mod rerun;
 #[path = "pgo_e2e/support.rs"]

@@ -189,7 +189,10 @@ mod tests {
         assert_ne!(a, fingerprint(&root, &dirs, "rustc 2", &cfg).unwrap());
         let mut trained_more = cfg.clone();
         trained_more.train.workloads[0].args.push("--warmup".into());
-        assert_ne!(a, fingerprint(&root, &dirs, "rustc 1", &trained_more).unwrap());
+        assert_ne!(
+            a,
+            fingerprint(&root, &dirs, "rustc 1", &trained_more).unwrap()
+        );
         let mut measured_more = cfg.clone();
         measured_more.measure.lockstep.sessions += 1;
         assert_eq!(
@@ -219,7 +222,10 @@ mod tests {
             "build output is not a source"
         );
         std::fs::write(fake.join("runtime/src/lib.rs"), "fn a() { b() }").unwrap();
-        assert_ne!(before, fingerprint(&fake, &fake_dirs, "rustc 1", &cfg).unwrap());
+        assert_ne!(
+            before,
+            fingerprint(&fake, &fake_dirs, "rustc 1", &cfg).unwrap()
+        );
         std::fs::remove_dir_all(&fake).unwrap();
     }
 }

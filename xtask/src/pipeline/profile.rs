@@ -72,9 +72,9 @@ pub(super) fn train(
         bar.set_message(workload.name.clone());
         let timeout = Duration::from_secs(workload.timeout_secs.unwrap_or(train.timeout_secs));
         let cmd = crate::workload::command(&instrumented.0.exe, workload, &ctx.ws.root).env(
-                "LLVM_PROFILE_FILE",
-                format!("{}/%m_%p.profraw", raw.display()),
-            );
+            "LLVM_PROFILE_FILE",
+            format!("{}/%m_%p.profraw", raw.display()),
+        );
         bar.suspend(|| cmd.run_with_timeout(timeout))
             .with_context(|| format!("training workload `{}` failed", workload.name))?;
         bar.inc(1);
@@ -92,7 +92,12 @@ pub(super) fn train(
         profraw.len(),
         raw.display()
     );
-    let fingerprint = super::guard::fingerprint(&ctx.ws.root, &ctx.ws.source_dirs, &tc.rustc_vv, &ctx.config.config)?;
+    let fingerprint = super::guard::fingerprint(
+        &ctx.ws.root,
+        &ctx.ws.source_dirs,
+        &tc.rustc_vv,
+        &ctx.config.config,
+    )?;
     Ok(TrainingRun {
         profraw,
         fingerprint,
@@ -251,7 +256,12 @@ fn raw_profile_problem(tc: &Toolchain, file: &Path) -> Option<String> {
 
 /// Why the merged profile no longer fits the sources, toolchain or training config, or `None`.
 pub(super) fn stale(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<Option<String>> {
-    let now = super::guard::fingerprint(&ctx.ws.root, &ctx.ws.source_dirs, &tc.rustc_vv, &ctx.config.config)?;
+    let now = super::guard::fingerprint(
+        &ctx.ws.root,
+        &ctx.ws.source_dirs,
+        &tc.rustc_vv,
+        &ctx.config.config,
+    )?;
     Ok((merged.0.fingerprint != now).then(|| {
         format!(
             "the profile {} is stale: the sources, toolchain or training config changed since it was trained \

@@ -190,13 +190,11 @@ fn numbers(md: &mut String, report: &Report) {
                     c.median.verdict.text().to_string(),
                 ),
             };
+            let [median, p95, p99] = report.time_columns(&w.workload, row);
             let _ = writeln!(
                 md,
-                "| {} | {:.1} | {:.1} | {:.1} | {} | {delta} | {verdict} |",
+                "| {} | {median} | {p95} | {p99} | {} | {delta} | {verdict} |",
                 row.build,
-                row.median_ns,
-                row.p95_ns,
-                row.p99_ns,
                 fmt_instr(row.instructions_per_message)
             );
         }
@@ -363,10 +361,7 @@ fn simulated(md: &mut String, report: &Report) {
 
 /// The same workload on other implementations (when measured).
 fn comparators(md: &mut String, report: &Report) {
-    if let (false, Some(cfg)) = (
-        report.comparators.is_empty(),
-        &report.config.config.compare,
-    ) {
+    if let (false, Some(cfg)) = (report.comparators.is_empty(), &report.config.config.compare) {
         let _ = writeln!(
             md,
             "## Comparators\n\nThe same workload, capacity 8, {} messages a run ({} for the cross-thread row), {} interleaved rounds; percentiles computed by xtask from every \

@@ -1,0 +1,243 @@
+//! The pipeline on a program that is not Mighty's: a workspace made here, whose binary does
+//! its work through serde_json from the registry (only `main`'s few lines are ours), built,
+//! trained and measured whole-process through the installed-subcommand path (`cargo-mty mty
+//! pgo`, run inside that workspace, no `--manifest-path`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::support::*;
+
+const MAIN: &str = r#"use std::io::Read;
+
+fn main() {
+    let mut text = String::new();
+    std::io::stdin().read_to_string(&mut text).expect("records on stdin");
+    let started = std::time::Instant::now();
+    let (mut records, mut sum) = (0u64, 0.0f64);
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON record");
+        sum += v["amount"].as_f64().unwrap_or(0.0);
+        records += 1;
+    }
+    let ns = started.elapsed().as_nanos();
+    println!("{{\"records\":{records},\"sum\":{sum:.2},\"elapsed_ns\":{ns}}}");
+}
+"#;
+
+const CONFIG: &str = r#"binary = "jsonsum"
+
+[train]
+timeout_secs = 120
+workloads = [{ name = "orders", args = [], stdin = "corpus/train.jsonl" }]
+
+[measure]
+seed = 7
+timeout_secs = 60
+bootstrap_resamples = 2000
+min_effect_pct = 1.0
+workloads = [
+    { name = "held_out", args = [], mode = "process", stdin = "corpus/held-out.jsonl" },
+    { name = "held_out_own_clock", args = [], mode = "process", stdin = "corpus/held-out.jsonl", metric = "elapsed_ns" },
+]
+
+[measure.lockstep]
+sessions = 4
+rounds = 6
+
+[layout]
+variants = 0
+
+[bolt]
+enabled = false
+
+[apply_check]
+required = ["serde_json::"]
+"#;
+
+/// JSON lines of orders, deterministic for a seed: ids, users, amounts, tags, notes.
+fn corpus(seed: u64, records: usize) -> String {
+    let mut state = seed;
+    let mut next = move |n: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    let mut out = String::new();
+    for id in 0..records {
+        let tags: Vec<String> = (0..next(4)).map(|_| format!("\"t{}\"", next(9))).collect();
+        out.push_str(&format!(
+            "{{\"id\":{id},\"user\":\"u{}\",\"amount\":{}.{:02},\"tags\":[{}],\"note\":\"{}\"}}\n",
+            next(1000),
+            next(500),
+            next(100),
+            tags.join(","),
+            "x".repeat(next(40) as usize)
+        ));
+    }
+    out
+}
+
+/// The workspace, made afresh under cargo's test directory (its target/ kept between runs).
+fn workspace() -> PathBuf {
+    let ws = Path::new(env!("CARGO_TARGET_TMPDIR")).join("own-program");
+    for gone in ["pgo-data", "src", "corpus"] {
+        let _ = std::fs::remove_dir_all(ws.join(gone));
+    }
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::create_dir_all(ws.join("corpus")).unwrap();
+    // Its own workspace: not a member of the repository's.
+    std::fs::write(
+        ws.join("Cargo.toml"),
+        "[package]\nname = \"jsonsum\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+         [dependencies]\nserde_json = \"1\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("src/main.rs"), MAIN).unwrap();
+    std::fs::write(ws.join("pgo.toml"), CONFIG).unwrap();
+    std::fs::write(ws.join("corpus/train.jsonl"), corpus(1, 20_000)).unwrap();
+    std::fs::write(ws.join("corpus/held-out.jsonl"), corpus(2, 20_000)).unwrap();
+    ws
+}
+
+#[test]
+fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
+    let ws = workspace();
+    let out = bounded_output(
+        Command::new(env!("CARGO_BIN_EXE_cargo-mty"))
+            .args(["mty", "pgo", "--config", "pgo.toml"])
+            .current_dir(&ws),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", stderr_of(&out));
+
+    // Built under that workspace's target/, each build in its own folder.
+    for folder in ["instrumented", "release", "lto", "lto-pgo", "oracle"] {
+        assert!(
+            ws.join("target/pgo").join(folder).is_dir(),
+            "no {folder} build"
+        );
+    }
+    // The verdict table: each build against release, whole-process (ms, no tail columns).
+    for w in ["held_out", "held_out_own_clock"] {
+        assert!(stdout.contains(&format!("{w}: ")), "{stdout}");
+    }
+    for build in ["lto", "lto+pgo", "oracle"] {
+        let row = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{build} ")) && l.contains(" ms "))
+            .unwrap_or_else(|| panic!("no {build} row in ms:\n{stdout}"));
+        let bound = ["A/A floor", "min effect"].iter().any(|b| row.contains(b));
+        assert!(row.contains("95 % CI") && bound, "{row}");
+    }
+    assert!(
+        !stdout.contains("p95: "),
+        "a whole-process batch has no tail:\n{stdout}"
+    );
+
+    // The apply check ran on serde_json's functions, and the profile covers them.
+    assert!(stdout.contains("APPLIED"), "{stdout}");
+    let data = ws.join("pgo-data");
+    let report = json(&data.join("report.json"));
+    assert_eq!(
+        report["config"]["config"]["apply_check"]["required"][0],
+        "serde_json::"
+    );
+    assert_eq!(
+        report["apply_check"]["required_violations"],
+        Value::Array(vec![])
+    );
+    let coverage = &report["insight"]["required"][0];
+    assert_eq!(coverage["prefix"], "serde_json::");
+    assert!(coverage["functions"].as_u64().unwrap() > 10, "{coverage}");
+    assert!(coverage["nonzero"].as_u64().unwrap() > 0, "{coverage}");
+    assert!(
+        report["insight"]["training"]["top"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["krate"] == "serde_json"),
+        "the training's hottest functions include serde_json's"
+    );
+
+    // Each workload: every build against release with an interval and a verdict, the A/A
+    // arm's floor, the oracle's capture; the sessions hold the whole-process samples.
+    for w in report["workloads"].as_array().unwrap() {
+        let rows = w["rows"].as_array().unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r["build"].as_str().unwrap()).collect();
+        assert_eq!(names, ["release", "lto", "lto+pgo", "oracle"], "{w}");
+        for r in &rows[1..] {
+            let m = &r["vs_release"]["median"];
+            assert!(m["estimate"]["ci_low_pct"].as_f64() <= m["estimate"]["ci_high_pct"].as_f64());
+            assert!(
+                ["faster", "slower", "no_detectable_change"]
+                    .contains(&m["verdict"].as_str().unwrap()),
+                "{m}"
+            );
+        }
+        assert!(w["aa"].is_object(), "{w}");
+        assert!(w["capture"]["pct"].is_number(), "{w}");
+    }
+    // The command's own figure is its processing time, below the run's wall time.
+    let median = |w: usize| {
+        report["workloads"][w]["rows"][0]["median_ns"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        median(1) < median(0),
+        "own clock {} vs wall {}",
+        median(1),
+        median(0)
+    );
+    for file in [
+        "report.json",
+        "report.md",
+        "verdicts.svg",
+        "latency.svg",
+        "rounds.svg",
+        "benchmark.json",
+    ] {
+        assert!(data.join(file).is_file(), "no {file}");
+    }
+    let md = std::fs::read_to_string(data.join("report.md")).unwrap();
+    assert!(md.contains("held_out") && md.contains(" ms |"), "{md}");
+}
+
+#[test]
+fn another_workspace_that_is_missing_or_has_no_such_binary_is_refused_clearly() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("own-program-refused");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(tmp.join("src")).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-mty"))
+            .args(args)
+            .current_dir(&tmp)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+        stderr_of(&out)
+    };
+    let err = run(&["pgo", "--manifest-path", "nowhere/Cargo.toml"]);
+    assert!(err.contains("nowhere/Cargo.toml is not a file"), "{err}");
+    // A workspace without a config of its own.
+    std::fs::write(
+        tmp.join("Cargo.toml"),
+        "[package]\nname = \"other\"\nversion = \"0.1.0\"\nedition = \"2024\"\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(tmp.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let err = run(&["mty", "pgo"]);
+    assert!(err.contains("give one with `--config FILE`"), "{err}");
+    // A config whose binary the workspace does not build (Mighty's own).
+    let quick = root().join("profiles/quick.toml");
+    let err = run(&["mty", "pgo", "--config", quick.to_str().unwrap()]);
+    assert!(
+        err.contains("`binary = \"mty-bench\"` is not a bin target of the workspace")
+            && err.contains("other (package other)"),
+        "{err}"
+    );
+}
