@@ -51,6 +51,102 @@ fn the_committed_profiles_parse() {
     names.sort();
     assert_eq!(names, ["contended.toml", "default.toml", "quick.toml"]);
     parse(GOOD).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agent-pipeline/pgo.toml");
+    let example = load(&example).unwrap().config;
+    assert_eq!(example.package.as_deref(), Some("mty-agent-pipeline"));
+    assert_eq!(example.measure.workloads[1].mode, Mode::Process);
+}
+
+/// Another program's config: no `[instructions]`, `[check]` or `[compare]`, training commands
+/// with their environment, directory, stdin and timeout, a whole-process workload.
+const OTHER: &str = r#"
+binary = "app"
+[train]
+timeout_secs = 60
+workloads = [{ name = "t", args = ["--fast"], env = { APP_MODE = "train" }, cwd = "data", stdin = "data/a.json", timeout_secs = 5 }]
+[measure]
+bootstrap_resamples = 10000
+seed = 1
+timeout_secs = 60
+min_effect_pct = 1.0
+workloads = [
+    { name = "whole", args = [], mode = "process", stdin = "data/b.json", metric = "elapsed_ns" },
+    { name = "hot", args = ["--bench"] },
+]
+[apply_check]
+required = ["app::"]
+"#;
+
+#[test]
+fn another_programs_config_needs_only_its_own_sections() {
+    let c = parse(OTHER).unwrap();
+    assert_eq!(c.instructions.messages, 0, "no [instructions]: off");
+    assert!(c.compare.is_none() && c.check.workloads.is_empty());
+    let (t, w) = (&c.train.workloads[0], &c.measure.workloads[0]);
+    assert_eq!(t.env["APP_MODE"], "train");
+    assert_eq!(
+        (t.cwd.as_deref(), t.timeout_secs),
+        (Some(Path::new("data")), Some(5))
+    );
+    assert_eq!(
+        (w.mode, w.metric.as_deref()),
+        (Mode::Process, Some("elapsed_ns"))
+    );
+    // A whole-process workload runs once a turn unless it says; an in-process one batches.
+    assert_eq!(w.batch_in(&c.measure.lockstep), 1);
+    assert_eq!(c.measure.workloads[1].batch_in(&c.measure.lockstep), 3000);
+}
+
+#[test]
+fn settings_that_cannot_apply_to_a_workload_are_refused() {
+    let measured = r#"{ name = "whole", args = [], mode = "process", stdin = "data/b.json", metric = "elapsed_ns" }"#;
+    check_err(
+        &OTHER.replace(
+            measured,
+            r#"{ name = "whole", args = [], stdin = "data/b.json" }"#,
+        ),
+        &["`whole`", "`stdin` needs `mode = \"process\"`", "protocol"],
+    );
+    check_err(
+        &OTHER.replace(measured, r#"{ name = "whole", args = [], metric = "ns" }"#),
+        &["`whole`", "`metric` needs `mode = \"process\"`"],
+    );
+    check_err(
+        &OTHER.replace(
+            measured,
+            r#"{ name = "whole", args = [], mode = "process", timeout_secs = 9 }"#,
+        ),
+        &[
+            "`whole`",
+            "`timeout_secs` is for training workloads",
+            "measure.timeout_secs",
+        ],
+    );
+    check_err(
+        &OTHER.replace(
+            "timeout_secs = 5 }",
+            r#"timeout_secs = 5, mode = "process" }"#,
+        ),
+        &["training workload `t`", "runs once, whole"],
+    );
+    check_err(
+        &OTHER.replace("timeout_secs = 5 }", "timeout_secs = 0 }"),
+        &["workload `t`", "`timeout_secs` must be at least 1"],
+    );
+    check_err(
+        &OTHER.replace(r#"mode = "process","#, r#"mode = "forked","#),
+        &[
+            "unknown variant `forked`",
+            "expected `lockstep` or `process`",
+        ],
+    );
+    check_err(
+        &format!("{OTHER}\n[[measure.versus]]\nsubject = \"hot\"\nreference = \"whole\"\n"),
+        &[
+            "`measure.versus` names `whole`",
+            "in-process lockstep workload",
+        ],
+    );
 }
 
 #[test]

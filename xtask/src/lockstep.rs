@@ -37,7 +37,7 @@ use crate::stats::SplitMix64;
 use crate::workload::{WorkloadLine, parse_line};
 
 /// One arm's answer to one `g`: its batch's summary (window means around each quantile; see
-/// mty-bench's `latency.rs`).
+/// `mty-lockstep`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Batch {
     pub median_ns: f64,
@@ -191,7 +191,7 @@ pub fn spawn(
             Mode::Lockstep => crate::workload::with_setting(
                 crate::workload::pinned(&arm.exe, core).args(arm.args.iter().cloned()),
                 workload,
-                Path::new("."),
+                None,
             ),
             // Paths already resolved against the workspace (`Ctx::measure_config`).
             Mode::Process => crate::process_arm::command(
@@ -243,7 +243,7 @@ impl Spawned {
             let line = arm.answer(timeout, "setting up")?;
             if !line.contains("\"ready\"") {
                 bail!(
-                    "arm `{}` (`{}`) answered {line:?} instead of its ready line; is it a mty-bench that knows `--lockstep`?",
+                    "arm `{}` (`{}`) answered {line:?} instead of its ready line; is it a program that serves the lockstep protocol (`--lockstep N`, `mty-lockstep`)?",
                     arm.name,
                     arm.cmd.display()
                 );

@@ -93,7 +93,7 @@ fn an_arm_that_is_not_a_lockstep_arm_or_answers_nonsense_is_named() {
     let (err, alive) = failed_session("echo hello; exec sleep 30", 60);
     assert!(
         err.starts_with("arm `bad` (`sh -c") && err.contains(
-            "answered \"hello\" instead of its ready line; is it a mty-bench that knows `--lockstep`?"
+            "answered \"hello\" instead of its ready line; is it a program that serves the lockstep protocol (`--lockstep N`, `mty-lockstep`)?"
         ),
         "{err}"
     );

@@ -214,7 +214,7 @@ fn metric(stdout: &str, key: &str) -> Result<f64> {
 /// even count.
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     let n = sorted.len();
-    if q == 0.5 && n % 2 == 0 {
+    if q == 0.5 && n.is_multiple_of(2) {
         return (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
     }
     let rank = ((q * n as f64).ceil() as usize).clamp(1, n);

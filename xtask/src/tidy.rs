@@ -1,6 +1,6 @@
 //! Tidy checks, as ordinary tests (after rust-analyzer's `tidy.rs`): the module graph keeps
 //! the layers ARCHITECTURE.md lists and has no circle, no two files share a name, every file
-//! says what it is, and the README's configuration reference lists exactly the keys the
+//! says what it is, and the configuration reference (docs/configuration.md) lists exactly the keys the
 //! config accepts.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -501,9 +501,9 @@ fn the_readme_stays_a_guide() {
 }
 
 #[test]
-fn the_readme_configuration_reference_lists_every_key() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let documented: BTreeSet<String> = section(&readme, "README.md", "Configuration")
+fn the_configuration_reference_lists_every_key() {
+    let reference = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
+    let documented: BTreeSet<String> = section(&reference, "docs/configuration.md", "Keys")
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
         // Every key quoted in the first cell (a row may name several).
@@ -523,7 +523,7 @@ fn the_readme_configuration_reference_lists_every_key() {
     let extra: Vec<&String> = documented.difference(&schema).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "README.md's configuration table and the config differ: not documented {missing:?}; \
+        "docs/configuration.md's table and the config differ: not documented {missing:?}; \
          documented but not accepted {extra:?}"
     );
 }
