@@ -57,7 +57,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
         extra: Vec::new(),
     };
     let arms = [arm(BASELINE, old), arm(BASELINE_AGAIN, old), arm(NEW, new)];
-    let m = &ctx.config.config.measure;
+    let m = &ctx.measure_config();
     eprintln!(
         "ab: {} (old, twice) against {} (new), at most {} sessions per workload",
         old.display(),

@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 mod processes;
@@ -97,6 +97,12 @@ pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
             .with_context(|| format!("`calibrate.workload` `{name}` is not measured"))?,
         None => &cfg.measure.workloads[0],
     };
+    if workload.mode == crate::config::Mode::Process {
+        bail!(
+            "`calibrate` injects a known cost into every timed iteration (`--inject-ns`), which a whole-process workload (`{}`) has none of: name an in-process workload in `calibrate.workload`",
+            workload.name
+        );
+    }
     let name = &workload.name;
     let one = |m: &Measure| Measure {
         workloads: vec![workload.clone()],
