@@ -268,7 +268,7 @@ pub fn relinkable(
 ) -> Result<(CargoOutput, crate::relink::LinkLine)> {
     let dir = target_root.join(format!("{}-layout", build.target_folder()));
     seed(&target_root.join(build.target_folder()), &dir)?;
-    let file = crate::relink::link_args_file(&dir);
+    let file = crate::relink::link_args_file(&dir, &ws.binary);
     let final_args: Vec<String> = build
         .final_args()
         .iter()

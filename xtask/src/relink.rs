@@ -236,8 +236,13 @@ impl Moved {
 }
 
 /// Where `--print link-args=<file>` writes for a target folder.
-pub fn link_args_file(target_dir: &Path) -> PathBuf {
-    target_dir.join("link-args.txt")
+///
+/// One file per binary: a target folder holds the builds of every binary the pipeline was
+/// run on, and a binary cargo finds fresh is not linked again, so its file must still be its
+/// own (the example's relink once read mty-bench's command, and the byte-for-byte check
+/// refused it).
+pub fn link_args_file(target_dir: &Path, binary: &str) -> PathBuf {
+    target_dir.join(format!("link-args-{binary}.txt"))
 }
 
 #[cfg(test)]

@@ -71,7 +71,7 @@ pub(super) fn bolt(
     // Checked before llvm-bolt reads it: its own errors on a bad profile name no fix.
     let profiled = bolt::read_fdata(&merged_fdata)?;
     // 5. Optimised, with BOLT's report.
-    let exe = dir.join("mty-bench.bolt");
+    let exe = dir.join(format!("{}.bolt", ctx.ws.binary));
     let tmp = fsx::temp_path(&exe);
     let report_text = run(
         Cmd::new(tools.llvm_bolt.display().to_string())
@@ -159,7 +159,7 @@ fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<Pa
     for old in fdata_files(&raw)? {
         std::fs::remove_file(&old).with_context(|| format!("cannot remove {}", old.display()))?;
     }
-    let inst = dir.join("mty-bench.bolt-inst");
+    let inst = dir.join(format!("{}.bolt-inst", ctx.ws.binary));
     run(
         Cmd::new(tools.llvm_bolt.display().to_string())
             .arg(relinked.display().to_string())
