@@ -169,8 +169,14 @@ pub(crate) fn fmt_instr(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into())
 }
 
-pub(crate) fn floor_line(w: &WorkloadAnalysis) -> String {
+pub(crate) fn floor_line(report: &Report, w: &WorkloadAnalysis) -> String {
     let f = |j: &Judged| stats::noise_floor_pct(&j.estimate);
+    if report.whole_process(&w.workload) {
+        return format!(
+            "A/A noise floor: median ±{:.1} % (whole-process: one run a turn)",
+            f(&w.aa.median)
+        );
+    }
     format!(
         "A/A noise floor: median ±{:.1} %, p95 ±{:.1} %, p99 ±{:.1} %",
         f(&w.aa.median),
@@ -204,7 +210,13 @@ pub(crate) fn layout_lines(w: &WorkloadAnalysis) -> Vec<String> {
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
     for w in &report.workloads {
-        let _ = writeln!(out, "{}: {}; {}", w.workload, w.basis(), floor_line(w));
+        let _ = writeln!(
+            out,
+            "{}: {}; {}",
+            w.workload,
+            w.basis(),
+            floor_line(report, w)
+        );
         let _ = writeln!(
             out,
             "  {:<12} {:>8} {:>8} {:>8} {:>10}  median vs release (verdict beyond ±threshold)",

@@ -172,7 +172,7 @@ fn numbers(md: &mut String, report: &Report) {
             "### {}\n\n{}. {}.\n",
             w.workload,
             w.basis(),
-            floor_line(w)
+            floor_line(report, w)
         );
         let _ = writeln!(
             md,
