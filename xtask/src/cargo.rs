@@ -311,7 +311,10 @@ fn cargo_build(
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    // In the workspace's root, as `cargo build` there: its `.cargo/config.toml` and
+    // `rust-toolchain.toml` apply whichever directory xtask was started from.
     let cmd = Cmd::new(cargo)
+        .cwd(&ws.root)
         .arg(if final_args.is_empty() {
             "build"
         } else {

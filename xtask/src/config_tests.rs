@@ -343,3 +343,18 @@ fn the_layout_keys_are_checked() {
         0
     );
 }
+
+#[test]
+fn the_minimal_config_in_the_reference_parses() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md"),
+    )
+    .unwrap();
+    let toml = doc
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/configuration.md shows a config");
+    let c = parse(toml).unwrap();
+    assert_eq!((c.binary.as_str(), c.check.workloads.len()), ("app", 1));
+}

@@ -79,11 +79,7 @@ impl Cmd {
         if let Some(file) = &self.stdin {
             parts.push(format!("< {}", quote(&file.display().to_string())));
         }
-        let line = parts.join(" ");
-        match &self.cwd {
-            Some(dir) => format!("(cd {} && {line})", quote(&dir.display().to_string())),
-            None => line,
-        }
+        parts.join(" ")
     }
 
     fn expression(&self) -> duct::Expression {
@@ -104,8 +100,17 @@ impl Cmd {
         expr
     }
 
+    /// The `$ …` line: the command, and the directory it runs in when it has one of its own
+    /// (errors quote the command alone).
     fn log(&self) {
-        eprintln!("$ {}", self.display());
+        match &self.cwd {
+            Some(dir) => eprintln!(
+                "$ (cd {} && {})",
+                quote(&dir.display().to_string()),
+                self.display()
+            ),
+            None => eprintln!("$ {}", self.display()),
+        }
     }
 
     /// Runs to completion and returns stdout; fails unless it exits 0.

@@ -468,10 +468,10 @@ pub fn command_help(command: &str) -> String {
     let mut out = String::new();
     let flags: Vec<&FlagSpec> = if command == "pgo" {
         out.push_str(
-            "usage: cargo xtask pgo [STAGE] [OPTIONS]\n\n\
-             Builds mty-bench instrumented, trains it, merges the profiles with a version-matched\n\
-             llvm-profdata, rebuilds it with the profile (fat LTO), builds the non-PGO baselines,\n\
-             measures them interleaved and writes pgo-data/report.json and its renderings.\n\n\
+            "usage: cargo xtask pgo [STAGE] [OPTIONS]   (installed: cargo mty pgo [STAGE] [OPTIONS])\n\n\
+             Builds the config's binary (mty-bench) instrumented, trains it, merges the profiles with\n\
+             a version-matched llvm-profdata, rebuilds it with the profile (fat LTO), builds the non-PGO\n\
+             baselines, measures them interleaved and writes pgo-data/report.json and its renderings.\n\n\
              STAGE runs one stage alone, reading the earlier stages' outputs from pgo-data/stages/:\n",
         );
         for stage in Stage::ALL {
@@ -482,7 +482,7 @@ pub fn command_help(command: &str) -> String {
              cargo xtask pgo calibrate: release against release with a known cost injected into\n\
              every timed round trip (config section [calibrate]), in both measurement modes: what\n\
              each mode detects, and that nothing is detected when nothing is injected.\n\n\
-             cargo xtask pgo ab OLD NEW: two mty-bench executables (e.g. two commits' release\n\
+             cargo xtask pgo ab OLD NEW: two executables of the binary (e.g. two commits' release\n\
              builds) as arms of the same lockstep sessions, with OLD's A/A arm: NEW's change\n\
              against OLD per measured workload, with its 95 % interval (pgo-data/ab.json).\n",
         );

@@ -1,5 +1,6 @@
 //! One lockstep session, the pipeline's measurement protocol: every arm (release, release
-//! again as the A/A arm, and each other build) is one live `mty-bench --lockstep BATCH`
+//! again as the A/A arm, and each other build) is one live `<binary> <args> --lockstep BATCH`
+//! (or, for a whole-process workload, `cargo-mty __process-arm`, which runs the command per turn)
 //! process for a whole session, set up and warmed once on another core (while the session
 //! before takes its turns), then all moved onto the same core; then, round after round, xtask
 //! tells each arm in a seeded random order to run one batch and waits for its answer before

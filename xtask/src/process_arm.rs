@@ -7,8 +7,10 @@
 //! the sample is its wall time, from spawn to exit, or the number it printed under the
 //! configured `metric` key. The command is started after the move, so it inherits the
 //! measured core (a child takes its parent's affinity), and it dies with the arm
-//! (`PR_SET_PDEATHSIG`), so a session that kills a hung arm kills its command too.
-//! One run before the `ready` line warms the page cache and checks the command works.
+//! (`PR_SET_PDEATHSIG`), so a session that kills a hung arm kills its command too; not the
+//! command's own children, should it be a wrapper that starts the real program (make that
+//! program the command). One run before the `ready` line warms the page cache and checks
+//! the command works; the closing line's CPU time and switches leave it out.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -62,8 +64,9 @@ pub fn command(spec: &Spec, core: Option<usize>) -> Result<Cmd> {
     Ok(crate::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
 }
 
-/// `xtask __process-arm SPEC --lockstep N`: exits 0 after `q`, 1 when the command fails (the
-/// reason on stderr, which the session shows), 2 on a malformed command line or protocol.
+/// `xtask __process-arm SPEC --lockstep N`: exits 0 after `q` or when the coordinator is gone,
+/// 1 when the command fails (the reason on stderr, which the session shows), 2 on a malformed
+/// command line or an unknown protocol command, as `mty-lockstep` does.
 pub fn main(mut argv: impl Iterator<Item = String>) -> ExitCode {
     let parsed = (|| -> Result<(Spec, u64)> {
         let spec = argv.next().context("no spec")?;
@@ -89,22 +92,61 @@ pub fn main(mut argv: impl Iterator<Item = String>) -> ExitCode {
         std::io::stdin().lock(),
         std::io::stdout().lock(),
     ) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
+        Ok(()) | Err(Stop::Gone) => ExitCode::SUCCESS,
+        Err(Stop::Protocol(command)) => {
+            eprintln!(
+                "xtask {SUBCOMMAND}: unknown lockstep command `{command}` (expected `g` or `q`)"
+            );
+            ExitCode::from(2)
+        }
+        Err(Stop::Failed(err)) => {
             eprintln!("xtask {SUBCOMMAND}: {err:#}");
             ExitCode::FAILURE
         }
     }
 }
 
+/// Why an arm stopped before `q`.
+#[derive(Debug)]
+enum Stop {
+    /// Its stdout is closed: the coordinator is gone.
+    Gone,
+    /// A line that is not `g` or `q`.
+    Protocol(String),
+    /// The command failed, or its stdin could not be read.
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Stop {
+    fn from(err: anyhow::Error) -> Stop {
+        Stop::Failed(err)
+    }
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Gone => write!(f, "the coordinator is gone"),
+            Stop::Protocol(c) => write!(f, "unknown lockstep command `{c}`"),
+            Stop::Failed(err) => write!(f, "{err:#}"),
+        }
+    }
+}
+
 /// The protocol over `input` and `output`: a warm-up run, the ready line, one batch of
 /// `batch` runs per `g`, the closing report at `q` or end of input.
-fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Write) -> Result<()> {
+fn serve(
+    spec: &Spec,
+    batch: u64,
+    mut input: impl BufRead,
+    mut output: impl Write,
+) -> Result<(), Stop> {
     run_once(spec).context("its warm-up run failed")?;
-    let mut answer = |line: String| -> Result<()> {
+    let warm_up = children_usage();
+    let mut answer = |line: String| -> Result<(), Stop> {
         writeln!(output, "{line}")
             .and_then(|()| output.flush())
-            .context("the coordinator is gone")
+            .map_err(|_| Stop::Gone)
     };
     answer(format!(
         r#"{{"ready":true,"pid":{},"clock_overhead_ns":0}}"#,
@@ -114,13 +156,16 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
     let mut command = String::new();
     loop {
         command.clear();
-        if input.read_line(&mut command)? == 0 {
+        let read = input
+            .read_line(&mut command)
+            .context("cannot read the coordinator's commands")?;
+        if read == 0 {
             break;
         }
         match command.trim() {
             "g" => {}
             "q" => break,
-            other => bail!("unknown lockstep command `{other}` (expected `g` or `q`)"),
+            other => return Err(Stop::Protocol(other.to_string())),
         }
         let started = Instant::now();
         let mut samples = Vec::with_capacity(batch as usize);
@@ -143,7 +188,8 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
         )?;
     }
     all.sort_by(f64::total_cmp);
-    answer(serde_json::to_string(&closing(&all)).expect("numbers serialize"))
+    let line = closing(&all, &warm_up);
+    answer(serde_json::to_string(&line).expect("numbers serialize"))
 }
 
 /// One run of the command, to its end: its sample in ns.
@@ -162,13 +208,20 @@ fn run_once(spec: &Spec) -> Result<f64> {
         ),
         None => Stdio::null(),
     });
-    // SAFETY: between fork and exec only async-signal-safe calls may run; `prctl` is a plain
-    // system call, and nothing here allocates or takes a lock.
+    let arm = std::process::id();
+    // SAFETY: between fork and exec only async-signal-safe calls may run; `prctl` and
+    // `getppid` are plain system calls, and nothing here allocates or takes a lock.
     unsafe {
         use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             // The command dies with its arm (a session kills a hung arm with SIGKILL).
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The arm died between the fork and the prctl: no signal will come.
+            if libc::getppid() as u32 != arm {
+                return Err(std::io::Error::other("its lockstep arm is gone"));
+            }
             Ok(())
         });
     }
@@ -221,9 +274,9 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank - 1]
 }
 
-/// The closing line: the report over every run (`workload::WorkloadLine`'s fields), with the
-/// CPU time and context switches of the commands this arm ran.
-fn closing(sorted: &[f64]) -> serde_json::Value {
+/// The CPU time (ms: user, system) and context switches (voluntary, involuntary) of the
+/// commands this arm ran and waited for so far.
+fn children_usage() -> [f64; 4] {
     // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid value.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
@@ -231,6 +284,20 @@ fn closing(sorted: &[f64]) -> serde_json::Value {
         usage
     };
     let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    [
+        ms(usage.ru_utime),
+        ms(usage.ru_stime),
+        usage.ru_nvcsw as f64,
+        usage.ru_nivcsw as f64,
+    ]
+}
+
+/// The closing line: the report over every run (`workload::WorkloadLine`'s fields), with the
+/// CPU time and context switches of the measured runs (the warm-up's, `before`, taken off).
+fn closing(sorted: &[f64], before: &[f64; 4]) -> serde_json::Value {
+    let now = children_usage();
+    let [user_ms, sys_ms, voluntary, involuntary]: [f64; 4] =
+        std::array::from_fn(|i| (now[i] - before[i]).max(0.0));
     let at = |q: f64| match sorted {
         [] => 0,
         _ => quantile(sorted, q).round() as u64,
@@ -244,10 +311,10 @@ fn closing(sorted: &[f64]) -> serde_json::Value {
         "mean_ns": if sorted.is_empty() { 0.0 } else { sorted.iter().sum::<f64>() / sorted.len() as f64 },
         "clock_overhead_ns": 0,
         "percentiles": quantiles.iter().map(|&q| (q, at(q))).collect::<Vec<_>>(),
-        "user_ms": ms(usage.ru_utime),
-        "sys_ms": ms(usage.ru_stime),
-        "voluntary_ctx_switches": usage.ru_nvcsw,
-        "involuntary_ctx_switches": usage.ru_nivcsw,
+        "user_ms": user_ms,
+        "sys_ms": sys_ms,
+        "voluntary_ctx_switches": voluntary as u64,
+        "involuntary_ctx_switches": involuntary as u64,
         "runs": sorted.len(),
     })
 }
@@ -267,7 +334,7 @@ mod tests {
         }
     }
 
-    fn serve_text(spec: &Spec, batch: u64, input: &str) -> Result<Vec<serde_json::Value>> {
+    fn serve_text(spec: &Spec, batch: u64, input: &str) -> Result<Vec<serde_json::Value>, Stop> {
         let mut out = Vec::new();
         serve(spec, batch, input.as_bytes(), &mut out)?;
         Ok(String::from_utf8(out)
@@ -332,7 +399,7 @@ mod tests {
             "{text}"
         );
         let err = serve_text(&spec("true"), 1, "go\n").unwrap_err();
-        assert!(format!("{err}").contains("unknown lockstep command `go`"));
+        assert!(matches!(&err, Stop::Protocol(c) if c == "go"), "{err}");
     }
 
     #[test]

@@ -55,18 +55,19 @@ pub struct Sources<'a> {
 }
 
 impl Sources<'static> {
-    /// This process's: its working directory, `$CARGO_HOME` (else `~/.cargo`), its env.
-    pub fn here() -> Result<Sources<'static>> {
-        let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    /// A cargo run in `dir` (the workspace's root), with this process's `$CARGO_HOME` (else
+    /// `~/.cargo`) and environment.
+    pub fn at(dir: &Path) -> Sources<'static> {
+        let cwd = dir.to_path_buf();
         let cargo_home = std::env::var_os("CARGO_HOME")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
             .unwrap_or_else(|| PathBuf::from("/root/.cargo"));
-        Ok(Sources {
+        Sources {
             cwd,
             cargo_home,
             env: &|k| std::env::var(k).ok(),
-        })
+        }
     }
 }
 

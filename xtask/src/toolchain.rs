@@ -96,15 +96,19 @@ pub fn profdata_version(tool: &Path) -> Option<(u32, String)> {
 }
 
 /// The doctor: finds rustc and a version-matched llvm-profdata, installing the rustup
-/// `llvm-tools` component when the sysroot lacks one.
-pub fn doctor() -> Result<Toolchain> {
+/// `llvm-tools` component when the sysroot lacks one. Everything is asked in the workspace's
+/// directory `dir`, as cargo building there would: its `rust-toolchain.toml` chooses rustc, and
+/// its `.cargo/config.toml` files add rustflags.
+pub fn doctor(dir: &Path) -> Result<Toolchain> {
     let rustc_vv = Cmd::new("rustc")
+        .cwd(dir)
         .arg("-vV")
         .read()
         .context("cannot ask rustc its version; is Rust installed?")?;
     let rustc = parse_rustc_vv(&rustc_vv)?;
     let sysroot = PathBuf::from(
         Cmd::new("rustc")
+            .cwd(dir)
             .args(["--print", "sysroot"])
             .read()?
             .trim(),
@@ -116,6 +120,7 @@ pub fn doctor() -> Result<Toolchain> {
             in_sysroot.display()
         );
         if let Err(err) = Cmd::new("rustup")
+            .cwd(dir)
             .args(["component", "add", "llvm-tools"])
             .read()
         {
@@ -126,10 +131,11 @@ pub fn doctor() -> Result<Toolchain> {
         choose_profdata(&rustc, &in_sysroot, &path_dirs())?;
     // The user's own rustflags, as cargo would take them for the host target.
     let cfg = Cmd::new("rustc")
+        .cwd(dir)
         .args(["--print", "cfg", "--target", &rustc.host])
         .read()?;
     let user_rustflags =
-        crate::rustflags::effective(&crate::rustflags::Sources::here()?, &rustc.host, &cfg)?;
+        crate::rustflags::effective(&crate::rustflags::Sources::at(dir), &rustc.host, &cfg)?;
     crate::rustflags::check_conflicts(&user_rustflags)?;
     let bolt = crate::llvm_bolt::find(rustc.llvm_major, &path_dirs());
     Ok(Toolchain {

@@ -71,7 +71,7 @@ impl Manifest {
             llvm_profdata_version: tc.llvm_profdata_version.clone(),
             git_commit,
             git_dirty,
-            sources: super::fresh::sources(&ctx.ws.root, &ctx.ws.source_dirs)?,
+            sources: ctx.sources_hash()?,
             binary: ctx.config.config.binary.clone(),
             training: ctx.config.config.train.clone(),
             instrumented_hash: instrumented_hash.to_string(),
@@ -89,7 +89,7 @@ impl Manifest {
     /// it does.
     pub fn stale_reasons(&self, ctx: &Ctx, tc: &Toolchain) -> Result<Vec<String>> {
         let mut why = Vec::new();
-        let sources = super::fresh::sources(&ctx.ws.root, &ctx.ws.source_dirs)?;
+        let sources = ctx.sources_hash()?;
         if self.sources != sources {
             why.push(format!(
                 "the sources differ (trained from {} at commit {}{}; sources fingerprint {} there, {sources} here)",

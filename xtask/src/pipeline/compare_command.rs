@@ -20,7 +20,7 @@ pub fn run(flags: CompareFlags) -> Result<()> {
             ctx.config.path.display()
         );
     };
-    let tc = crate::toolchain::doctor()?;
+    let tc = crate::toolchain::doctor(&ctx.ws.root)?;
     let (release, _) = ctx.build(&tc, Build::Release, Build::Release.rustflags(None))?;
     let rows = run_comparators(
         &ctx.ws.root,

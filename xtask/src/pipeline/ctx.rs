@@ -134,6 +134,20 @@ impl Ctx {
         measure
     }
 
+    /// The hash of the sources the binary is built from ([`fresh::sources`]), this run's
+    /// target directories and artifacts left out.
+    pub fn sources_hash(&self) -> Result<String> {
+        fresh::sources(
+            &self.ws.root,
+            &self.ws.source_dirs,
+            &[
+                self.ws.target_directory.clone(),
+                self.target_root.clone(),
+                self.data.clone(),
+            ],
+        )
+    }
+
     pub fn stage_file(&self, stage: Stage) -> PathBuf {
         self.data
             .join("stages")

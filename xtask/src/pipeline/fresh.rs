@@ -142,20 +142,21 @@ pub fn missing_artifact(out: &impl Artifacts) -> Result<Option<String>> {
     Ok(None)
 }
 
-/// A hash of the sources that go into the binary: every .rs and .toml under `dirs` (the
-/// workspace's packages it is built from: `runtime/` for mty-bench), the workspace manifest
-/// and Cargo.lock (a `target` folder, a hidden one and `pgo-data` are skipped).
-pub fn sources(root: &Path, dirs: &[PathBuf]) -> Result<String> {
+/// A hash of the sources that go into the binary: every `.rs` file and `Cargo.toml` under
+/// `dirs` (the workspace's packages it is built from: `runtime/` for mty-bench), the workspace
+/// manifest and Cargo.lock. Skipped: the folders in `skip` (the target directories, pgo-data),
+/// any folder named `target` or `pgo-data`, hidden ones, and every other file (a pipeline
+/// config beside the sources is not a source: measuring differently must not stale a profile).
+pub fn sources(root: &Path, dirs: &[PathBuf], skip: &[PathBuf]) -> Result<String> {
     let mut files = vec![root.join("Cargo.toml")];
     if root.join("Cargo.lock").is_file() {
         files.push(root.join("Cargo.lock"));
     }
     for dir in dirs {
-        collect_sources(dir, &mut files)?;
+        collect_sources(dir, skip, &mut files)?;
     }
     files.sort();
     files.dedup();
-    files.sort();
     let mut bytes = Vec::new();
     for file in &files {
         let rel = file.strip_prefix(root).unwrap_or(file);
@@ -169,7 +170,7 @@ pub fn sources(root: &Path, dirs: &[PathBuf]) -> Result<String> {
     Ok(format!("{:016x}", fsx::fnv1a64(&bytes)))
 }
 
-fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+fn collect_sources(dir: &Path, skip: &[PathBuf], out: &mut Vec<PathBuf>) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
         let path = entry?.path();
         if path.is_dir() {
@@ -177,10 +178,12 @@ fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
                 let n = n.to_string_lossy();
                 n == "target" || n == "pgo-data" || n.starts_with('.')
             });
-            if !skipped {
-                collect_sources(&path, out)?;
+            if !skipped && !skip.contains(&path) {
+                collect_sources(&path, skip, out)?;
             }
-        } else if path.extension().is_some_and(|x| x == "rs" || x == "toml") {
+        } else if path.extension().is_some_and(|x| x == "rs")
+            || path.file_name().is_some_and(|n| n == "Cargo.toml")
+        {
             out.push(path);
         }
     }
@@ -253,14 +256,21 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
         }
-        let before = sources(&root, &[root.join("runtime")]).unwrap();
+        let before = sources(&root, &[root.join("runtime")], &[]).unwrap();
         // Not sources: a build output under runtime/target and a text file.
         std::fs::create_dir_all(root.join("runtime/target")).unwrap();
         std::fs::write(root.join("runtime/target/x.rs"), "junk").unwrap();
         std::fs::write(root.join("runtime/NOTES.md"), "notes").unwrap();
-        assert_eq!(before, sources(&root, &[root.join("runtime")]).unwrap());
+        std::fs::write(root.join("runtime/pgo.toml"), "[measure]").unwrap();
+        assert_eq!(
+            before,
+            sources(&root, &[root.join("runtime")], &[]).unwrap()
+        );
         std::fs::write(root.join("runtime/src/lib.rs"), "fn a() { }").unwrap();
-        assert_ne!(before, sources(&root, &[root.join("runtime")]).unwrap());
+        assert_ne!(
+            before,
+            sources(&root, &[root.join("runtime")], &[]).unwrap()
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -90,17 +90,12 @@ pub fn remove_leftover_temps(data: &Path) -> Result<Vec<PathBuf>> {
 /// A hash of everything a profile depends on: the toolchain, the training config and binary,
 /// and the sources ([`super::fresh::sources`]). A profile whose fingerprint differs from the
 /// current one is stale.
-pub fn fingerprint(
-    root: &Path,
-    dirs: &[PathBuf],
-    rustc_vv: &str,
-    config: &Config,
-) -> Result<String> {
+pub fn fingerprint(sources: &str, rustc_vv: &str, config: &Config) -> Result<String> {
     let mut bytes = Vec::new();
     bytes.extend_from_slice(rustc_vv.as_bytes());
     bytes.extend_from_slice(config.binary.as_bytes());
     bytes.extend_from_slice(serde_json::to_string(&config.train)?.as_bytes());
-    bytes.extend_from_slice(super::fresh::sources(root, dirs)?.as_bytes());
+    bytes.extend_from_slice(sources.as_bytes());
     Ok(format!("{:016x}", fsx::fnv1a64(&bytes)))
 }
 
@@ -183,21 +178,18 @@ mod tests {
         let cfg = crate::config::load(&root.join("profiles/quick.toml"))
             .unwrap()
             .config;
-        let dirs = [root.join("runtime")];
-        let a = fingerprint(&root, &dirs, "rustc 1", &cfg).unwrap();
-        assert_eq!(a, fingerprint(&root, &dirs, "rustc 1", &cfg).unwrap());
-        assert_ne!(a, fingerprint(&root, &dirs, "rustc 2", &cfg).unwrap());
+        let src = super::super::fresh::sources(&root, &[root.join("runtime")], &[]).unwrap();
+        let a = fingerprint(&src, "rustc 1", &cfg).unwrap();
+        assert_eq!(a, fingerprint(&src, "rustc 1", &cfg).unwrap());
+        assert_ne!(a, fingerprint(&src, "rustc 2", &cfg).unwrap());
         let mut trained_more = cfg.clone();
         trained_more.train.workloads[0].args.push("--warmup".into());
-        assert_ne!(
-            a,
-            fingerprint(&root, &dirs, "rustc 1", &trained_more).unwrap()
-        );
+        assert_ne!(a, fingerprint(&src, "rustc 1", &trained_more).unwrap());
         let mut measured_more = cfg.clone();
         measured_more.measure.lockstep.sessions += 1;
         assert_eq!(
             a,
-            fingerprint(&root, &dirs, "rustc 1", &measured_more).unwrap(),
+            fingerprint(&src, "rustc 1", &measured_more).unwrap(),
             "measuring differently does not stale a profile"
         );
 
@@ -213,19 +205,17 @@ mod tests {
         ] {
             std::fs::write(fake.join(f), text).unwrap();
         }
-        let fake_dirs = [fake.join("runtime")];
-        let before = fingerprint(&fake, &fake_dirs, "rustc 1", &cfg).unwrap();
+        let fake_src =
+            || super::super::fresh::sources(&fake, &[fake.join("runtime")], &[]).unwrap();
+        let before = fingerprint(&fake_src(), "rustc 1", &cfg).unwrap();
         std::fs::write(fake.join("runtime/target/junk.rs"), "2").unwrap();
         assert_eq!(
             before,
-            fingerprint(&fake, &fake_dirs, "rustc 1", &cfg).unwrap(),
+            fingerprint(&fake_src(), "rustc 1", &cfg).unwrap(),
             "build output is not a source"
         );
         std::fs::write(fake.join("runtime/src/lib.rs"), "fn a() { b() }").unwrap();
-        assert_ne!(
-            before,
-            fingerprint(&fake, &fake_dirs, "rustc 1", &cfg).unwrap()
-        );
+        assert_ne!(before, fingerprint(&fake_src(), "rustc 1", &cfg).unwrap());
         std::fs::remove_dir_all(&fake).unwrap();
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::ctx::Ctx;
-use super::fresh::{Artifacts, Inputs, sources};
+use super::fresh::{Artifacts, Inputs};
 use crate::build::{Build, Built};
 use crate::outputs::BoltBuild;
 use crate::outputs::Rendered;
@@ -21,7 +21,7 @@ use crate::toolchain::Toolchain;
 fn build(ctx: &Ctx, tc: &Toolchain, build: Build, rustflags: &str) -> Result<Inputs> {
     Ok(Inputs::new()
         .text("toolchain", tc.rustc_vv.clone())
-        .text("sources", sources(&ctx.ws.root, &ctx.ws.source_dirs)?)
+        .text("sources", ctx.sources_hash()?)
         .text("binary", ctx.config.config.binary.clone())
         .text(
             &format!("{}.cargo_profile", build.name()),

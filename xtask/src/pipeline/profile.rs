@@ -92,12 +92,8 @@ pub(super) fn train(
         profraw.len(),
         raw.display()
     );
-    let fingerprint = super::guard::fingerprint(
-        &ctx.ws.root,
-        &ctx.ws.source_dirs,
-        &tc.rustc_vv,
-        &ctx.config.config,
-    )?;
+    let fingerprint =
+        super::guard::fingerprint(&ctx.sources_hash()?, &tc.rustc_vv, &ctx.config.config)?;
     Ok(TrainingRun {
         profraw,
         fingerprint,
@@ -256,12 +252,7 @@ fn raw_profile_problem(tc: &Toolchain, file: &Path) -> Option<String> {
 
 /// Why the merged profile no longer fits the sources, toolchain or training config, or `None`.
 pub(super) fn stale(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<Option<String>> {
-    let now = super::guard::fingerprint(
-        &ctx.ws.root,
-        &ctx.ws.source_dirs,
-        &tc.rustc_vv,
-        &ctx.config.config,
-    )?;
+    let now = super::guard::fingerprint(&ctx.sources_hash()?, &tc.rustc_vv, &ctx.config.config)?;
     Ok((merged.0.fingerprint != now).then(|| {
         format!(
             "the profile {} is stale: the sources, toolchain or training config changed since it was trained \

@@ -60,7 +60,7 @@ pub(super) fn measure(
     groups.extend(crate::versus::groups(&builds, &measure_cfg)?);
     let (all, stopped) = measure::run_groups(&groups, &measure_cfg).with_context(|| match theirs {
         Some(t) => format!(
-            "measuring with `--against {}`: the other commit's mty-bench must accept every workload's arguments too (give `--config` one that both commits accept)",
+            "measuring with `--against {}`: the other commit's binary must accept every workload's arguments too (give `--config` one that both commits accept)",
             t.rev
         ),
         None => "measuring".to_string(),

@@ -26,7 +26,7 @@ use crate::toolchain::{self, Toolchain};
 /// invocation runs it.
 pub fn doctor(ctx: &Ctx, timer: &mut Timer) -> Result<Toolchain> {
     let tc = timer.section(Stage::Doctor, || {
-        let tc = toolchain::doctor()?;
+        let tc = toolchain::doctor(&ctx.ws.root)?;
         eprintln!(
             "doctor: rustc {} (LLVM {}, host {}); llvm-profdata {} ({})",
             tc.rustc.release,

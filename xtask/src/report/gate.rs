@@ -16,6 +16,12 @@ const PGO: &str = "lto+pgo";
 pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
     let mut out = Vec::new();
     let check = &report.config.config.check;
+    if check.workloads.is_empty() {
+        out.push(
+            "the config names no `check.workloads`: the gate would judge nothing (add `[check] workloads = [...]`)"
+                .to_string(),
+        );
+    }
     for name in &check.workloads {
         let Some(w) = report.workloads.iter().find(|w| &w.workload == name) else {
             out.push(format!("`{name}` was not measured"));

@@ -45,9 +45,13 @@ pub fn render_markdown(report: &Report) -> String {
 /// The title and where the figures come from.
 fn header(md: &mut String, report: &Report) {
     let env = &report.environment;
+    let title = match report.config.config.binary.as_str() {
+        "mty-bench" => "Mighty mailbox: send→recv latency".to_string(),
+        other => format!("`{other}`"),
+    };
     let _ = writeln!(
         md,
-        "# Mighty mailbox: send→recv latency, release vs fat LTO vs fat LTO + PGO\n"
+        "# {title}, release vs fat LTO vs fat LTO + PGO\n"
     );
     let _ = writeln!(
         md,
@@ -150,7 +154,13 @@ fn verdict(md: &mut String, report: &Report) {
 /// What the timed region holds, and each workload's command line.
 fn workload(md: &mut String, report: &Report) {
     let cfg = &report.config.config;
-    let _ = writeln!(md, "## Workload\n\n{TIMED_REGION}\n");
+    let timed = match cfg.binary.as_str() {
+        "mty-bench" => TIMED_REGION,
+        _ => "In-process workloads: each iteration the program times (it serves the lockstep protocol through `mty-lockstep`). \
+              Whole-process workloads (`mode = \"process\"`): one run of the command, its wall time from spawn to exit \
+              (or the figure it printed under `metric`), in ms.",
+    };
+    let _ = writeln!(md, "## Workload\n\n{timed}\n");
     for w in &report.workloads {
         let args = cfg
             .measure
@@ -167,6 +177,10 @@ fn workload(md: &mut String, report: &Report) {
 fn numbers(md: &mut String, report: &Report) {
     let _ = writeln!(md, "\n## Numbers\n");
     for w in &report.workloads {
+        let unit = match report.whole_process(&w.workload) {
+            true => "a run",
+            false => "ns",
+        };
         let _ = writeln!(
             md,
             "### {}\n\n{}. {}.\n",
@@ -176,7 +190,7 @@ fn numbers(md: &mut String, report: &Report) {
         );
         let _ = writeln!(
             md,
-            "| build | median (ns) | p95 (ns) | p99 (ns) | instructions/message | median vs release | verdict |"
+            "| build | median ({unit}) | p95 ({unit}) | p99 ({unit}) | instructions/message | median vs release | verdict |"
         );
         let _ = writeln!(md, "|---|---:|---:|---:|---:|---|---|");
         for row in &w.rows {
@@ -409,6 +423,21 @@ fn recorded(md: &mut String, report: &Report) {
     let _ = writeln!(md, "## Recorded values\n");
     let m = &cfg.measure;
     protocol(md, m);
+    let whole: Vec<&str> = m
+        .workloads
+        .iter()
+        .filter(|w| w.mode == crate::config::Mode::Process)
+        .map(|w| w.name.as_str())
+        .collect();
+    if !whole.is_empty() {
+        let _ = writeln!(
+            md,
+            "- Whole-process workloads ({}): each arm is `cargo-mty __process-arm`, which runs the command once to warm up, \
+             then per turn once (or `batch_messages` times) on the measured core; the sample is the run's wall time from spawn \
+             to exit (or the figure it printed under `metric`); no clock steps, no tail per turn (one run).",
+            whole.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        );
+    }
     let _ = writeln!(
         md,
         "- Instructions per message: `valgrind --tool=callgrind`, runs of N and 2N messages (N = {}), differenced.",

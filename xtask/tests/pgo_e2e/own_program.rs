@@ -109,7 +109,10 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
     let out = bounded_output(
         Command::new(env!("CARGO_BIN_EXE_cargo-mty"))
             .args(["mty", "pgo", "--config", "pgo.toml"])
-            .current_dir(&ws),
+            .current_dir(&ws)
+            // Its own target/, as for a user of it: not the one `cargo test` may have been given.
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("CARGO_BUILD_TARGET_DIR"),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}\n{stdout}", stderr_of(&out));
