@@ -1,7 +1,9 @@
 //! The pipeline on a program that is not Mighty's: a workspace made here, whose binary does
 //! its work through serde_json from the registry (only `main`'s few lines are ours), built,
-//! trained and measured whole-process through the installed-subcommand path (`cargo-mty mty
-//! pgo`, run inside that workspace, no `--manifest-path`).
+//! trained and measured whole-process as the installed subcommand (`cargo-mty mty pgo`) from
+//! outside it (`--manifest-path`). Its own `.cargo/config.toml` sets
+//! `-Ctarget-cpu=x86-64-v3`: every build must carry it (each executable says what it was
+//! compiled to assume), as `cargo build` there would, and the profile still applies.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,7 +25,9 @@ fn main() {
         records += 1;
     }
     let ns = started.elapsed().as_nanos();
-    println!("{{\"records\":{records},\"sum\":{sum:.2},\"elapsed_ns\":{ns}}}");
+    // What the build's rustflags let it assume of the CPU (the test checks every build's).
+    let cpu = if cfg!(target_feature = "avx2") { "x86-64-v3" } else { "x86-64" };
+    println!("{{\"records\":{records},\"sum\":{sum:.2},\"elapsed_ns\":{ns},\"cpu\":\"{cpu}\"}}");
 }
 "#;
 
@@ -97,6 +101,12 @@ fn workspace() -> PathBuf {
     )
     .unwrap();
     std::fs::write(ws.join("src/main.rs"), MAIN).unwrap();
+    std::fs::create_dir_all(ws.join(".cargo")).unwrap();
+    std::fs::write(
+        ws.join(".cargo/config.toml"),
+        "[build]\nrustflags = [\"-Ctarget-cpu=x86-64-v3\"]\n",
+    )
+    .unwrap();
     std::fs::write(ws.join("pgo.toml"), CONFIG).unwrap();
     std::fs::write(ws.join("corpus/train.jsonl"), corpus(1, 20_000)).unwrap();
     std::fs::write(ws.join("corpus/held-out.jsonl"), corpus(2, 20_000)).unwrap();
@@ -108,14 +118,25 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
     let ws = workspace();
     let out = bounded_output(
         Command::new(env!("CARGO_BIN_EXE_cargo-mty"))
-            .args(["mty", "pgo", "--config", "pgo.toml"])
-            .current_dir(&ws)
+            .args(["mty", "pgo", "--manifest-path"])
+            .arg(ws.join("Cargo.toml"))
+            .arg("--config")
+            .arg(ws.join("pgo.toml"))
+            .current_dir(ws.parent().unwrap())
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
             // Its own target/, as for a user of it: not the one `cargo test` may have been given.
             .env_remove("CARGO_TARGET_DIR")
             .env_remove("CARGO_BUILD_TARGET_DIR"),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}\n{stdout}", stderr_of(&out));
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    assert!(
+        stderr.contains("doctor: the user's rustflags: -Ctarget-cpu=x86-64-v3 (from ")
+            && stderr.contains("own-program/.cargo/config.toml"),
+        "the workspace's own cargo config, not the directory xtask ran in: {stderr}"
+    );
 
     // Built under that workspace's target/, each build in its own folder.
     for folder in ["instrumented", "release", "lto", "lto-pgo", "oracle"] {
@@ -208,6 +229,36 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
     }
     let md = std::fs::read_to_string(data.join("report.md")).unwrap();
     assert!(md.contains("held_out") && md.contains(" ms |"), "{md}");
+
+    // Every build carries the workspace's rustflag, first, before the pipeline's own.
+    let stage = |name: &str| json(&data.join(format!("stages/{name}.json")));
+    let (instrument, optimize, baselines, oracle) = (
+        stage("instrument"),
+        stage("optimize"),
+        stage("baselines"),
+        stage("oracle"),
+    );
+    let builds = [
+        &instrument,
+        &optimize["build"],
+        &baselines["release"],
+        &baselines["lto"],
+        &oracle["build"],
+    ];
+    for built in builds {
+        assert_eq!(
+            built["rustflags_exact"][0], "-Ctarget-cpu=x86-64-v3",
+            "{built}"
+        );
+        let exe = built["exe"].as_str().unwrap();
+        let out = Command::new(exe)
+            .stdin(std::process::Stdio::null())
+            .env("LLVM_PROFILE_FILE", ws.join("target/ignored-%p.profraw"))
+            .output()
+            .unwrap();
+        let line = String::from_utf8_lossy(&out.stdout);
+        assert!(line.contains(r#""cpu":"x86-64-v3""#), "{exe}: {line}");
+    }
 }
 
 #[test]
@@ -233,8 +284,13 @@ fn another_workspace_that_is_missing_or_has_no_such_binary_is_refused_clearly() 
     )
     .unwrap();
     std::fs::write(tmp.join("src/main.rs"), "fn main() {}\n").unwrap();
+    // As `cargo mty` inside it: that workspace, found from the current directory.
     let err = run(&["mty", "pgo"]);
-    assert!(err.contains("give one with `--config FILE`"), "{err}");
+    assert!(
+        err.contains("own-program-refused/profiles/default.toml does not exist")
+            && err.contains("give one with `--config FILE`"),
+        "{err}"
+    );
     // A config whose binary the workspace does not build (Mighty's own).
     let quick = root().join("profiles/quick.toml");
     let err = run(&["mty", "pgo", "--config", quick.to_str().unwrap()]);
