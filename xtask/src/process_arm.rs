@@ -1,7 +1,7 @@
 //! Whole-process lockstep (`mode = "process"`): an arm that serves the lockstep protocol for
 //! a command that cannot link `mty-lockstep`, by running it once per iteration.
 //!
-//! The arm is this executable (`xtask __process-arm SPEC --lockstep N`), a live process of
+//! The arm is this executable (`cargo-mty __process-arm SPEC --lockstep N`), a live process of
 //! the session like any other arm: set up on the set-up core, moved onto the measured core
 //! with its threads, then told `g` in its turn. Each iteration runs the command to its end;
 //! the sample is its wall time, from spawn to exit, or the number it printed under the
@@ -64,7 +64,7 @@ pub fn command(spec: &Spec, core: Option<usize>) -> Result<Cmd> {
     Ok(crate::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
 }
 
-/// `xtask __process-arm SPEC --lockstep N`: exits 0 after `q` or when the coordinator is gone,
+/// `cargo-mty __process-arm SPEC --lockstep N`: exits 0 after `q` or when the coordinator is gone,
 /// 1 when the command fails (the reason on stderr, which the session shows), 2 on a malformed
 /// command line or an unknown protocol command, as `mty-lockstep` does.
 pub fn main(mut argv: impl Iterator<Item = String>) -> ExitCode {
