@@ -86,7 +86,6 @@ pub struct Calibration {
 }
 
 pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
-    let release = &release_build(ctx, tc)?;
     let cfg = &ctx.config.config;
     let workload = match &cfg.calibrate.workload {
         Some(name) => cfg
@@ -103,6 +102,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
             workload.name
         );
     }
+    let release = &release_build(ctx, tc)?;
     let name = &workload.name;
     let one = |m: &Measure| Measure {
         workloads: vec![workload.clone()],

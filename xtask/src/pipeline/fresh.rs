@@ -262,6 +262,17 @@ mod tests {
         std::fs::write(root.join("runtime/target/x.rs"), "junk").unwrap();
         std::fs::write(root.join("runtime/NOTES.md"), "notes").unwrap();
         std::fs::write(root.join("runtime/pgo.toml"), "[measure]").unwrap();
+        // A target directory of another name, given as skipped: a build script's output.
+        std::fs::create_dir_all(root.join("runtime/out")).unwrap();
+        std::fs::write(root.join("runtime/out/generated.rs"), "1").unwrap();
+        let skipped = [root.join("runtime/out")];
+        let with_skip = sources(&root, &[root.join("runtime")], &skipped).unwrap();
+        std::fs::write(root.join("runtime/out/generated.rs"), "2").unwrap();
+        assert_eq!(
+            with_skip,
+            sources(&root, &[root.join("runtime")], &skipped).unwrap()
+        );
+        std::fs::remove_dir_all(root.join("runtime/out")).unwrap();
         assert_eq!(
             before,
             sources(&root, &[root.join("runtime")], &[]).unwrap()

@@ -155,6 +155,15 @@ mod tests {
         assert!(f[0].contains("beyond 15.0 % faster"), "{}", f[0]);
     }
 
+    #[test]
+    fn a_config_with_nothing_to_check_fails_the_gate() {
+        let mut r = fixture();
+        r.config.config.check.workloads.clear();
+        let f = failures(&r, None);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].contains("names no `check.workloads`"), "{}", f[0]);
+    }
+
     /// `--against`: a significant slowdown on a checked workload fails, naming it; a change
     /// within the floor or a gain passes.
     #[test]

@@ -471,3 +471,34 @@ fn a_hung_lockstep_arm_is_killed_at_its_timeout() {
         "{err}"
     );
 }
+
+/// `calibrate` injects a cost into every timed iteration, which a whole-process workload has
+/// none of: refused before anything is built, naming the workload.
+#[test]
+fn calibrating_a_whole_process_workload_is_refused_before_building() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("calibrate-whole-process");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let config = config_edits(
+        &tmp.join("whole.toml"),
+        &[
+            (
+                r#""--warmup", "2000"] },"#,
+                r#""--warmup", "2000"], mode = "process" },"#,
+            ),
+            (
+                r#"versus = [{ subject = "agent_send_latency", reference = "tokio_mpsc_send_latency" }]"#,
+                "versus = []",
+            ),
+        ],
+    );
+    let (data, target) = (tmp.join("pgo-data"), tmp.join("target"));
+    let out = xtask_with(&config, &["pgo", "calibrate"], &data, &target);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a whole-process workload (`agent_send_latency`) has none of"),
+        "{err}"
+    );
+    assert!(!target.exists(), "nothing was built: {err}");
+}

@@ -161,6 +161,11 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
         !stdout.contains("p95: "),
         "a whole-process batch has no tail:\n{stdout}"
     );
+    assert!(
+        stdout.contains("A/A noise floor: median ±")
+            && stdout.contains("(whole-process: one run a turn)"),
+        "{stdout}"
+    );
 
     // The apply check ran on serde_json's functions, and the profile covers them.
     assert!(stdout.contains("APPLIED"), "{stdout}");
