@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+mod workload_spec;
+pub use workload_spec::{Mode, Workload};
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -428,95 +431,8 @@ pub struct Check {
     pub min_pgo_gain_pct: f64,
 }
 
-/// How a measured workload is timed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// In-process lockstep: each arm is one live process of `binary` serving the lockstep
-    /// protocol (`--lockstep N` appended to `args`; the `mty-lockstep` crate serves it), each
-    /// turn one batch of N iterations, each iteration timed by the program.
-    #[default]
-    Lockstep,
-    /// Whole-process lockstep: each turn runs the command once per arm, its wall time (or the
-    /// figure it prints, `metric`) the sample. For a program that cannot link `mty-lockstep`.
-    Process,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Workload {
-    /// The name in the report.
-    pub name: String,
-    /// Arguments to `binary`.
-    pub args: Vec<String>,
-    /// Measured workloads only: in-process lockstep (the default) or whole-process.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub mode: Mode,
-    /// Environment variables set for the command (beside the pipeline's own, such as
-    /// `LLVM_PROFILE_FILE`).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub env: std::collections::BTreeMap<String, String>,
-    /// The directory it runs in, relative to the workspace root (default: the root).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<PathBuf>,
-    /// A file fed to it on stdin, relative to the workspace root (training and whole-process
-    /// workloads: a lockstep arm's stdin is its protocol).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stdin: Option<PathBuf>,
-    /// Training workloads only: seconds it may run before it is killed (default
-    /// `train.timeout_secs`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_secs: Option<u64>,
-    /// Whole-process workloads only: the key of a number in the JSON object the command
-    /// prints as its last line of stdout, in nanoseconds, taken as the sample instead of the
-    /// wall time (a program that times its own work, without its start-up).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metric: Option<String>,
-    /// Lockstep only: whether this workload's arms share one core, overriding
-    /// `measure.lockstep.share_core` (`false` for a workload of several threads among
-    /// single-threaded ones).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub share_core: Option<bool>,
-    /// Lockstep only: this workload's sessions, at most `measure.lockstep.sessions` (a slow
-    /// workload measured in fewer sessions than the others).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sessions: Option<u32>,
-    /// Lockstep only: this workload's messages per batch, overriding
-    /// `measure.lockstep.batch_messages` (a workload of several threads, whose batch-to-batch
-    /// scatter shrinks only with longer batches).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch_messages: Option<u64>,
-    /// Lockstep only: this workload's own `measure.target_half_width_pct` (a noisy workload
-    /// that would otherwise run into the session or time cap).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_half_width_pct: Option<f64>,
-    /// `false`: no instructions per message for it (a workload of several threads, whose
-    /// count depends on how they are scheduled, so it is no deterministic metric).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instructions: Option<bool>,
-}
-
+/// A workload's own lockstep settings, resolved against the config's.
 impl Workload {
-    /// A workload with the defaults of every optional key.
-    #[cfg(test)]
-    pub fn new(name: impl Into<String>, args: Vec<String>) -> Self {
-        Workload {
-            name: name.into(),
-            args,
-            mode: Mode::Lockstep,
-            env: Default::default(),
-            cwd: None,
-            stdin: None,
-            timeout_secs: None,
-            metric: None,
-            share_core: None,
-            sessions: None,
-            batch_messages: None,
-            target_half_width_pct: None,
-            instructions: None,
-        }
-    }
-
     /// Its lockstep sessions under `lockstep`.
     pub fn sessions_in(&self, lockstep: &Lockstep) -> u32 {
         self.sessions
@@ -585,10 +501,6 @@ pub struct ApplyCheck {
 pub struct LoadedConfig {
     pub path: PathBuf,
     pub config: Config,
-}
-
-fn is_default<T: Default + PartialEq>(value: &T) -> bool {
-    *value == T::default()
 }
 
 pub fn load(path: &Path) -> Result<LoadedConfig> {
