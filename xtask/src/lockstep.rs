@@ -22,7 +22,7 @@
 //! session, naming the arm, its command line and the tail of its stderr.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -189,14 +189,13 @@ pub fn spawn(
     for arm in arms {
         let core = setup.or(measured);
         let cmd = match workload.mode {
+            // Paths already resolved against the workspace (`Ctx::measure_config`).
             Mode::Lockstep => crate::workload::with_setting(
                 crate::workload::pinned(&arm.exe, core).args(arm.args.iter().cloned()),
                 workload,
-                None,
             ),
-            // Paths already resolved against the workspace (`Ctx::measure_config`).
             Mode::Process => crate::process_arm::command(
-                &crate::process_arm::Spec::new(&arm.exe, &arm.args, workload, Path::new(".")),
+                &crate::process_arm::Spec::new(&arm.exe, &arm.args, workload),
                 core,
             )?,
         }

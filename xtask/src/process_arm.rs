@@ -39,19 +39,15 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// Workload `w` on `exe` with `args` (the workload's own and the arm's), its paths
-    /// resolved against `root`.
-    pub fn new(exe: &Path, args: &[String], w: &Workload, root: &Path) -> Spec {
+    /// Workload `w` (its paths resolved, [`Workload::resolved`]) on `exe` with `args` (the
+    /// workload's own and the arm's).
+    pub fn new(exe: &Path, args: &[String], w: &Workload) -> Spec {
         Spec {
             exe: exe.to_path_buf(),
             args: args.to_vec(),
             env: w.env.clone(),
-            cwd: Some(
-                w.cwd
-                    .as_ref()
-                    .map_or_else(|| root.to_path_buf(), |d| root.join(d)),
-            ),
-            stdin: w.stdin.as_ref().map(|f| root.join(f)),
+            cwd: w.cwd.clone(),
+            stdin: w.stdin.clone(),
             metric: w.metric.clone(),
         }
     }

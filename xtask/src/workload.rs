@@ -50,26 +50,21 @@ pub fn parse_last_line<T: serde::de::DeserializeOwned>(stdout: &str, what: &str)
 pub fn command(exe: &Path, w: &Workload, root: &Path) -> Cmd {
     with_setting(
         Cmd::new(exe.display().to_string()).args(w.args.iter().cloned()),
-        w,
-        Some(root),
+        &w.resolved(root),
     )
 }
 
-/// `cmd` with `w`'s environment, directory and stdin file, relative to `root` (its directory
-/// the root when it names none); without a root, its paths as they are (made absolute by
-/// `Ctx::measure_config`), and no directory when it names none.
-pub fn with_setting(mut cmd: Cmd, w: &Workload, root: Option<&Path>) -> Cmd {
-    let at = |path: &Path| root.map_or_else(|| path.to_path_buf(), |r| r.join(path));
+/// `cmd` with the environment, directory and stdin file of `w`, whose paths are resolved
+/// ([`Workload::resolved`]).
+pub fn with_setting(mut cmd: Cmd, w: &Workload) -> Cmd {
     for (key, value) in &w.env {
         cmd = cmd.env(key, value.clone());
     }
-    match (&w.cwd, root) {
-        (Some(dir), _) => cmd = cmd.cwd(at(dir)),
-        (None, Some(root)) => cmd = cmd.cwd(root),
-        (None, None) => {}
+    if let Some(dir) = &w.cwd {
+        cmd = cmd.cwd(dir);
     }
     if let Some(file) = &w.stdin {
-        cmd = cmd.stdin_file(at(file));
+        cmd = cmd.stdin_file(file);
     }
     cmd
 }

@@ -4,7 +4,7 @@
 //! workspace fills in. Its settings resolved against `measure` are in `config.rs`, beside
 //! `Lockstep`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -77,6 +77,20 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The same workload with its directory (the root when it names none) and stdin file
+    /// made absolute against the workspace `root`: how every command of it is started.
+    pub fn resolved(&self, root: &Path) -> Workload {
+        Workload {
+            cwd: Some(
+                self.cwd
+                    .as_ref()
+                    .map_or_else(|| root.to_path_buf(), |d| root.join(d)),
+            ),
+            stdin: self.stdin.as_ref().map(|f| root.join(f)),
+            ..self.clone()
+        }
+    }
+
     /// A workload with the defaults of every optional key.
     #[cfg(test)]
     pub fn new(name: impl Into<String>, args: Vec<String>) -> Self {

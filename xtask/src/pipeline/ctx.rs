@@ -124,12 +124,7 @@ impl Ctx {
     pub fn measure_config(&self) -> config::Measure {
         let mut measure = self.config.config.measure.clone();
         for w in &mut measure.workloads {
-            w.cwd = Some(
-                w.cwd
-                    .as_ref()
-                    .map_or_else(|| self.ws.root.clone(), |d| self.ws.root.join(d)),
-            );
-            w.stdin = w.stdin.as_ref().map(|f| self.ws.root.join(f));
+            *w = w.resolved(&self.ws.root);
         }
         measure
     }
