@@ -98,7 +98,11 @@ fn another_programs_config_needs_only_its_own_sections() {
     let (rt, rw) = (t.resolved(Path::new("/ws")), w.resolved(Path::new("/ws")));
     assert_eq!(rt.cwd.as_deref(), Some(Path::new("/ws/data")));
     assert_eq!(rt.stdin.as_deref(), Some(Path::new("/ws/data/a.json")));
-    assert_eq!(rw.cwd.as_deref(), Some(Path::new("/ws")), "no cwd: the root");
+    assert_eq!(
+        rw.cwd.as_deref(),
+        Some(Path::new("/ws")),
+        "no cwd: the root"
+    );
     assert_eq!(c.measure.workloads[1].batch_in(&c.measure.lockstep), 3000);
 }
 
