@@ -76,7 +76,7 @@
 //! allocation, no counter. Other messages take no lock while no sender waits for bytes: one
 //! compare-and-swap of an atomic word on admission, one atomic subtraction on release (with
 //! waiters, a release takes the waiters' queue lock to serve them). A mailbox whose byte budget
-//! (2^40 bytes or more) or capacity (2^23 or more) is too large for that word takes a
+//! (2^40 bytes or more) or capacity (2^23 - 1 or more) is too large for that word takes a
 //! lock once on admission and once on release instead, and records each size in a slab
 //! slot. Both hold the byte budget as a hard bound, and no count can wrap (a budget of
 //! `usize::MAX` is a budget like any other). The channel itself allocates in blocks, as
@@ -115,6 +115,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod agent;
+mod door;
 mod error;
 mod mailbox;
 mod payload;

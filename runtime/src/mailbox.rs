@@ -2,8 +2,10 @@
 //! handle its messages go through a single-producer ring ([`crate::ring`]); from the first
 //! clone (or wait, or contention) on, through tokio's bounded mpsc channel.
 
+use std::mem::ManuallyDrop;
 use std::task::{Context, Poll, ready};
 
+use crate::door::Door;
 use crate::error::SendError;
 use crate::payload::ByteSize;
 use crate::pool::{Admission, AdmitError, PoolStats, PooledFrame, SlabPool};
@@ -56,7 +58,8 @@ impl Mailbox {
     /// A mailbox holding at most `capacity` messages and `byte_budget` bytes of them, with
     /// the [`Policy::Block`] policy and [`Admission::Atomic`] (lock-free) admission, or
     /// [`Admission::Locked`] where the atomic word cannot count that high: a byte budget of
-    /// 2^40 bytes or more, or a capacity of 2^23 messages or more.
+    /// 2^40 bytes or more, or a capacity of 2^23 - 1 messages or more (it holds one frame
+    /// more than its capacity for a moment: [`most_frames`]).
     ///
     /// # Panics
     /// When `capacity` is zero (as tokio's bounded channel does).
@@ -66,7 +69,7 @@ impl Mailbox {
             capacity,
             byte_budget,
             policy: Policy::Block,
-            admission: Admission::fitting(capacity, byte_budget),
+            admission: Admission::fitting(most_frames(capacity), byte_budget),
             single_lane: true,
         }
     }
@@ -82,13 +85,14 @@ impl Mailbox {
     ///
     /// # Panics
     /// [`Admission::Atomic`] with a byte budget of 2^40 bytes or more, or a capacity of
-    /// 2^23 messages or more: its word cannot count them.
+    /// 2^23 - 1 messages or more: its word cannot count them.
     #[doc(hidden)]
     pub fn admission(self, admission: Admission) -> Self {
         assert!(
             admission == Admission::Locked
-                || Admission::fitting(self.capacity, self.byte_budget) == Admission::Atomic,
-            "Admission::Atomic takes budgets below 2^40 bytes and a capacity below 2^23 \
+                || Admission::fitting(most_frames(self.capacity), self.byte_budget)
+                    == Admission::Atomic,
+            "Admission::Atomic takes budgets below 2^40 bytes and a capacity below 2^23 - 1 \
              messages (capacity {}, budget {})",
             self.capacity,
             self.byte_budget
@@ -123,16 +127,32 @@ impl Mailbox {
         let (tx, rx) = mpsc::channel(self.capacity);
         let pool = SlabPool::with_admission(self.byte_budget, self.admission);
         let (ring, merge) = crate::ring::channel(self.capacity, self.single_lane);
+        let door = Arc::new(Door::new());
         (
             MailboxSender {
                 tx,
                 ring,
                 pool: pool.clone(),
+                door: door.clone(),
                 policy: self.policy,
             },
-            MailboxReceiver { rx, merge, pool },
+            MailboxReceiver {
+                rx: ManuallyDrop::new(rx),
+                merge,
+                pool,
+                door,
+            },
         )
     }
+}
+
+/// The most frames a mailbox of `capacity` holds at once: one more than its capacity, for a
+/// moment. A receive gives the message's slot back (tokio's `try_recv` and `poll_recv` do,
+/// the ring's pop does) before the mailbox drops its envelope, and with it the frame; a
+/// sender waiting for that slot can be admitted in between. The receiver holds one received
+/// envelope at a time, so never more than one.
+fn most_frames(capacity: usize) -> usize {
+    capacity.saturating_add(1)
 }
 
 /// The single lane's ring: envelopes, and the tokio channel's permits it holds for its
@@ -166,6 +186,8 @@ pub struct MailboxSender<M> {
     tx: mpsc::Sender<Envelope<M>>,
     ring: Arc<Lane<M>>,
     pool: SlabPool,
+    /// Every push into `tx` passes it ([`crate::door`]).
+    door: Arc<Door<Envelope<M>>>,
     policy: Policy,
 }
 
@@ -178,6 +200,7 @@ impl<M> Clone for MailboxSender<M> {
             tx: self.tx.clone(),
             ring: self.ring.clone(),
             pool: self.pool.clone(),
+            door: self.door.clone(),
             policy: self.policy,
         }
     }
@@ -301,7 +324,22 @@ impl<M: ByteSize> MailboxSender<M> {
                 unreachable!("admit waits while full and the size was checked against the budget")
             }
         };
-        permit.send(Envelope { msg, _frame: frame });
+        self.push(permit, Envelope { msg, _frame: frame })
+    }
+
+    /// Puts an admitted message into the shared lane through the door ([`crate::door`]):
+    /// `Ok` once it is in (the receiver gets it, or its drop drops it), `Closed` with the
+    /// message when the receiver is already gone (its slot and bytes given back).
+    #[inline]
+    fn push(
+        &self,
+        permit: mpsc::Permit<'_, Envelope<M>>,
+        envelope: Envelope<M>,
+    ) -> Result<(), SendError<M>> {
+        let Some(_inside) = self.door.enter() else {
+            return Err(SendError::Closed(envelope.msg));
+        };
+        permit.send(envelope);
         Ok(())
     }
 
@@ -339,10 +377,7 @@ impl<M: ByteSize> MailboxSender<M> {
             Err(mpsc::error::TrySendError::Closed(())) => return Err(SendError::Closed(msg)),
         };
         match self.pool.try_admit(size) {
-            Ok(frame) => {
-                permit.send(Envelope { msg, _frame: frame });
-                Ok(())
-            }
+            Ok(frame) => self.push(permit, Envelope { msg, _frame: frame }),
             Err(AdmitError::Full) => Err(SendError::Full(msg)),
             Err(AdmitError::Closed) => Err(SendError::Closed(msg)),
             Err(AdmitError::Oversize) => Err(self.oversize(msg, size)),
@@ -384,12 +419,16 @@ impl<M> MailboxSender<M> {
 }
 
 /// The receiving half. Dropping it closes the mailbox: waiting senders wake with
-/// `Closed(msg)` and queued messages are dropped, giving their bytes back.
+/// `Closed(msg)`, and every message a send was told `Ok` for and that was not received is
+/// dropped, giving its bytes back: those queued at once, one whose send is putting it in at
+/// that moment as that send returns (in the sender's thread).
 pub struct MailboxReceiver<M> {
-    rx: mpsc::Receiver<Envelope<M>>,
+    /// Taken by the drop, which hands it to the door.
+    rx: ManuallyDrop<mpsc::Receiver<Envelope<M>>>,
     /// The ring's one consumer.
     merge: Merge<Envelope<M>, Slot<M>>,
     pool: SlabPool,
+    door: Arc<Door<Envelope<M>>>,
 }
 
 impl<M> MailboxReceiver<M> {
@@ -483,8 +522,12 @@ impl<M> MailboxReceiver<M> {
 impl<M> Drop for MailboxReceiver<M> {
     fn drop(&mut self) {
         self.close();
-        // What the ring and the stash still hold leaves now, giving its bytes back (the tokio
-        // channel's are dropped by its receiver).
+        // What the ring and the stash still hold leaves now, giving its bytes back.
         self.merge.clear();
+        // The tokio channel's are dropped with its receiver: now, or by the last send still
+        // putting a message in (the door's module docs).
+        // SAFETY: `rx` is taken once, here, and not used after.
+        let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
+        self.door.shut(rx);
     }
 }

@@ -53,7 +53,8 @@ pub enum Admission {
     /// only when the bytes stay within the budget and given back by one subtraction; each
     /// frame carries its size. Budgets up to 2^40 - 1 bytes. The frame count in
     /// [`PoolStats::slots_in_use`] is exact while fewer than 2^23 frames are held at once and
-    /// wraps (never overflows) past that; the byte bound does not depend on it.
+    /// wraps (never overflows) past that; the byte bound does not depend on it. A mailbox
+    /// takes it only where its count stays exact (capacity + 1 frames below 2^23).
     Atomic,
 }
 

@@ -327,3 +327,32 @@ fn a_release_racing_a_waiters_registration_wakes_it() {
         live.assert_none();
     });
 }
+
+/// The receiver is dropped while a second handle (the shared lane) `try_send`s. Whatever the
+/// interleaving, once the receiver is gone and the send has returned, no message is alive and
+/// no byte held while the handles live (the receiver's docs: its drop drops what is queued,
+/// giving the bytes back). Before the fix, a send past its check of `closed` put its message
+/// in the channel after the drop had drained it, and was told `Ok`.
+#[test]
+fn dropping_the_receiver_racing_a_shared_lane_send_drops_what_was_admitted() {
+    model(ALL, || {
+        let live = Live::new();
+        let (tx, rx) = open(4, 100);
+        let clone = tx.as_ref().clone();
+        let sender = {
+            let live = live.clone();
+            thread::spawn(move || {
+                sent(clone.try_send(live.msg(0, 1)));
+                clone
+            })
+        };
+        drop(rx);
+        let clone = sender.join().unwrap();
+        let (alive, bytes) = (live.0.load(Ordering::SeqCst), tx.pool_stats().bytes_in_use);
+        assert!(
+            alive == 0 && bytes == 0,
+            "the receiver dropped and the send returned: {alive} message(s) alive, {bytes} bytes held"
+        );
+        drop((tx, clone));
+    });
+}

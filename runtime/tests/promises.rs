@@ -48,12 +48,14 @@ fn a_budget_of_usize_max_never_wraps_and_admits_past_it() {
     assert_eq!(rx.pool_stats().bytes_in_use, 0);
 }
 
-/// The atomic word counts frames in 23 bits: a mailbox of 2^23 slots or more cannot use it,
-/// and asking for it says so instead of overflowing later.
+/// The atomic word counts frames in 23 bits, and a mailbox of capacity C holds C + 1 frames
+/// for a moment (`tests/closing.rs`): a mailbox of 2^23 - 1 slots or more cannot use it, and
+/// asking for it says so instead of wrapping later; one slot fewer can.
 #[test]
-#[should_panic(expected = "capacity below 2^23")]
+#[should_panic(expected = "capacity below 2^23 - 1 messages (capacity 8388607")]
 fn the_atomic_design_refuses_a_capacity_it_cannot_count() {
-    let _ = Mailbox::new(1 << 23, 1 << 20).admission(Admission::Atomic);
+    let _ = Mailbox::new((1 << 23) - 2, 1 << 20).admission(Admission::Atomic);
+    let _ = Mailbox::new((1 << 23) - 1, 1 << 20).admission(Admission::Atomic);
 }
 
 fn bytes(n: usize) -> SmallPayload {
