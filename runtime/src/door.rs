@@ -24,6 +24,9 @@
 //! the word after it (acquire), so it finds the receiver there. The cost on the shared
 //! lane's send: one compare-and-swap and one subtraction, uncontended while one thread
 //! sends.
+//!
+//! It lives in the lane's ring ([`crate::ring::Ring::door`]), which every sender handle and
+//! the receiver already share: no allocation or handle word of its own.
 
 use crate::sync::{AtomicUsize, Mutex, Ordering, mpsc};
 

@@ -5,7 +5,6 @@
 use std::mem::ManuallyDrop;
 use std::task::{Context, Poll, ready};
 
-use crate::door::Door;
 use crate::error::SendError;
 use crate::payload::ByteSize;
 use crate::pool::{Admission, AdmitError, PoolStats, PooledFrame, SlabPool};
@@ -127,20 +126,17 @@ impl Mailbox {
         let (tx, rx) = mpsc::channel(self.capacity);
         let pool = SlabPool::with_admission(self.byte_budget, self.admission);
         let (ring, merge) = crate::ring::channel(self.capacity, self.single_lane);
-        let door = Arc::new(Door::new());
         (
             MailboxSender {
                 tx,
                 ring,
                 pool: pool.clone(),
-                door: door.clone(),
                 policy: self.policy,
             },
             MailboxReceiver {
                 rx: ManuallyDrop::new(rx),
                 merge,
                 pool,
-                door,
             },
         )
     }
@@ -186,8 +182,6 @@ pub struct MailboxSender<M> {
     tx: mpsc::Sender<Envelope<M>>,
     ring: Arc<Lane<M>>,
     pool: SlabPool,
-    /// Every push into `tx` passes it ([`crate::door`]).
-    door: Arc<Door<Envelope<M>>>,
     policy: Policy,
 }
 
@@ -200,7 +194,6 @@ impl<M> Clone for MailboxSender<M> {
             tx: self.tx.clone(),
             ring: self.ring.clone(),
             pool: self.pool.clone(),
-            door: self.door.clone(),
             policy: self.policy,
         }
     }
@@ -336,7 +329,8 @@ impl<M: ByteSize> MailboxSender<M> {
         permit: mpsc::Permit<'_, Envelope<M>>,
         envelope: Envelope<M>,
     ) -> Result<(), SendError<M>> {
-        let Some(_inside) = self.door.enter() else {
+        // Every push into `tx` passes the door ([`crate::door`]), kept in the ring.
+        let Some(_inside) = self.ring.door().enter() else {
             return Err(SendError::Closed(envelope.msg));
         };
         permit.send(envelope);
@@ -428,7 +422,6 @@ pub struct MailboxReceiver<M> {
     /// The ring's one consumer.
     merge: Merge<Envelope<M>, Slot<M>>,
     pool: SlabPool,
-    door: Arc<Door<Envelope<M>>>,
 }
 
 impl<M> MailboxReceiver<M> {
@@ -528,6 +521,6 @@ impl<M> Drop for MailboxReceiver<M> {
         // putting a message in (the door's module docs).
         // SAFETY: `rx` is taken once, here, and not used after.
         let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
-        self.door.shut(rx);
+        self.merge.door().shut(rx);
     }
 }

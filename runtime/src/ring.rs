@@ -41,6 +41,7 @@
 use std::mem::MaybeUninit;
 use std::task::{Context, Poll, Waker};
 
+use crate::door::Door;
 use crate::sync::{
     Arc, AtomicBool, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, UnsafeCell, fence,
 };
@@ -97,6 +98,9 @@ pub(crate) struct Ring<T, P> {
     parked: AtomicBool,
     waker: Mutex<Option<Waker>>,
     ledger: Mutex<Ledger<P>>,
+    /// The shared lane's door ([`crate::door`]): here, beside the lane's other shared state,
+    /// so a sender handle stays four words.
+    door: Door<T>,
 }
 
 // SAFETY: a slot is written only by the token holder, into a slot the consumer has freed
@@ -155,7 +159,14 @@ impl<T, P> Ring<T, P> {
                 permits: Vec::new(),
                 popped: Vec::new(),
             }),
+            door: Door::new(),
         }
+    }
+
+    /// The shared lane's door.
+    #[inline]
+    pub(crate) fn door(&self) -> &Door<T> {
+        &self.door
     }
 
     /// Whether the mailbox is still on the single lane (a hint: [`Ring::try_push`] decides
@@ -427,6 +438,11 @@ pub(crate) struct Merge<T, P> {
 }
 
 impl<T, P> Merge<T, P> {
+    /// The shared lane's door.
+    pub(crate) fn door(&self) -> &Door<T> {
+        self.ring.door()
+    }
+
     fn new(ring: Arc<Ring<T, P>>) -> Self {
         Merge {
             ring_done: ring.lane.load(Ordering::Acquire) == SHARED && ring.len() == 0,

@@ -17,7 +17,9 @@ use std::task::{Context, Poll, Waker};
 
 use loom::future::block_on;
 use loom::thread;
-use mty_runtime::{ByteSize, Mailbox, MailboxReceiver, MailboxSender, SendError, TryRecvError};
+use mty_runtime::{
+    Admission, ByteSize, Mailbox, MailboxReceiver, MailboxSender, Policy, SendError, TryRecvError,
+};
 
 /// Every interleaving (no preemption bound).
 const ALL: Option<usize> = None;
@@ -355,4 +357,377 @@ fn dropping_the_receiver_racing_a_shared_lane_send_drops_what_was_admitted() {
         );
         drop((tx, clone));
     });
+}
+
+// Closing. The promise (`src/lib.rs`, "Closing"): after the close is observed, every message
+// either was received or has been dropped with its bytes given back, and a send that returns
+// `Ok` handed its message to the receiver or to the receiver's drop. One model per way of
+// closing (the receiver dropped, `close()`, the last sender dropped), on both lanes, for
+// `send` and `try_send`, with senders waiting for a slot and for bytes; and the cases a model
+// of two threads does not reach: two byte waiters, `Admission::Locked`, zero-byte messages,
+// `Policy::Fail`, three senders.
+
+/// How the receiver closes the mailbox.
+#[derive(Clone, Copy, Debug)]
+enum Closing {
+    /// Dropped: everything not received is dropped, its bytes given back.
+    Drop,
+    /// `close()`: everything admitted is still received, then the end.
+    Close,
+}
+
+/// How the racing thread sends.
+#[derive(Clone, Copy, Debug)]
+enum Sending {
+    TrySend,
+    /// `send` (under the mailbox's policy).
+    Send,
+}
+
+/// What a send returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Sent,
+    Full,
+    Closed,
+}
+
+fn outcome(result: Result<(), SendError<Msg>>) -> Outcome {
+    match result {
+        Ok(()) => Outcome::Sent,
+        Err(SendError::Full(_)) => Outcome::Full,
+        Err(SendError::Closed(_)) => Outcome::Closed,
+        Err(other) => panic!("{other:?}"),
+    }
+}
+
+fn send_one(tx: &MailboxSender<Msg>, sending: Sending, msg: Msg) -> Outcome {
+    outcome(match sending {
+        Sending::TrySend => tx.try_send(msg),
+        Sending::Send => block_on(tx.send(msg)),
+    })
+}
+
+/// Nothing alive, no byte and no frame held: checked while sender handles still live (they
+/// would drop whatever the channel still held).
+fn nothing_held(live: &Live, tx: &MailboxSender<Msg>, what: &str) {
+    let alive = live.0.load(Ordering::SeqCst);
+    let stats = tx.pool_stats();
+    assert!(
+        alive == 0 && stats.bytes_in_use == 0 && stats.slots_in_use == 0,
+        "{what}: {alive} message(s) alive, {stats:?}"
+    );
+}
+
+/// One racing thread sends messages of `sizes` (ids 0, 1, ...) through the original handle,
+/// while this thread closes the mailbox. `shared`: a clone exists (the shared lane).
+/// Afterwards: the sends that returned `Sent` are exactly what the receiver gets (`Close`)
+/// or what its drop dropped (`Drop`); nothing is sent after a send saw `Closed`; no message
+/// is alive and no byte held while the handles live.
+fn closing_races_sends(
+    mailbox: Mailbox,
+    shared: bool,
+    sending: Sending,
+    sizes: &'static [usize],
+    closing: Closing,
+    preemptions: Option<usize>,
+) {
+    model(preemptions, move || {
+        let live = Live::new();
+        let (tx, mut rx) = mailbox.open::<Msg>();
+        let tx = Arc::new(tx);
+        let clone = shared.then(|| tx.as_ref().clone());
+        let sender = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || {
+                let outcomes: Vec<Outcome> = (0..)
+                    .zip(sizes)
+                    .map(|(id, &size)| send_one(&tx, sending, live.msg(id, size)))
+                    .collect();
+                if let Some(closed) = outcomes.iter().position(|&o| o == Outcome::Closed) {
+                    assert!(
+                        !outcomes[closed..].contains(&Outcome::Sent),
+                        "sent after a send found it closed: {outcomes:?}"
+                    );
+                }
+                outcomes
+            })
+        };
+        let rx = match closing {
+            Closing::Drop => {
+                drop(rx);
+                None
+            }
+            Closing::Close => {
+                rx.close();
+                Some(rx)
+            }
+        };
+        let outcomes = sender.join().unwrap();
+        let sent: Vec<u32> = (0..)
+            .zip(&outcomes)
+            .filter(|&(_, &o)| o == Outcome::Sent)
+            .map(|(id, _)| id)
+            .collect();
+        if let Some(mut rx) = rx {
+            assert_eq!(
+                drain(&mut rx),
+                sent,
+                "every message sent is received, in order"
+            );
+            assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Disconnected);
+            assert!(tx.is_closed());
+        }
+        nothing_held(&live, &tx, &format!("{closing:?}, outcomes {outcomes:?}"));
+        drop((tx, clone));
+    });
+}
+
+/// `try_send` racing the receiver's drop, on the ring and on the shared lane.
+#[test]
+fn dropping_the_receiver_racing_try_send_on_either_lane() {
+    for shared in [false, true] {
+        closing_races_sends(
+            Mailbox::new(4, 100),
+            shared,
+            Sending::TrySend,
+            &[1, 1],
+            Closing::Drop,
+            ALL,
+        );
+    }
+}
+
+/// `send` racing the receiver's drop, on the ring and on the shared lane.
+#[test]
+fn dropping_the_receiver_racing_send_on_either_lane() {
+    for shared in [false, true] {
+        closing_races_sends(
+            Mailbox::new(4, 100),
+            shared,
+            Sending::Send,
+            &[1, 1],
+            Closing::Drop,
+            Some(3),
+        );
+    }
+}
+
+/// `close()` racing `send` and `try_send` on the shared lane (the ring's is
+/// `closing_racing_a_push_loses_nothing`): what was sent is still received.
+#[test]
+fn closing_racing_sends_on_the_shared_lane() {
+    for sending in [Sending::TrySend, Sending::Send] {
+        closing_races_sends(
+            Mailbox::new(4, 100),
+            true,
+            sending,
+            &[1, 1],
+            Closing::Close,
+            Some(3),
+        );
+    }
+}
+
+/// A `send` waiting for a slot (capacity 1, the first message holds it) when the mailbox
+/// closes: it wakes with `Closed`, on either lane (on the ring, the wait switches lanes).
+#[test]
+fn closing_wakes_a_send_waiting_for_a_slot() {
+    for closing in [Closing::Drop, Closing::Close] {
+        for shared in [false, true] {
+            closing_races_sends(
+                Mailbox::new(1, 100),
+                shared,
+                Sending::Send,
+                &[1, 1],
+                closing,
+                Some(2),
+            );
+        }
+    }
+}
+
+/// A `send` waiting for bytes (budget 10, the first message holds 6 of them) when the
+/// mailbox closes: it wakes with `Closed`, on either lane.
+#[test]
+fn closing_wakes_a_send_waiting_for_bytes() {
+    for closing in [Closing::Drop, Closing::Close] {
+        for shared in [false, true] {
+            closing_races_sends(
+                Mailbox::new(4, 10),
+                shared,
+                Sending::Send,
+                &[6, 6],
+                closing,
+                Some(2),
+            );
+        }
+    }
+}
+
+/// Zero-byte messages take no bytes and skip the pool (and its closed flag): the channel and
+/// the door alone keep the promise.
+#[test]
+fn dropping_the_receiver_racing_zero_byte_sends() {
+    for shared in [false, true] {
+        closing_races_sends(
+            Mailbox::new(4, 100),
+            shared,
+            Sending::TrySend,
+            &[0, 0],
+            Closing::Drop,
+            ALL,
+        );
+    }
+}
+
+/// The same races under `Admission::Locked` (the slab's lock instead of the atomic word).
+#[test]
+fn dropping_the_receiver_racing_sends_with_locked_admission() {
+    let locked = Mailbox::new(1, 10).admission(Admission::Locked);
+    closing_races_sends(locked, true, Sending::TrySend, &[6, 6], Closing::Drop, ALL);
+    closing_races_sends(locked, true, Sending::Send, &[6, 6], Closing::Drop, Some(2));
+    let roomy = Mailbox::new(4, 10).admission(Admission::Locked);
+    closing_races_sends(roomy, true, Sending::Send, &[6, 6], Closing::Drop, Some(2));
+}
+
+/// `send` under `Policy::Fail` is `try_send`: it never waits, and keeps the promise too.
+#[test]
+fn dropping_the_receiver_racing_sends_under_policy_fail() {
+    for shared in [false, true] {
+        closing_races_sends(
+            Mailbox::new(1, 100).policy(Policy::Fail),
+            shared,
+            Sending::Send,
+            &[1, 1],
+            Closing::Drop,
+            ALL,
+        );
+    }
+}
+
+/// Two senders wait for bytes at once (budget 10, 8 held; each sends 5) while the receiver
+/// takes the 8 and then what comes: both are admitted (no lost wake-up), the budget holds
+/// throughout, each message arrives once.
+#[test]
+fn two_senders_waiting_for_bytes_are_both_served() {
+    model(Some(2), || {
+        let live = Live::new();
+        let (tx, mut rx) = open(4, 10);
+        assert!(sent(tx.try_send(live.msg(0, 8))));
+        let senders: Vec<_> = [1, 2]
+            .map(|id| {
+                let (tx, live) = (tx.as_ref().clone(), live.clone());
+                thread::spawn(move || block_on(tx.send(live.msg(id, 5))).unwrap())
+            })
+            .into();
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            let msg = block_on(rx.recv()).expect("the senders are alive");
+            assert!(rx.pool_stats().bytes_in_use <= 10);
+            got.push(msg.id);
+        }
+        senders.into_iter().for_each(|s| s.join().unwrap());
+        assert_eq!(got[0], 0);
+        got.sort_unstable();
+        assert_eq!(got, [0, 1, 2]);
+        nothing_held(&live, &tx, "all received");
+    });
+}
+
+/// Two senders wait for bytes when the receiver is dropped: both wake with `Closed`, and
+/// nothing is held.
+#[test]
+fn dropping_the_receiver_wakes_two_senders_waiting_for_bytes() {
+    model(Some(2), || {
+        let live = Live::new();
+        let (tx, rx) = open(4, 10);
+        assert!(sent(tx.try_send(live.msg(0, 8))));
+        let senders: Vec<_> = [1, 2]
+            .map(|id| {
+                let (tx, live) = (tx.as_ref().clone(), live.clone());
+                thread::spawn(move || outcome(block_on(tx.send(live.msg(id, 5)))))
+            })
+            .into();
+        drop(rx);
+        for sender in senders {
+            assert_eq!(sender.join().unwrap(), Outcome::Closed);
+        }
+        nothing_held(&live, &tx, "receiver dropped");
+    });
+}
+
+/// Three sender handles, each `try_send`ing from its own thread, racing the receiver's drop.
+#[test]
+fn dropping_the_receiver_racing_three_senders() {
+    model(Some(2), || {
+        let live = Live::new();
+        let (tx, rx) = open(4, 100);
+        let senders: Vec<_> = [0, 1, 2]
+            .map(|id| {
+                let (tx, live) = (tx.as_ref().clone(), live.clone());
+                thread::spawn(move || sent(tx.try_send(live.msg(id, 1))))
+            })
+            .into();
+        drop(rx);
+        for sender in senders {
+            sender.join().unwrap();
+        }
+        nothing_held(&live, &tx, "receiver dropped");
+    });
+}
+
+/// The last sender handle dropped while the receiver waits: it gets every message sent, in
+/// order per sender, then `None`; nothing is held. `shared`: two handles, each sending from
+/// its own thread and dropped there; otherwise one handle. Capacity 1, so sends wait for the
+/// slot the receiver frees.
+fn the_last_sender_dropped(shared: bool, sending: Sending, preemptions: Option<usize>) {
+    model(preemptions, move || {
+        let live = Live::new();
+        let (tx, mut rx) = Mailbox::new(1, 100).open::<Msg>();
+        let handles = if shared {
+            vec![(tx.clone(), vec![0]), (tx, vec![1])]
+        } else {
+            vec![(tx, vec![0, 1])]
+        };
+        let senders: Vec<_> = handles
+            .into_iter()
+            .map(|(tx, ids)| {
+                let live = live.clone();
+                thread::spawn(move || {
+                    let sent: Vec<u32> = ids
+                        .into_iter()
+                        .filter(|&id| send_one(&tx, sending, live.msg(id, 1)) == Outcome::Sent)
+                        .collect();
+                    drop(tx);
+                    sent
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        while let Some(msg) = block_on(rx.recv()) {
+            got.push(msg.id);
+        }
+        let mut sent: Vec<u32> = senders
+            .into_iter()
+            .flat_map(|s| s.join().unwrap())
+            .collect();
+        if !shared {
+            assert_eq!(got, sent, "in order");
+        }
+        got.sort_unstable();
+        sent.sort_unstable();
+        assert_eq!(got, sent, "every message sent is received");
+        assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Disconnected);
+        assert_eq!(live.0.load(Ordering::SeqCst), 0);
+        assert_eq!(rx.pool_stats().bytes_in_use, 0);
+    });
+}
+
+#[test]
+fn the_last_sender_dropped_on_either_lane() {
+    for shared in [false, true] {
+        the_last_sender_dropped(shared, Sending::TrySend, Some(3));
+        the_last_sender_dropped(shared, Sending::Send, Some(2));
+    }
 }

@@ -1,14 +1,17 @@
 //! Property test of the mailbox against a model that includes the single-sender lane:
 //! random sends (`try_send`, and `send` polled once and dropped when it would wait), receives,
 //! clones and drops of senders at any point (so the lane is used, left, and every sender
-//! gone), closes and the receiver's drop. After every step the mailbox agrees with the
+//! gone), closes and the receiver's drop, also racing sends from another thread on either
+//! lane (each send lands before the drop, and is received or dropped with it, or after it,
+//! and comes back `Closed`; none is held after). After every step the mailbox agrees with the
 //! model: each send's outcome, which lane it is on, what it holds (count within capacity,
 //! bytes within the budget, exact byte accounting), and what is received: every message
 //! exactly once, in the order sent (one thread: sends complete in program order).
 
 use std::collections::VecDeque;
 use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 
 use mty_runtime::{Admission, ByteSize, Mailbox, MailboxSender, Policy, SendError, TryRecvError};
 use proptest::prelude::*;
@@ -31,6 +34,15 @@ enum Op {
     Drop(usize),
     Close,
     DropReceiver,
+    /// Another thread sends through a clone of the handle (the shared lane) until it is told
+    /// `Closed` (`send` under the policy, waiting if it must, when `wait`; else `try_send`),
+    /// while this one receives for `spin` tries and then drops the receiver.
+    DropReceiverRacingSend {
+        handle: usize,
+        size: usize,
+        wait: bool,
+        spin: u32,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -42,6 +54,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(Op::Drop),
         1 => Just(Op::Close),
         1 => Just(Op::DropReceiver),
+        2 => (any::<usize>(), 0..=BUDGET, any::<bool>(), 0u32..2_000)
+            .prop_map(|(handle, size, wait, spin)| Op::DropReceiverRacingSend { handle, size, wait, spin }),
     ]
 }
 
@@ -60,7 +74,7 @@ impl ByteSize for Msg {
 }
 
 /// What the spec says a send of `size` bytes does now.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Expect {
     Sent,
     Full,
@@ -100,6 +114,24 @@ fn outcome(result: &Result<(), SendError<Msg>>) -> Expect {
         Err(SendError::Full(_)) => Expect::Full,
         Err(SendError::Closed(_)) => Expect::Closed,
         Err(SendError::Oversize { .. }) => Expect::Oversize,
+    }
+}
+
+/// Polls `future` on this thread until it is ready, parking between polls.
+fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut Context::from_waker(&waker)) {
+            return output;
+        }
+        std::thread::park();
     }
 }
 
@@ -190,6 +222,68 @@ proptest! {
                     rx.close();
                     model.closed = true;
                 },
+                Op::DropReceiverRacingSend { handle, size, wait, spin } => {
+                    let (Some(at), Some(mut receiver)) = (pick(&senders, handle), rx.take()) else { continue };
+                    let first = next_id;
+                    // Through a clone: the shared lane, where the door decides.
+                    let clone = senders[at].clone();
+                    let tx = &clone;
+                    // The other thread sends until it is told `Closed` (or `Oversize`, at
+                    // once); this one receives for `spin` tries, then drops the receiver.
+                    let started = std::sync::atomic::AtomicBool::new(false);
+                    let (outcomes, received) = std::thread::scope(|s| {
+                        let started = &started;
+                        let sender = s.spawn(move || {
+                            started.store(true, std::sync::atomic::Ordering::Release);
+                            let mut outcomes = Vec::new();
+                            for id in first.. {
+                                let msg = Msg { id, size };
+                                let result = if wait { block_on(tx.send(msg)) } else { tx.try_send(msg) };
+                                let got = outcome(&result);
+                                if let Err(err) = result {
+                                    assert_eq!(err.into_inner().id, id, "the message came back");
+                                }
+                                let last = matches!(got, Expect::Closed | Expect::Oversize);
+                                outcomes.push(got);
+                                if last {
+                                    break;
+                                }
+                                std::thread::yield_now();
+                            }
+                            outcomes
+                        });
+                        let mut received = Vec::new();
+                        while !started.load(std::sync::atomic::Ordering::Acquire) {
+                            std::hint::spin_loop();
+                        }
+                        for _ in 0..spin {
+                            if let Ok(msg) = receiver.try_recv() {
+                                received.push(msg.id);
+                            }
+                        }
+                        drop(receiver);
+                        (sender.join().unwrap(), received)
+                    });
+                    next_id += outcomes.len() as u32;
+                    // Before the drop: what was queued, then the racing sends that were
+                    // `Sent`, each received once, in order.
+                    let sent: Vec<u32> = (first..).zip(&outcomes).filter(|(_, o)| **o == Expect::Sent).map(|(id, _)| id).collect();
+                    let queued: Vec<u32> = model.queue.iter().map(|(id, _)| *id).chain(sent.iter().copied()).collect();
+                    prop_assert_eq!(&received[..], &queued[..received.len()], "received in order, once");
+                    let last = *outcomes.last().expect("at least one send");
+                    prop_assert!(
+                        last == Expect::Closed || (last == Expect::Oversize && outcomes.len() == 1),
+                        "the sends ended with {:?}", outcomes
+                    );
+                    for o in &outcomes[..outcomes.len() - 1] {
+                        prop_assert!(matches!(o, Expect::Sent | Expect::Full), "{:?} before the end", outcomes);
+                    }
+                    drop(clone);
+                    model.single = false;
+                    model.queue.clear(); // dropped with the receiver, bytes given back
+                    model.closed = true;
+                    model.receiver = false;
+                }
                 Op::DropReceiver => if let Some(rx) = rx.take() {
                     drop(rx);
                     model.queue.clear(); // dropped with the receiver, bytes given back

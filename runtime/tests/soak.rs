@@ -1,7 +1,8 @@
 //! Racing soak: each scenario of the loom models (`tests/loom.rs`) repeated with real threads
 //! on the real scheduler, checking capacity, budget and delivery after every iteration: a
 //! clone during a pending send with a full ring, `try_send` racing the switch, the stash,
-//! close and receiver drop racing a push, a cancelled send, and a release racing a waiter.
+//! close and receiver drop racing a push, the receiver's drop racing shared-lane sends, a
+//! cancelled send, and a release racing a waiter.
 //! The short runs are part of the normal suite; the soak, 10^6 iterations of each, is
 //! `cargo test --release -p mty-runtime --test soak -- --ignored`.
 
@@ -438,6 +439,57 @@ fn a_clone_during_a_pending_send_with_a_full_ring(iterations: usize) {
     );
 }
 
+/// The receiver is dropped while a second handle (the shared lane) sends three messages
+/// (`try_send`, or `send` when `blocking`): once both are done, no message is alive and no
+/// byte or frame held while the handles still live, and nothing was sent after a send found
+/// the mailbox closed (before the door, a send past its check of `closed` put its message in
+/// after the drop had drained the channel, and was told `Ok`).
+fn dropping_the_receiver_racing_shared_lane_sends(iterations: usize, blocking: bool) {
+    race(
+        iterations,
+        || {
+            let case = Case::new(4, 1000);
+            *case.clone.lock().unwrap() = Some(case.tx.clone());
+            case
+        },
+        move |case| {
+            let clone = case.clone.lock().unwrap();
+            let tx = clone.as_ref().expect("the clone");
+            let mut closed = false;
+            for id in 0..3 {
+                let ok = if blocking {
+                    let sent = match block_on(tx.send(case.msg(id, 5))) {
+                        Ok(()) => true,
+                        Err(SendError::Closed(msg)) => {
+                            assert_eq!(msg.id, id, "the message came back");
+                            false
+                        }
+                        Err(other) => panic!("{other:?}"),
+                    };
+                    case.sent.lock().unwrap().push((id, sent));
+                    sent
+                } else {
+                    case.try_send(tx, id, 5)
+                };
+                assert!(!(closed && ok), "sent after a send found it closed");
+                closed |= !ok;
+            }
+        },
+        |case| drop(case.rx.lock().unwrap().take()),
+        |case| {
+            let alive = case.live.load(Ordering::SeqCst);
+            let stats = case.tx.pool_stats();
+            assert!(
+                alive == 0 && stats.bytes_in_use == 0 && stats.slots_in_use == 0,
+                "the receiver dropped, the sends done (sent {:?}): {alive} message(s) alive, \
+                 {stats:?}",
+                case.sent.lock().unwrap()
+            );
+            case.finish(None, false);
+        },
+    );
+}
+
 macro_rules! short_and_soak {
     ($($short:ident, $soak:ident => $run:expr;)*) => {$(
         #[test]
@@ -470,4 +522,10 @@ short_and_soak! {
     soak_a_release_and_a_waiter => a_release_racing_a_waiters_registration;
     a_clone_during_a_pending_send_keeps_order_and_capacity,
     soak_a_clone_during_a_pending_send => a_clone_during_a_pending_send_with_a_full_ring;
+    dropping_the_receiver_racing_shared_lane_try_sends_holds_nothing,
+    soak_dropping_the_receiver_racing_shared_lane_try_sends =>
+        |n| dropping_the_receiver_racing_shared_lane_sends(n, false);
+    dropping_the_receiver_racing_shared_lane_sends_holds_nothing,
+    soak_dropping_the_receiver_racing_shared_lane_sends =>
+        |n| dropping_the_receiver_racing_shared_lane_sends(n, true);
 }

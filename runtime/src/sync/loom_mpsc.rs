@@ -18,8 +18,18 @@
 //!   sees the end once the queue is empty and every sender is gone, or, closed, every slot
 //!   is back.
 //!
+//! * a value is sent in two steps, as tokio's `Tx::push` is: its place at the tail of the
+//!   queue is claimed (tokio's `fetch_add` of the tail), then the value is written there
+//!   (tokio's store and ready bit) and the receiver woken. In between, a receiver finds the
+//!   place claimed but not ready: `poll_recv` waits, `try_recv` waits for the write (tokio
+//!   parks the thread), `len` counts it, and the receiver's drop drains the values before it
+//!   and stops there, leaving it and everything behind it until the channel itself is freed
+//!   (with its last handle). A value written after the receiver's drop stays there as well.
+//!
 //! It is built for obviousness, not speed: one [`Mutex`] (loom's) guards the whole state,
-//! and wakers are stored under it but woken (or dropped) only after it is released.
+//! taken once per operation, and twice by a send (its claim, then its write, so loom can
+//! run anything between the two); wakers are stored under it but woken (or dropped) only
+//! after it is released.
 
 // The module mirrors tokio's API; the mailbox does not use every item of it.
 #![allow(dead_code, reason = "mirrors tokio's API; not every item is used")]
@@ -131,6 +141,7 @@ pub fn channel<T>(buffer: usize) -> (Sender<T>, Receiver<T>) {
     assert!(buffer > 0, "mpsc bounded channel requires buffer > 0");
     let shared = Arc::new(Shared(Mutex::new(State {
         queue: VecDeque::new(),
+        popped: 0,
         bound: buffer,
         free: buffer,
         closed: false,
@@ -153,8 +164,12 @@ struct Shared<T>(Mutex<State<T>>);
 /// permit (or by a reservation that was just given it), assigned to a queued reserver that
 /// has not yet taken it, or carrying a value in `queue`.
 struct State<T> {
-    /// Sent values, oldest first.
-    queue: VecDeque<T>,
+    /// Sent values, oldest first: `None` where a send has claimed its place but not yet
+    /// written its value.
+    queue: VecDeque<Option<T>>,
+    /// How many places have left the front of `queue`: a claimed place's position minus
+    /// this is its index (a claimed place never leaves before its value is written).
+    popped: u64,
     /// The channel's capacity.
     bound: usize,
     /// Slots free now (tokio's available permits). Never above zero while an unassigned
@@ -202,10 +217,19 @@ impl<T> Shared<T> {
         Ok(())
     }
 
-    /// Queues a value for a slot already held (tokio's `Chan::send`).
+    /// Queues a value for a slot already held (tokio's `Chan::send`): claims its place, then
+    /// writes it, taking the lock for each, so loom can interleave anything in between.
     fn push(&self, value: T) {
+        let at = {
+            let mut state = self.lock();
+            state.queue.push_back(None);
+            state.popped + state.queue.len() as u64 - 1
+        };
         let mut state = self.lock();
-        state.queue.push_back(value);
+        let index = usize::try_from(at - state.popped).expect("a claimed place stays queued");
+        let place = &mut state.queue[index];
+        debug_assert!(place.is_none(), "claimed once");
+        *place = Some(value);
         let waker = state.rx_waker.take();
         drop(state);
         wake(waker);
@@ -222,7 +246,29 @@ impl<T> Shared<T> {
     }
 }
 
+/// What the front of the queue holds.
+enum Front<T> {
+    /// A written value, taken off the queue.
+    Value(T),
+    /// A place claimed but not yet written (tokio's `TryPopResult::Busy`).
+    Claimed,
+    Empty,
+}
+
 impl<T> State<T> {
+    /// Takes the front value if it is written.
+    fn pop(&mut self) -> Front<T> {
+        match self.queue.front() {
+            None => Front::Empty,
+            Some(None) => Front::Claimed,
+            Some(Some(_)) => {
+                self.popped += 1;
+                let value = self.queue.pop_front().flatten();
+                Front::Value(value.expect("checked just now"))
+            }
+        }
+    }
+
     /// One slot comes back: it goes to the first reserver still waiting for one (whose
     /// waker is returned, to wake once the lock is released), else to the free slots.
     #[must_use]
@@ -522,14 +568,20 @@ impl<T> Receiver<T> {
     /// or the channel is closed and every slot is back.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let mut state = self.shared.lock();
-        if let Some(value) = state.queue.pop_front() {
-            let waiter = state.give_back();
-            drop(state);
-            wake(waiter);
-            return Poll::Ready(Some(value));
-        }
-        if state.senders == 0 || (state.closed && state.free == state.bound) {
-            return Poll::Ready(None);
+        match state.pop() {
+            Front::Value(value) => {
+                let waiter = state.give_back();
+                drop(state);
+                wake(waiter);
+                return Poll::Ready(Some(value));
+            }
+            // Its send is still writing it, and wakes the receiver when it has.
+            Front::Claimed => {}
+            Front::Empty => {
+                if state.senders == 0 || (state.closed && state.free == state.bound) {
+                    return Poll::Ready(None);
+                }
+            }
         }
         let stale = match &state.rx_waker {
             Some(waker) if waker.will_wake(cx.waker()) => None,
@@ -542,18 +594,31 @@ impl<T> Receiver<T> {
 
     /// The next value if one is queued: else `Disconnected` when [`Receiver::poll_recv`]
     /// would return `None`, `Empty` when it would wait.
+    ///
+    /// A place claimed at the front but not yet written is waited for, as tokio's `try_recv`
+    /// parks the thread until that send has written it (here: yields to loom until it has).
     pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
-        let mut state = self.shared.lock();
-        if let Some(value) = state.queue.pop_front() {
-            let waiter = state.give_back();
-            drop(state);
-            wake(waiter);
-            return Ok(value);
-        }
-        if state.senders == 0 || (state.closed && state.free == state.bound) {
-            Err(TryRecvError::Disconnected)
-        } else {
-            Err(TryRecvError::Empty)
+        loop {
+            let mut state = self.shared.lock();
+            match state.pop() {
+                Front::Value(value) => {
+                    let waiter = state.give_back();
+                    drop(state);
+                    wake(waiter);
+                    return Ok(value);
+                }
+                Front::Claimed => {
+                    drop(state);
+                    loom::thread::yield_now();
+                }
+                Front::Empty => {
+                    return if state.senders == 0 || (state.closed && state.free == state.bound) {
+                        Err(TryRecvError::Disconnected)
+                    } else {
+                        Err(TryRecvError::Empty)
+                    };
+                }
+            }
         }
     }
 
@@ -566,7 +631,8 @@ impl<T> Receiver<T> {
         waiters.into_iter().for_each(Waker::wake);
     }
 
-    /// How many values are queued.
+    /// How many values are queued, counting places claimed but not yet written (tokio's
+    /// tail position minus its head).
     pub fn len(&self) -> usize {
         self.shared.lock().queue.len()
     }
@@ -578,14 +644,17 @@ impl<T> Receiver<T> {
 }
 
 impl<T> Drop for Receiver<T> {
-    /// Closes the channel and drops the queued values, giving their slots back.
+    /// Closes the channel and drops the queued values, giving their slots back, up to the
+    /// first place claimed but not yet written: as tokio's drain, it stops there, and what is
+    /// behind it (or written later) stays until the channel is freed with its last handle.
     fn drop(&mut self) {
         let mut state = self.shared.lock();
         let waiters = state.close();
         let own = state.rx_waker.take();
-        let values = std::mem::take(&mut state.queue);
-        for _ in 0..values.len() {
-            // Closed: no reserver waits unassigned, so these become free slots.
+        let mut values = Vec::new();
+        while let Front::Value(value) = state.pop() {
+            values.push(value);
+            // Closed: no reserver waits unassigned, so this becomes a free slot.
             let none = state.give_back();
             debug_assert!(none.is_none());
         }
