@@ -493,7 +493,7 @@ fn dropping_the_receiver_racing_try_send_on_either_lane() {
             Sending::TrySend,
             &[1, 1],
             Closing::Drop,
-            ALL,
+            Some(3),
         );
     }
 }
@@ -576,7 +576,7 @@ fn dropping_the_receiver_racing_zero_byte_sends() {
             Sending::TrySend,
             &[0, 0],
             Closing::Drop,
-            ALL,
+            Some(3),
         );
     }
 }

@@ -239,3 +239,67 @@ fn slots_go_to_waiters_in_order_and_cancel_hands_them_on() {
         assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
     });
 }
+
+/// A value that counts itself alive (std's atomics: bookkeeping, not a subject of the model).
+struct Counted(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A send claims its place and then writes it, as tokio's: two sends racing the receiver's
+/// drop. In some interleaving the drain stops at a place claimed but not yet written while a
+/// value stays behind it or comes after it, alive until the last sender goes (tokio's
+/// semantics, which the mailbox's door is there to close); in every one, everything is
+/// dropped with the last handle.
+#[test]
+fn the_receivers_drop_stops_at_a_place_claimed_but_not_written() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    static LEFT_BEHIND: AtomicBool = AtomicBool::new(false);
+    model(Some(3), || {
+        let live = std::sync::Arc::new(AtomicUsize::new(2));
+        let (tx, rx) = channel::<Counted>(2);
+        let senders: Vec<_> = (0..2)
+            .map(|_| {
+                let live = live.clone();
+                let permit = tx.clone().try_reserve_owned().unwrap();
+                thread::spawn(move || drop(permit.send(Counted(live))))
+            })
+            .collect();
+        drop(rx);
+        senders.into_iter().for_each(|s| s.join().unwrap());
+        if live.load(Ordering::SeqCst) > 0 {
+            LEFT_BEHIND.store(true, Ordering::SeqCst);
+        }
+        drop(tx);
+        assert_eq!(live.load(Ordering::SeqCst), 0, "dropped with the channel");
+    });
+    assert!(
+        LEFT_BEHIND.load(Ordering::SeqCst),
+        "no interleaving left a value behind the receiver's drop"
+    );
+}
+
+/// `len` counts a place claimed but not yet written, and `try_recv` waits for its write
+/// (tokio parks the thread) instead of calling the channel empty.
+#[test]
+fn try_recv_waits_for_a_place_claimed_but_not_written() {
+    model(None, || {
+        let (tx, mut rx) = channel::<u32>(1);
+        let permit = tx.clone().try_reserve_owned().unwrap();
+        let sender = thread::spawn(move || drop(permit.send(7)));
+        if rx.len() == 1 {
+            assert_eq!(rx.try_recv(), Ok(7), "claimed: it waits for the value");
+        } else {
+            match rx.try_recv() {
+                Ok(value) => assert_eq!(value, 7),
+                Err(TryRecvError::Empty) => {}
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+        sender.join().unwrap();
+        drop(tx);
+    });
+}
