@@ -25,7 +25,8 @@ use mty_runtime::{
 const ALL: Option<usize> = None;
 
 /// Runs `f` under loom with at most `preemptions` preemptions per execution (`ALL`: every
-/// interleaving). Each model's bound and run time are listed in the README ("Tests").
+/// interleaving). Each model's bound is in its call; the interleavings each explored, and the
+/// suite's run time, are in `docs/results/2026-12-02-mailbox-closing.md`.
 fn model(preemptions: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = preemptions;
