@@ -1,6 +1,6 @@
 //! The synchronisation primitives the mailbox, the ring and the pool use: std's and tokio's,
 //! or loom's when the crate is built with `RUSTFLAGS="--cfg mty_loom"` for the loom models
-//! (`tests/loom.rs`, `pool_tests.rs`). The same code runs either way; only these swap. (A cfg
+//! (`tests/loom/`, `pool_tests.rs`). The same code runs either way; only these swap. (A cfg
 //! of our own, not `loom`: under `--cfg loom` tokio would switch to loom as well and not
 //! build.)
 //!

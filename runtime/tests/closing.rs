@@ -1,7 +1,7 @@
 //! What a send accepted never outlives the receiver, and the frame count at its edge: the two
 //! defects of the 2026-12-02 review, adapted from its reproducers
 //! (`../shared/repro/mailbox-2026-12-02/`), with real threads on the real scheduler. The
-//! interleavings themselves are loom's (`tests/loom.rs`, "closing").
+//! interleavings themselves are loom's (`tests/loom/closing.rs`).
 //!
 //! `ITERS=N` sets the racing test's runs (default 1,000 per lane); the review's figure is
 //! `ITERS=100000 taskset -c 0 cargo test --release -p mty-runtime --test closing`.

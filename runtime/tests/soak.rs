@@ -1,4 +1,4 @@
-//! Racing soak: each scenario of the loom models (`tests/loom.rs`) repeated with real threads
+//! Racing soak: each scenario of the loom models (`tests/loom/`) repeated with real threads
 //! on the real scheduler, checking capacity, budget and delivery after every iteration: a
 //! clone during a pending send with a full ring, `try_send` racing the switch, the stash,
 //! close and receiver drop racing a push, the receiver's drop racing shared-lane sends, a
