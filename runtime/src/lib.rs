@@ -93,11 +93,12 @@
 //! **Nothing a send accepted outlives the mailbox.** However it closes (the receiver
 //! dropped, `close`, the last sender dropped), on either lane, for `send` and `try_send`,
 //! and for senders that waited for a slot or for bytes: once the close is observed (the
-//! receiver's drop has returned, or `recv` has returned `None`) and a send has returned, its
-//! message was received, or came back in its error, or has been dropped with its bytes
-//! given back. A send that returns `Ok` hands its message to the receiver or to the
-//! receiver's drop; one that was putting its message in at the very moment of that drop
-//! drops it itself, on its own thread, before it returns.
+//! receiver's drop has returned, or `recv` has returned `None`) and the sends racing it have
+//! returned, every message was received, or came back in its send's error, or has been
+//! dropped with its bytes given back. A send that returns `Ok` hands its message to the
+//! receiver or to the receiver's drop. When sends are putting messages into the shared lane
+//! at the moment of that drop, the last of them to finish drops what the lane holds, on its
+//! own thread, before it returns.
 //!
 //! # Errors give the message back
 //! Every [`SendError`] holds the message; [`SendError::into_inner`] returns it. Nothing is

@@ -143,10 +143,12 @@ impl Mailbox {
 }
 
 /// The most frames a mailbox of `capacity` holds at once: one more than its capacity, for a
-/// moment. A receive gives the message's slot back (tokio's `try_recv` and `poll_recv` do,
-/// the ring's pop does) before the mailbox drops its envelope, and with it the frame; a
-/// sender waiting for that slot can be admitted in between. The receiver holds one received
-/// envelope at a time, so never more than one.
+/// moment. A receive gives the message's slot back (tokio's `try_recv` and `poll_recv` do)
+/// before the mailbox drops its envelope, and with it the frame; a sender waiting for that
+/// slot can be admitted in between. The receiver holds one received envelope at a time, so
+/// one more on the shared lane. (The ring can hold a few more for a moment: threads sharing
+/// one handle each admit their bytes before taking its token; it exists only up to capacity
+/// 1024, far below the atomic word's 2^23 frames.)
 fn most_frames(capacity: usize) -> usize {
     capacity.saturating_add(1)
 }
@@ -414,8 +416,9 @@ impl<M> MailboxSender<M> {
 
 /// The receiving half. Dropping it closes the mailbox: waiting senders wake with
 /// `Closed(msg)`, and every message a send was told `Ok` for and that was not received is
-/// dropped, giving its bytes back: those queued at once, one whose send is putting it in at
-/// that moment as that send returns (in the sender's thread).
+/// dropped, giving its bytes back: by the drop itself, or, when sends are putting messages
+/// into the shared lane at that moment, by the last of them to finish, in its thread, before
+/// it returns. Once the drop and every send racing it have returned, none is left.
 pub struct MailboxReceiver<M> {
     /// Taken by the drop, which hands it to the door.
     rx: ManuallyDrop<mpsc::Receiver<Envelope<M>>>,
@@ -514,13 +517,33 @@ impl<M> MailboxReceiver<M> {
 
 impl<M> Drop for MailboxReceiver<M> {
     fn drop(&mut self) {
-        self.close();
+        // SAFETY: `rx` is taken once, here, and not used after.
+        let mut rx = unsafe { ManuallyDrop::take(&mut self.rx) };
+        rx.close();
+        // The tokio channel's messages are dropped with its receiver, handed to the door as
+        // this guard goes (also when a message's destructor below panics): now, or by the
+        // last send still putting a message in (the door's module docs).
+        let _shut = Shut {
+            lane: self.merge.lane(),
+            rx: Some(rx),
+        };
+        self.pool.close();
+        self.merge.close();
         // What the ring and the stash still hold leaves now, giving its bytes back.
         self.merge.clear();
-        // The tokio channel's are dropped with its receiver: now, or by the last send still
-        // putting a message in (the door's module docs).
-        // SAFETY: `rx` is taken once, here, and not used after.
-        let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
-        self.merge.door().shut(rx);
+    }
+}
+
+/// The receiver's drop's last step: tokio's receiver handed to the shared lane's door.
+struct Shut<M> {
+    lane: Arc<Lane<M>>,
+    rx: Option<mpsc::Receiver<Envelope<M>>>,
+}
+
+impl<M> Drop for Shut<M> {
+    fn drop(&mut self) {
+        if let Some(rx) = self.rx.take() {
+            self.lane.door().shut(rx);
+        }
     }
 }

@@ -438,9 +438,9 @@ pub(crate) struct Merge<T, P> {
 }
 
 impl<T, P> Merge<T, P> {
-    /// The shared lane's door.
-    pub(crate) fn door(&self) -> &Door<T> {
-        self.ring.door()
+    /// The ring (and with it the shared lane's door), shared.
+    pub(crate) fn lane(&self) -> Arc<Ring<T, P>> {
+        self.ring.clone()
     }
 
     fn new(ring: Arc<Ring<T, P>>) -> Self {

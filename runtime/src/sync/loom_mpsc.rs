@@ -22,7 +22,7 @@
 //!   queue is claimed (tokio's `fetch_add` of the tail), then the value is written there
 //!   (tokio's store and ready bit) and the receiver woken. In between, a receiver finds the
 //!   place claimed but not ready: `poll_recv` waits, `try_recv` waits for the write (tokio
-//!   parks the thread), `len` counts it, and the receiver's drop drains the values before it
+//!   parks the thread), `len` counts it unless it is the last, and the receiver's drop drains the values before it
 //!   and stops there, leaving it and everything behind it until the channel itself is freed
 //!   (with its last handle). A value written after the receiver's drop stays there as well.
 //!
@@ -546,10 +546,12 @@ impl<T> Receiver<T> {
         waiters.into_iter().for_each(Waker::wake);
     }
 
-    /// How many values are queued, counting places claimed but not yet written (tokio's
-    /// tail position minus its head).
+    /// How many values are queued, as tokio's counts them: every place claimed, written or
+    /// not (its tail position minus its head), except the last one while it is not written.
     pub fn len(&self) -> usize {
-        self.shared.lock().queue.len()
+        let state = self.shared.lock();
+        let unwritten_last = matches!(state.queue.back(), Some(None));
+        state.queue.len() - usize::from(unwritten_last)
     }
 
     /// Whether no value is queued.
