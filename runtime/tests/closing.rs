@@ -243,3 +243,52 @@ fn the_frame_count_holds_at_the_largest_capacity() {
     );
     assert_eq!(tx.pool_stats().slots_in_use, capacity);
 }
+
+/// A message whose destructor panics.
+#[derive(Debug)]
+struct Bomb(Arc<AtomicIsize>);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+        panic!("a message's destructor panics");
+    }
+}
+
+impl ByteSize for Bomb {
+    fn byte_size(&self) -> usize {
+        8
+    }
+}
+
+/// The receiver's drop runs messages' destructors; one that panics (in the ring) must not
+/// leave the shared lane's messages behind: the rest are still dropped and every byte comes
+/// back, and the panic reaches the caller.
+#[test]
+fn a_panicking_message_in_the_receivers_drop_leaves_nothing_behind() {
+    #[derive(Debug)]
+    enum Either {
+        Bomb(#[allow(dead_code, reason = "held for its drop")] Bomb),
+        Msg(#[allow(dead_code, reason = "held for its drop")] Msg),
+    }
+    impl ByteSize for Either {
+        fn byte_size(&self) -> usize {
+            8
+        }
+    }
+    let live = Arc::new(AtomicIsize::new(0));
+    let (tx, rx) = Mailbox::new(4, 100).open::<Either>();
+    live.fetch_add(1, SeqCst);
+    tx.try_send(Either::Bomb(Bomb(live.clone()))).unwrap(); // in the ring
+    let clone = tx.clone(); // the shared lane from here
+    clone.try_send(Either::Msg(Msg::new(8, &live))).unwrap();
+    assert_eq!(tx.pool_stats().bytes_in_use, 16);
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(rx)));
+    assert!(
+        dropped.is_err(),
+        "the destructor's panic reaches the caller"
+    );
+    assert_eq!(live.load(SeqCst), 0, "both messages dropped");
+    assert_eq!(tx.pool_stats().bytes_in_use, 0, "every byte back");
+    drop((tx, clone));
+}
