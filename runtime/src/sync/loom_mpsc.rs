@@ -477,6 +477,15 @@ pub struct Receiver<T> {
     shared: Arc<Shared<T>>,
 }
 
+/// A value just taken off the queue: its slot goes back (to the first waiting reserver, woken
+/// once the lock is released, else to the free slots).
+fn received<T>(mut state: MutexGuard<'_, State<T>>, value: T) -> T {
+    let waiter = state.give_back();
+    drop(state);
+    wake(waiter);
+    value
+}
+
 impl<T> Receiver<T> {
     /// The next value, `Pending` (waking the task when that may change), or `None` once
     /// nothing more can come: the queue is empty and every sender (and owned permit) is gone,
@@ -484,12 +493,7 @@ impl<T> Receiver<T> {
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let mut state = self.shared.lock();
         match state.pop() {
-            Front::Value(value) => {
-                let waiter = state.give_back();
-                drop(state);
-                wake(waiter);
-                return Poll::Ready(Some(value));
-            }
+            Front::Value(value) => return Poll::Ready(Some(received(state, value))),
             // Its send is still writing it, and wakes the receiver when it has.
             Front::Claimed => {}
             Front::Empty => {
@@ -516,12 +520,7 @@ impl<T> Receiver<T> {
         loop {
             let mut state = self.shared.lock();
             match state.pop() {
-                Front::Value(value) => {
-                    let waiter = state.give_back();
-                    drop(state);
-                    wake(waiter);
-                    return Ok(value);
-                }
+                Front::Value(value) => return Ok(received(state, value)),
                 Front::Claimed => {
                     drop(state);
                     loom::thread::yield_now();
