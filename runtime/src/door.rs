@@ -8,8 +8,9 @@
 //! resolve). A check of "closed" before the push cannot close that window; the door does.
 //!
 //! Every push into the channel passes the door: [`Door::enter`] counts the sender in, and
-//! fails once the door is shut; the push happens inside; dropping the [`Inside`] guard counts
-//! it out. The receiver's drop hands tokio's receiver to [`Door::shut`], which parks it here
+//! fails once the door is shut (the sender then drops its message itself: it took its slot
+//! before the close, so its message is one the receiver's drop drops); the push happens
+//! inside; dropping the [`Inside`] guard counts it out. The receiver's drop hands tokio's receiver to [`Door::shut`], which parks it here
 //! and then shuts the door. Whoever sees the door shut with nobody inside drops the parked
 //! receiver, and with it everything the channel holds: the shut itself when no send was
 //! inside, else the last send to leave. From the shut on nobody enters, so that drop is the

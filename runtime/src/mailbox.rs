@@ -319,24 +319,25 @@ impl<M: ByteSize> MailboxSender<M> {
                 unreachable!("admit waits while full and the size was checked against the budget")
             }
         };
-        self.push(permit, Envelope { msg, _frame: frame })
+        self.push(permit, Envelope { msg, _frame: frame });
+        Ok(())
     }
 
-    /// Puts an admitted message into the shared lane through the door ([`crate::door`]):
-    /// `Ok` once it is in (the receiver gets it, or its drop drops it), `Closed` with the
-    /// message when the receiver is already gone (its slot and bytes given back).
+    /// Puts an admitted message into the shared lane through the door ([`crate::door`]): the
+    /// receiver gets it, or the receiver's drop drops it. The send took its slot before the
+    /// mailbox closed, so it counts as sent before that drop: if the door is already shut
+    /// (the drop has run), the message is dropped here, with its slot and bytes, as the drop
+    /// would have. Nothing comes back, so the send's future carries no message out of here:
+    /// a `Closed(msg)` returned from this point made the lto+pgo build copy the message more
+    /// on every send, single lane included (6-13 % slower,
+    /// `docs/results/2026-12-02-mailbox-closing.md`).
     #[inline]
-    fn push(
-        &self,
-        permit: mpsc::Permit<'_, Envelope<M>>,
-        envelope: Envelope<M>,
-    ) -> Result<(), SendError<M>> {
+    fn push(&self, permit: mpsc::Permit<'_, Envelope<M>>, envelope: Envelope<M>) {
         // Every push into `tx` passes the door ([`crate::door`]), kept in the ring.
-        let Some(_inside) = self.ring.door().enter() else {
-            return Err(SendError::Closed(envelope.msg));
-        };
-        permit.send(envelope);
-        Ok(())
+        match self.ring.door().enter() {
+            Some(_inside) => permit.send(envelope),
+            None => drop(envelope),
+        }
     }
 
     /// Sends now or fails at once, whatever the policy: `Full(msg)` when no slot or not
@@ -373,7 +374,10 @@ impl<M: ByteSize> MailboxSender<M> {
             Err(mpsc::error::TrySendError::Closed(())) => return Err(SendError::Closed(msg)),
         };
         match self.pool.try_admit(size) {
-            Ok(frame) => self.push(permit, Envelope { msg, _frame: frame }),
+            Ok(frame) => {
+                self.push(permit, Envelope { msg, _frame: frame });
+                Ok(())
+            }
             Err(AdmitError::Full) => Err(SendError::Full(msg)),
             Err(AdmitError::Closed) => Err(SendError::Closed(msg)),
             Err(AdmitError::Oversize) => Err(self.oversize(msg, size)),

@@ -312,8 +312,10 @@ fn two_senders_waiting_for_bytes_are_both_served() {
     });
 }
 
-/// Two senders wait for bytes when the receiver is dropped: both wake with `Closed`, and
-/// nothing is held.
+/// Two senders wait for bytes when the receiver is dropped: both wake and return, and nothing
+/// is held. Each returns `Closed`, or `Ok` when it had its slot before the close and took its
+/// bytes as the drop gave the first message's back (then its message was dropped with the
+/// receiver's: the door was shut).
 #[test]
 fn dropping_the_receiver_wakes_two_senders_waiting_for_bytes() {
     model(Some(2), || {
@@ -328,7 +330,11 @@ fn dropping_the_receiver_wakes_two_senders_waiting_for_bytes() {
             .into();
         drop(rx);
         for sender in senders {
-            assert_eq!(sender.join().unwrap(), Outcome::Closed);
+            let outcome = sender.join().unwrap();
+            assert!(
+                matches!(outcome, Outcome::Closed | Outcome::Sent),
+                "{outcome:?}"
+            );
         }
         nothing_held(&live, &tx, "receiver dropped");
     });
