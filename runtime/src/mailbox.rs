@@ -521,9 +521,9 @@ impl<M> MailboxReceiver<M> {
 
 impl<M> Drop for MailboxReceiver<M> {
     fn drop(&mut self) {
-        // SAFETY: `rx` is taken once, here, and not used after.
-        let mut rx = unsafe { ManuallyDrop::take(&mut self.rx) };
-        rx.close();
+        self.close();
+        // SAFETY: `rx` is taken once, here, and not used after (`close` above was its last use).
+        let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
         // The tokio channel's messages are dropped with its receiver, handed to the door as
         // this guard goes (also when a message's destructor below panics): now, or by the
         // last send still putting a message in (the door's module docs).
@@ -531,8 +531,6 @@ impl<M> Drop for MailboxReceiver<M> {
             lane: self.merge.lane(),
             rx: Some(rx),
         };
-        self.pool.close();
-        self.merge.close();
         // What the ring and the stash still hold leaves now, giving its bytes back.
         self.merge.clear();
     }
