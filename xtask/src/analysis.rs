@@ -1,8 +1,10 @@
 //! From raw measurements to defensible figures: per session, the per-round log ratio of each
 //! arm's batch to release's batch of the same round; the session's estimate is the median over
-//! its rounds (robust to a speed flip), the estimate the mean over sessions, the interval a
-//! nested bootstrap (`sessions.rs`). Here the shared part: rows of medians, paired comparisons with release, the A/A noise floor, a
-//! verdict per percentile.
+//! its rounds (robust to a speed flip), the estimate a trimmed mean over sessions with the
+//! stopping rule's interval, widened by the arm component that null arms estimate
+//! (`stats::components`; `sessions.rs`). Here the shared part: rows of medians, paired
+//! comparisons with release, the thresholds (min effect, layout floor), a verdict per
+//! percentile.
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -11,6 +13,7 @@ use crate::config::Measure;
 use crate::measure::{BASELINE, BASELINE_AGAIN};
 use crate::stats::median;
 
+pub mod history;
 pub mod sessions;
 use crate::stats::{self, Estimate, Verdict};
 
@@ -18,8 +21,8 @@ use crate::stats::{self, Estimate, Verdict};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Judged {
     pub estimate: Estimate,
-    /// max(min_effect_pct, A/A noise floor of this percentile, and for a build laid out
-    /// differently from release the layout floor, where measured).
+    /// max(min_effect_pct, and for a build laid out differently from release the layout
+    /// floor, where measured).
     pub threshold_pct: f64,
     /// Which of them set the threshold.
     #[serde(default)]
@@ -34,43 +37,50 @@ pub enum Bound {
     /// `measure.min_effect_pct`.
     #[default]
     MinEffect,
-    /// The A/A noise floor.
-    AaFloor,
-    /// The layout floor.
+    /// The layout floor (from enough layouts to veto: [`LayoutFloor::VETO_LAYOUTS`]).
     LayoutFloor,
+    /// The farthest layout measured: the floor of fewer layouts is shown, and a verdict
+    /// stands beyond every layout measured.
+    LayoutRange,
 }
 
 impl Bound {
     pub fn text(self) -> &'static str {
         match self {
             Bound::MinEffect => "min effect",
-            Bound::AaFloor => "A/A floor",
             Bound::LayoutFloor => "layout floor",
+            Bound::LayoutRange => "farthest layout measured",
         }
     }
 }
 
-/// The layout floor of one workload: `release`'s layout variants against release in the same
-/// sessions (`stats::layout`), and what the other relinked builds' variants say.
+/// The layout floor of one workload: `release`'s layout variants against release, this
+/// run's and, for the same release executable, every earlier run's (`history.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayoutFloor {
     /// The build whose variants set the floor (`release`).
     pub build: String,
-    /// Each variant against it (median per message).
+    /// This run's variants against it (median per message).
     pub variants: Vec<(String, Estimate)>,
-    /// The variants' shifts: mean and sd (%), and the layouts' own sd, measurement noise
-    /// removed (%).
+    /// The layouts the floor rests on: this run's and earlier runs' (K).
+    pub layouts: usize,
+    /// The shifts of all of them: mean and sd (%), and the layouts' own sd, measurement
+    /// noise removed (%).
     pub mean_pct: f64,
     pub sd_pct: f64,
     pub layout_sd_pct: f64,
+    /// The farthest shifts measured, either way (%).
+    pub lowest_pct: f64,
+    pub highest_pct: f64,
     /// The 95 % prediction interval of another layout's shift (%).
     pub low_pct: f64,
     pub high_pct: f64,
-    /// The interval's half-width: the floor a build laid out differently must clear. Its
-    /// centre is left out: it is the shuffled orders against the linker's default order (in
-    /// these runs 0.2 to 1.0 % apart), and every build is linked in its default order.
+    /// The floor a build laid out differently must clear: the prediction interval's farther
+    /// bound from 0. Its centre stays in: it is the shuffled orders against the linker's
+    /// default order, the one release and every build ship in, and where that default
+    /// falls among random orders is part of what a build's layout carries.
     pub floor_pct: f64,
-    /// The widest half-width among the variants' intervals: how precisely each was measured.
+    /// The widest half-width among this run's variants' intervals.
     pub max_half_width_pct: f64,
     /// Builds relinked too (`layout.builds`): each one's change against release in every
     /// layout measured.
@@ -79,37 +89,48 @@ pub struct LayoutFloor {
     /// lto+pgo+bolt against each of lto+pgo's random layouts, when both were measured.
     #[serde(default)]
     pub bolt_vs_layouts: Vec<(String, Estimate)>,
-    /// A byte-identical copy of the build in another file, against it: the part of a
-    /// layout's shift that is the file, not the function order.
-    #[serde(default)]
-    pub copy: Option<Estimate>,
 }
 
 impl LayoutFloor {
-    /// "layout floor ±1.6 % (4 layouts of release: −1.0 to +0.1 %, sd 0.4 %)".
+    /// Layouts from which the floor vetoes a verdict: with fewer, t(K−1)·√(1 + 1/K) inflates
+    /// a noisy sd by 3.6 (K = 4) to 2.5 (K = 7), and the floor came out wider than every
+    /// layout measured (docs/findings.md).
+    pub const VETO_LAYOUTS: usize = 8;
+
+    /// The threshold it sets and what set it: the floor from [`Self::VETO_LAYOUTS`] layouts
+    /// on; below, no more than the farthest layout measured.
+    pub fn threshold(&self) -> (f64, Bound) {
+        if self.layouts >= Self::VETO_LAYOUTS {
+            (self.floor_pct, Bound::LayoutFloor)
+        } else {
+            let farthest = self.lowest_pct.abs().max(self.highest_pct.abs());
+            if farthest < self.floor_pct {
+                (farthest, Bound::LayoutRange)
+            } else {
+                (self.floor_pct, Bound::LayoutFloor)
+            }
+        }
+    }
+
+    /// "layout floor ±1.6 % (12 layouts of release: −1.0 to +0.1 %, sd 0.4 %)".
     pub fn line(&self) -> String {
-        let shifts: Vec<f64> = self.variants.iter().map(|(_, e)| e.change_pct).collect();
-        let (lo, hi) = shifts
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-                (a.min(*x), b.max(*x))
-            });
-        let copy = self
-            .copy
-            .as_ref()
-            .map(|e| {
-                format!(
-                    "; a byte-identical copy in another file: {:+.1} % [{:+.1}, {:+.1}]",
-                    e.change_pct, e.ci_low_pct, e.ci_high_pct
-                )
-            })
-            .unwrap_or_default();
+        let veto = if self.layouts >= Self::VETO_LAYOUTS {
+            String::new()
+        } else {
+            format!(
+                "; from fewer than {} layouts it does not veto a verdict beyond every layout measured",
+                Self::VETO_LAYOUTS
+            )
+        };
         format!(
-            "layout floor ±{:.1} % ({} layouts of {} measured against it: {lo:+.1} to {hi:+.1} %, each within ±{:.1} %; another layout would land in [{:+.1}, {:+.1}] %{copy})",
+            "layout floor ±{:.1} % ({} layouts of {} measured against it, {} in this run, each within ±{:.1} %: {:+.1} to {:+.1} %; another layout would land in [{:+.1}, {:+.1}] %{veto})",
             self.floor_pct,
-            self.variants.len(),
+            self.layouts,
             self.build,
+            self.variants.len(),
             self.max_half_width_pct,
+            self.lowest_pct,
+            self.highest_pct,
             self.low_pct,
             self.high_pct
         )
@@ -125,7 +146,7 @@ pub struct LayoutGain {
     /// The range of the changes' estimates (%).
     pub low_pct: f64,
     pub high_pct: f64,
-    /// The verdict every layout got (against max(min effect, A/A floor)), or `None` when
+    /// The verdict every layout got (against the min effect), or `None` when
     /// they differ: the gain depends on the layout.
     pub verdict: Option<Verdict>,
 }
@@ -206,8 +227,23 @@ pub struct WorkloadAnalysis {
     pub rounds_per_session: usize,
     /// Sessions of new processes (calibration's separate-process contrast: undisturbed blocks).
     pub sessions: usize,
-    /// Release against itself (second run of each block): the noise floor.
+    /// Release against itself (a second arm of the same executable): a diagnostic, whose
+    /// interval should hold 0 (judged against the min effect like any comparison).
     pub aa: Comparison,
+    /// This run's null arms against release (median): the A/A arm and release's copy in
+    /// another file. Their intervals are the sessions' alone and should hold 0.
+    #[serde(default)]
+    pub nulls: Vec<(String, Estimate)>,
+    /// The arm component every other comparison's interval carries, from this run's nulls
+    /// and earlier runs' of this workload (`stats::components`).
+    #[serde(default)]
+    pub arm: Option<stats::components::ArmSpread>,
+    /// The A/A comparison's rounds and sessions components (`stats::components`).
+    #[serde(default)]
+    pub components: Option<stats::components::Components>,
+    /// Other processes' CPU time beside the sessions, and the sessions it disturbed.
+    #[serde(default)]
+    pub machine: Option<MachineState>,
     pub rows: Vec<Row>,
     /// How much of the oracle's gain over lto the training's lto+pgo gets (median), when an
     /// oracle was measured.
@@ -220,6 +256,49 @@ pub struct WorkloadAnalysis {
     /// The layout floor, where this workload's sessions carried layout variants.
     #[serde(default)]
     pub layout: Option<LayoutFloor>,
+}
+
+/// Other processes' CPU time beside one workload's sessions (`crate::machine`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineState {
+    /// A session with more of other processes on the arms' cores than this (%) is disturbed.
+    pub limit_pct: f64,
+    /// Median and most over the sessions (% of a core), on the arms' cores and the set-up core.
+    pub median_pct: f64,
+    pub max_pct: f64,
+    #[serde(default)]
+    pub setup_median_pct: Option<f64>,
+    /// The disturbed sessions, by number.
+    pub disturbed: Vec<u32>,
+    /// The workload runs on every core (several threads), so other processes move its
+    /// figures: its disturbed sessions were left out of the analysis.
+    pub left_out: bool,
+}
+
+impl MachineState {
+    pub fn line(&self, sessions: usize) -> String {
+        let setup = self
+            .setup_median_pct
+            .map(|s| format!(", the set-up core {s:.0} %"))
+            .unwrap_or_default();
+        let mut line = format!(
+            "other processes beside the sessions: median {:.1} % of the arms' core(s), at most {:.0} %{setup}",
+            self.median_pct, self.max_pct
+        );
+        if !self.disturbed.is_empty() {
+            let list: Vec<String> = self.disturbed.iter().map(|s| (s + 1).to_string()).collect();
+            line += &format!(
+                "; {} of {sessions} sessions disturbed (over {:.0} %): {}",
+                self.disturbed.len(),
+                self.limit_pct,
+                list.join(", ")
+            );
+            if self.left_out {
+                line += ". This workload's threads use every core, so its figures depend on the machine's load: the disturbed sessions are left out; rerun on a quiet machine to use them";
+            }
+        }
+        line
+    }
 }
 
 /// The builds the capture compares: the training's PGO build and the oracle, both against lto.
@@ -282,88 +361,62 @@ pub(crate) fn capture(
         &against_lto(PGO)?,
         &against_lto(ORACLE)?,
         cfg.bootstrap_resamples,
-        cfg.seed,
+        // The run's seed (the report stage sets the recorded one).
+        cfg.seed.unwrap_or_default(),
     )
     .ok())
 }
 
-/// The A/A comparison (release against its second arm: the noise floor) and a row per build,
-/// each judged against it; `compare` estimates one arm against release on the three
-/// percentiles, `row` makes a build's row from its judged comparison.
-/// `layout_floor_pct`: the layout floor of the median, where measured; every build but
-/// release itself is laid out differently from release, so it applies to all of them (not to
-/// the A/A arm, the same executable).
+/// The A/A comparison (release against its second arm: a diagnostic) and a row per build;
+/// `compare` estimates one arm against release on the three percentiles (the sessions'
+/// intervals), `row` makes a build's row from its judged comparison. Every build's intervals
+/// carry the arm component `arm`; every build but release is laid out differently from
+/// release, so the layout floor (on the median, where measured) applies to all of them.
 pub(crate) fn judge_rows(
     builds: &[String],
     min_effect_pct: f64,
-    layout_floor_pct: Option<f64>,
+    layout: Option<&LayoutFloor>,
+    arm: Option<&stats::components::ArmSpread>,
     compare: impl Fn(&str) -> Result<[Estimate; 3]>,
     mut row: impl FnMut(&str, Option<Comparison>) -> Row,
 ) -> Result<(Comparison, Vec<Row>)> {
-    let aa = compare(BASELINE_AGAIN)?;
-    let judge = judge_against(&aa, min_effect_pct, layout_floor_pct);
-    let same = judge_against(&aa, min_effect_pct, None);
+    let judge = |est: [Estimate; 3], layout: Option<&LayoutFloor>| {
+        let [m, p95, p99] = est;
+        Comparison {
+            median: judged(m, min_effect_pct, layout),
+            p95: judged(p95, min_effect_pct, None),
+            p99: judged(p99, min_effect_pct, None),
+        }
+    };
+    let aa = judge(compare(BASELINE_AGAIN)?, None);
     let mut rows = Vec::new();
     for build in builds {
         let vs_release = if build == BASELINE {
             None
         } else {
-            Some(judge(compare(build)?))
+            Some(judge(compare(build)?.map(|e| e.with_arm(arm)), layout))
         };
         rows.push(row(build, vs_release));
     }
-    Ok((same(aa), rows))
+    Ok((aa, rows))
 }
 
-/// The threshold of one comparison and what set it: max(min effect, A/A floor, layout floor).
-pub(crate) fn threshold(
-    aa_floor_pct: f64,
-    min_effect_pct: f64,
-    layout_floor_pct: Option<f64>,
-) -> (f64, Bound) {
-    let mut t = (min_effect_pct, Bound::MinEffect);
-    if aa_floor_pct > t.0 {
-        t = (aa_floor_pct, Bound::AaFloor);
+/// An estimate judged against max(min effect, the layout's threshold where given).
+pub(crate) fn judged(e: Estimate, min_effect_pct: f64, layout: Option<&LayoutFloor>) -> Judged {
+    let (threshold_pct, bound) = threshold(min_effect_pct, layout);
+    Judged {
+        verdict: stats::verdict(&e, threshold_pct),
+        threshold_pct,
+        bound,
+        estimate: e,
     }
-    if let Some(l) = layout_floor_pct
-        && l > t.0
-    {
-        t = (l, Bound::LayoutFloor);
-    }
-    t
 }
 
-/// Judges estimates against max(min effect, the A/A noise floor of each percentile, and the
-/// layout floor on the median where given: the layout variants are measured on the median).
-fn judge_against(
-    aa: &[Estimate; 3],
-    min_effect_pct: f64,
-    layout_floor_pct: Option<f64>,
-) -> impl Fn([Estimate; 3]) -> Comparison + use<> {
-    let thresholds: Vec<(f64, Bound)> = aa
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            threshold(
-                stats::noise_floor_pct(e),
-                min_effect_pct,
-                layout_floor_pct.filter(|_| i == 0),
-            )
-        })
-        .collect();
-    move |est: [Estimate; 3]| {
-        let [m, p95, p99] = est;
-        let j = |e: Estimate, (t, bound): (f64, Bound)| Judged {
-            verdict: stats::verdict(&e, t),
-            threshold_pct: t,
-            bound,
-            estimate: e,
-        };
-        Comparison {
-            median: j(m, thresholds[0]),
-            p95: j(p95, thresholds[1]),
-            p99: j(p99, thresholds[2]),
-        }
+/// The threshold of one comparison and what set it: max(min effect, the layout's).
+pub(crate) fn threshold(min_effect_pct: f64, layout: Option<&LayoutFloor>) -> (f64, Bound) {
+    match layout.map(LayoutFloor::threshold) {
+        Some((t, bound)) if t > min_effect_pct => (t, bound),
+        _ => (min_effect_pct, Bound::MinEffect),
     }
 }
 
@@ -395,7 +448,7 @@ mod tests {
     use super::sessions::analyze_lockstep;
     use crate::fixtures::builds;
 
-    use super::Bound;
+    use super::{Bound, LayoutFloor};
     use crate::fixtures::measure_config;
     use crate::stats::Verdict;
 
@@ -411,6 +464,7 @@ mod tests {
             &sessions,
             &[],
             &measure_config(),
+            &crate::analysis::sessions::Pooled::none(&Default::default()),
         )
         .unwrap()[0];
         let l = w.layout.as_ref().expect("a layout floor");
@@ -433,14 +487,18 @@ mod tests {
             "{} against {truth_sd}",
             l.layout_sd_pct
         );
-        // The prediction interval reaches past every layout measured.
+        // The prediction interval reaches past every layout measured; the floor is its farther
+        // bound from 0 (the centre kept).
         assert!(l.low_pct < -1.0 && l.high_pct > 1.1, "{l:?}");
-        // The floor is its half-width (in %, of the log interval).
         assert!(
-            (l.floor_pct - (l.high_pct - l.low_pct) / 2.0).abs() < 0.1,
+            (l.floor_pct - l.low_pct.abs().max(l.high_pct.abs())).abs() < 1e-9,
             "{l:?}"
         );
-        // lto's 1 % is within layout luck; lto+pgo's 10 % stands beyond the layout floor.
+        assert_eq!(l.layouts, 4);
+        assert!((l.lowest_pct + 1.0).abs() < 0.3 && (l.highest_pct - 1.1).abs() < 0.3);
+        // Four layouts do not veto: the threshold is the farthest layout measured, not the
+        // floor (wider than every layout measured). lto's 1 % lies within the layouts;
+        // lto+pgo's 10 % beyond them.
         let judged = |b: &str| {
             w.rows
                 .iter()
@@ -452,13 +510,18 @@ mod tests {
         let (lto, pgo) = (judged("lto"), judged("lto+pgo"));
         assert_eq!(
             (lto.bound, pgo.bound),
-            (Bound::LayoutFloor, Bound::LayoutFloor)
+            (Bound::LayoutRange, Bound::LayoutRange)
         );
-        assert_eq!(lto.threshold_pct, l.floor_pct);
+        assert!(lto.threshold_pct < l.floor_pct, "{lto:?} {l:?}");
+        assert!((lto.threshold_pct - l.highest_pct.abs().max(l.lowest_pct.abs())).abs() < 1e-9);
         assert_eq!(lto.verdict, Verdict::NoDetectableChange, "{lto:?}");
         assert_eq!(pgo.verdict, Verdict::Faster, "{pgo:?}");
         // The A/A arm is the same executable: no layout floor on it.
         assert_ne!(w.aa.median.bound, Bound::LayoutFloor);
+        // Eight layouts or more (earlier runs' of the same executable pooled): the floor vetoes.
+        let mut pooled = l.clone();
+        pooled.layouts = LayoutFloor::VETO_LAYOUTS;
+        assert_eq!(pooled.threshold(), (pooled.floor_pct, Bound::LayoutFloor));
         // No variants, no floor.
         let plain = &analyze_lockstep(
             &["agent_send_latency".into()],
@@ -466,6 +529,7 @@ mod tests {
             &crate::fixtures::sessions(30, 20),
             &[],
             &measure_config(),
+            &crate::analysis::sessions::Pooled::none(&Default::default()),
         )
         .unwrap()[0];
         assert!(plain.layout.is_none());
@@ -501,6 +565,7 @@ mod tests {
             &sessions,
             &[],
             &measure_config(),
+            &crate::analysis::sessions::Pooled::none(&Default::default()),
         )
         .unwrap()[0];
         let l = w.layout.as_ref().expect("a layout floor");
@@ -557,6 +622,7 @@ mod tests {
             &sessions,
             &[],
             &measure_config(),
+            &crate::analysis::sessions::Pooled::none(&Default::default()),
         )
         .unwrap()[0];
         assert_eq!((w.sessions, w.rounds_per_session), (10, 20));
@@ -582,6 +648,7 @@ mod tests {
             &sessions[..1],
             &[],
             &measure_config(),
+            &crate::analysis::sessions::Pooled::none(&Default::default()),
         )
         .unwrap_err();
         assert!(

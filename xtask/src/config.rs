@@ -59,17 +59,14 @@ pub struct Layout {
     /// have no layout floor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workloads: Option<Vec<String>>,
-    /// Variant k is linked with `--shuffle-sections=.text*=<seed + k>`.
-    #[serde(default = "layout_seed")]
-    pub seed: u32,
+    /// Variant k is linked with `--shuffle-sections=.text*=<seed + k>`; unset (the default),
+    /// drawn each time the stage runs, so that every run adds new layouts to the floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u32>,
     /// A variant's instructions per message may differ from its base's by at most this (%):
     /// more means the relink changed the code, not only where it lies.
     #[serde(default = "one")]
     pub max_instructions_change_pct: f64,
-    /// Also measure a byte-identical copy of release in another file (`release/copy`): how
-    /// much of a layout's shift is the file rather than the function order. One more arm.
-    #[serde(default)]
-    pub copy: bool,
 }
 
 impl Default for Layout {
@@ -78,9 +75,8 @@ impl Default for Layout {
             variants: four(),
             builds: release_only(),
             workloads: None,
-            seed: layout_seed(),
+            seed: None,
             max_instructions_change_pct: one(),
-            copy: false,
         }
     }
 }
@@ -96,16 +92,16 @@ impl Layout {
 /// a yardstick).
 pub const LAYOUT_BUILDS: [&str; 3] = ["release", "lto", "lto+pgo"];
 
+fn ten() -> f64 {
+    10.0
+}
+
 fn four() -> u32 {
     4
 }
 
 fn release_only() -> Vec<String> {
     vec!["release".to_string()]
-}
-
-fn layout_seed() -> u32 {
-    20261201
 }
 
 /// The `bolt` stage: BOLT on top of PGO + fat LTO, in instrumentation mode (no `perf`, no
@@ -293,27 +289,11 @@ pub struct Calibrate {
     pub workload: Option<String>,
     /// Injected costs, in % of that workload's median.
     pub sizes_pct: Vec<f64>,
-    /// The separate-process contrast: blocks of whole-process runs (release twice, then the
-    /// injected arm), each in a random order.
-    #[serde(default = "six")]
-    pub blocks: u32,
-    /// A run of the separate-process contrast with more involuntary context switches than
-    /// this was disturbed; its block is dropped.
-    #[serde(default = "fifty")]
-    pub max_involuntary_switches: u64,
-    /// A run whose system time exceeds this share of its CPU time was disturbed.
-    #[serde(default = "a_quarter")]
-    pub max_sys_fraction: f64,
-}
-
-fn six() -> u32 {
-    6
-}
-fn fifty() -> u64 {
-    50
-}
-fn a_quarter() -> f64 {
-    0.25
+    /// The threshold a detection must clear (%): 0, the default, calls any injected cost
+    /// whose interval excludes 0 detected (the statistics' own sensitivity); the pipeline's
+    /// verdicts clear `measure.min_effect_pct` too.
+    #[serde(default)]
+    pub min_effect_pct: f64,
 }
 
 impl Default for Calibrate {
@@ -321,9 +301,7 @@ impl Default for Calibrate {
         Calibrate {
             workload: None,
             sizes_pct: vec![0.0, 1.0, 2.0, 5.0],
-            blocks: six(),
-            max_involuntary_switches: fifty(),
-            max_sys_fraction: a_quarter(),
+            min_effect_pct: 0.0,
         }
     }
 }
@@ -341,8 +319,22 @@ pub struct Train {
 pub struct Measure {
     #[serde(default)]
     pub lockstep: Lockstep,
-    /// Seeds the run order and the bootstrap: the same data gives the same intervals.
-    pub seed: u64,
+    /// A null arm beside the A/A arm in every workload's sessions: release's bytes copied to
+    /// another file (`release/copy`). Each build is another file; the copy's shift is what a
+    /// file alone moves, and with the A/A arm it estimates the arm component every interval
+    /// carries (`stats::components`). One more arm.
+    #[serde(default = "yes")]
+    pub null_copy: bool,
+    /// A session with more of other processes' CPU time than this on the arms' core(s) (% of
+    /// a core over its turns) is disturbed: named in the report, and left out of a workload
+    /// of several threads (whose figures depend on the load).
+    #[serde(default = "ten")]
+    pub max_other_cpu_pct: f64,
+    /// Seeds the arms' places and turn orders (and the capture's bootstrap). Unset (the
+    /// default): drawn per run and recorded in report.json, so that no fixed order is
+    /// replayed run after run; set (or `--seed N`): that run replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
     /// Seconds each answer of a lockstep arm (its setup, one batch) may take before it is
     /// killed.
     pub timeout_secs: u64,
@@ -528,11 +520,6 @@ pub fn parse(text: &str) -> Result<Config> {
     }
     if config.measure.workloads.is_empty() {
         bail!("`measure.workloads` is empty: nothing would be measured");
-    }
-    if config.calibrate.blocks < 2 {
-        bail!(
-            "`calibrate.blocks` must be at least 2 (an interval needs several blocks; 20 or more is sound)"
-        );
     }
     let l = &config.measure.lockstep;
     if l.sessions < 2 || l.rounds < 2 || l.batch_messages < 1 {

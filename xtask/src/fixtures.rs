@@ -54,6 +54,7 @@ pub fn report() -> Report {
         &sessions,
         &instructions,
         &config.config.measure,
+        &crate::analysis::sessions::Pooled::none(&Default::default()),
     )
     .unwrap();
     let build = |b: Build| {
@@ -73,6 +74,7 @@ pub fn report() -> Report {
     );
     apply_check.missing_total = 2;
     Report {
+        seed: 1,
         schema: SCHEMA,
         generated_unix_secs: 1_796_000_000,
         config,
@@ -306,6 +308,8 @@ fn sessions_of(arms: &[&str], factor: &[f64], n: u32, rounds: usize) -> Vec<Sess
             let mut total = parse_line(LINE).unwrap();
             total.percentiles = vec![(0.5, 200), (0.99, 400)];
             Session {
+                moves: Vec::new(),
+                machine: None,
                 workload: "agent_send_latency".into(),
                 session: s,
                 arms: arms.iter().map(|a| a.to_string()).collect(),
@@ -369,6 +373,8 @@ pub fn versus_sessions(ratio: f64) -> Vec<Session> {
                 .collect();
             let wobble = |r: usize| 1.0 + ((r * 7 + s as usize) % 5) as f64 / 1000.0;
             Session {
+                moves: Vec::new(),
+                machine: None,
                 workload: "mailbox vs tokio".into(),
                 session: s,
                 arms: arms.map(String::from).to_vec(),

@@ -52,7 +52,7 @@ const COMMON: [FlagSpec; 5] = [
 ];
 
 /// Flags only `cargo xtask pgo` takes.
-const PGO_ONLY: [FlagSpec; 12] = [
+const PGO_ONLY: [FlagSpec; 14] = [
     flag(
         "--check",
         None,
@@ -93,6 +93,18 @@ const PGO_ONLY: [FlagSpec; 12] = [
         Some("PCT"),
         "the stopping rule's target: measure until every interval is expected within ±PCT % \
          (the config's `measure.target_half_width_pct`, 1.0 by default; 0.5 for a precise run)",
+    ),
+    flag(
+        "--seed",
+        Some("N"),
+        "seed the arms' places and turn orders with N (the config's `measure.seed`) instead of \
+         a seed drawn for this run: replays a run whose report.json recorded N",
+    ),
+    flag(
+        "--repeat",
+        Some("R"),
+        "with `calibrate`: the whole calibration R times, each with a fresh seed, and how often \
+         the verdicts agreed and whether the intervals overlapped",
     ),
     flag(
         "--remeasure",
@@ -185,6 +197,10 @@ pub struct PgoFlags {
     pub against: Option<String>,
     /// `--half-width PCT`: the stopping rule's target, over the config's.
     pub half_width: Option<f64>,
+    /// `--seed N`: the run's seed, over the config's (else one drawn per run).
+    pub seed: Option<u64>,
+    /// `--repeat R` (calibrate): the calibration R times with fresh seeds.
+    pub repeat: Option<u32>,
     /// `--publish`: keep this run's report.md in docs/results/, with a row in its index.
     pub publish: bool,
     /// `--profile PATH`: a stored profile or bundle instead of training.
@@ -280,6 +296,23 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                                     }
                                 }
                             }
+                            "--seed" => {
+                                let v = value.unwrap_or_default();
+                                flags.seed = Some(v.parse::<u64>().map_err(|_| {
+                                    format!("`--seed` takes a whole number (a report.json's `seed`), not `{v}`")
+                                })?);
+                            }
+                            "--repeat" => {
+                                let v = value.unwrap_or_default();
+                                match v.parse::<u32>() {
+                                    Ok(r) if r >= 1 => flags.repeat = Some(r),
+                                    _ => {
+                                        return Err(format!(
+                                            "`--repeat` takes a count of at least 1, not `{v}`"
+                                        ));
+                                    }
+                                }
+                            }
                             "--publish" => flags.publish = true,
                             "--profile" => flags.profile = value.map(PathBuf::from),
                             "--bundle" => flags.bundle = value.map(PathBuf::from),
@@ -354,6 +387,9 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                     && !matches!(flags.stage, Some(Stage::Train | Stage::Merge))
                 {
                     return Err(misplaced("--bundle", "`cargo xtask pgo train` or `merge`"));
+                }
+                if flags.repeat.is_some() && !flags.calibrate {
+                    return Err(misplaced("--repeat", "`cargo xtask pgo calibrate`"));
                 }
                 if !flags.inputs.is_empty() && flags.stage != Some(Stage::Merge) {
                     return Err(misplaced("--input", "`cargo xtask pgo merge`"));
@@ -480,8 +516,8 @@ pub fn command_help(command: &str) -> String {
         out.push_str(
             "Without STAGE: all of them, in this order.\n\n\
              cargo xtask pgo calibrate: release against release with a known cost injected into\n\
-             every timed round trip (config section [calibrate]), in both measurement modes: what\n\
-             each mode detects, and that nothing is detected when nothing is injected.\n\n\
+             every timed round trip (config section [calibrate]): what it detects at each size, and\n\
+             that nothing is detected when nothing is injected; --repeat R replicates it.\n\n\
              cargo xtask pgo ab OLD NEW: two executables of the binary (e.g. two commits' release\n\
              builds) as arms of the same lockstep sessions, with OLD's A/A arm: NEW's change\n\
              against OLD per measured workload, with its 95 % interval (pgo-data/ab.json).\n",

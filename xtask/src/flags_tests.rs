@@ -157,6 +157,7 @@ fn every_flag_in_the_tables_is_parsed_and_shown() {
             let value = match f.value {
                 Some(v) if v.starts_with('[') => "",
                 Some("PCT") => "0.5",
+                Some("N") | Some("R") => "3",
                 Some(_) => "v",
                 None => "",
             };
@@ -164,6 +165,7 @@ fn every_flag_in_the_tables_is_parsed_and_shown() {
             let context = match f.name {
                 "--bundle" => format!("{command} train"),
                 "--input" => format!("{command} merge"),
+                "--repeat" => format!("{command} calibrate"),
                 _ => command.to_string(),
             };
             let default = parse_words(&context).unwrap();

@@ -49,6 +49,18 @@ pub fn rename_content_addressed(from: &Path, to: &Path) -> Result<()> {
     rename(from, to)
 }
 
+/// Copies `from` to `to` (its permissions too) through a temporary file renamed into place,
+/// making `to`'s folder.
+pub fn copy_atomic(from: &Path, to: &Path) -> Result<()> {
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let tmp = temp_path(to);
+    std::fs::copy(from, &tmp)
+        .with_context(|| format!("cannot copy {} to {}", from.display(), tmp.display()))?;
+    rename(&tmp, to)
+}
+
 /// A sibling of `path` for a temporary file: `.<name>.tmp-<pid>`.
 pub fn temp_path(path: &Path) -> PathBuf {
     let name = path

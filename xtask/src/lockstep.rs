@@ -71,8 +71,18 @@ pub struct Session {
     pub workload: String,
     pub session: u32,
     pub arms: Vec<String>,
+    /// The arms in the order they were spawned (drawn at random per session): an arm's index
+    /// is its place here.
     /// `order[r]`: the arms' indices in the order they ran in round r.
     pub order: Vec<Vec<u8>>,
+    /// The arms' indices in the order they were moved onto the measured core (drawn per
+    /// session; empty where they set up where they run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<u8>,
+    /// Other processes' CPU time beside the session's turns (`/proc`; a report from before it
+    /// was kept: `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<crate::machine::Beside>,
     /// `batches[a][r]`: arm a's batch in round r.
     pub batches: Vec<Vec<Batch>>,
     /// Each arm's closing report over all its batches (histogram, CPU time, switches).
@@ -156,6 +166,10 @@ impl Timing {
 /// A session's arms, started (on the set-up core where there is one) and setting up.
 pub struct Spawned {
     live: Vec<Live>,
+    /// The session's own generator: its places, then its turn orders.
+    rng: SplitMix64,
+    /// The order they move onto the measured core in (indices into `live`).
+    moves: Vec<u8>,
     started: Instant,
     /// The core they set up on, when they move to their own for the turns.
     setup: Option<usize>,
@@ -172,13 +186,23 @@ impl Spawned {
 
 /// Starts one session's arms: each a live `--lockstep BATCH` process, pinned to the set-up
 /// core while it sets up and warms up (on one core, or for arms that do not share one, where
-/// they will take turns).
+/// they will take turns). Where an arm sits is drawn from `seed`: the order they are spawned
+/// in (which is also each arm's index), and the order they will move onto the measured core
+/// in. An effect of a fixed place (the first spawned warms up on a quieter core; the last
+/// moved runs first on warm caches) then spreads over every arm as session-to-session noise
+/// instead of biasing one.
 pub fn spawn(
     workload: &Workload,
     arms: &[Arm],
     cfg: &Measure,
+    seed: u64,
     bar: &ProgressBar,
 ) -> Result<Spawned> {
+    let mut rng = SplitMix64::new(seed);
+    let mut arms: Vec<&Arm> = arms.iter().collect();
+    rng.shuffle(&mut arms);
+    let mut moves: Vec<u8> = (0..arms.len() as u8).collect();
+    rng.shuffle(&mut moves);
     let batch = workload.batch_in(&cfg.lockstep).to_string();
     let measured = shared_core(cfg, workload.shares_core_in(&cfg.lockstep));
     // Arms of several threads (not sharing a core) start where they will run: they place
@@ -203,7 +227,9 @@ pub fn spawn(
         live.push(bar.suspend(|| Live::start(&arm.name, cmd))?);
     }
     Ok(Spawned {
+        rng,
         live,
+        moves,
         started,
         setup,
         measured,
@@ -218,10 +244,10 @@ pub fn session(
     index: u32,
     arms: &[Arm],
     cfg: &Measure,
-    rng: &mut SplitMix64,
+    seed: u64,
     bar: &ProgressBar,
 ) -> Result<Session> {
-    spawn(workload, arms, cfg, bar)?.run(workload, index, cfg, rng, bar)
+    spawn(workload, arms, cfg, seed, bar)?.run(workload, index, cfg, bar)
 }
 
 impl Spawned {
@@ -232,7 +258,6 @@ impl Spawned {
         workload: &Workload,
         index: u32,
         cfg: &Measure,
-        rng: &mut SplitMix64,
         bar: &ProgressBar,
     ) -> Result<Session> {
         let timeout = Duration::from_secs(cfg.timeout_secs);
@@ -263,19 +288,26 @@ impl Spawned {
             ..Timing::default()
         };
         let n = self.live.len();
+        let mut moves = Vec::new();
         if let (Some(_), Some(core)) = (self.setup, self.measured) {
             let moving = Instant::now();
-            for arm in &mut self.live {
-                arm.repin(core)?;
+            for &a in &self.moves {
+                self.live[a as usize].repin(core)?;
             }
+            moves = self.moves.clone();
             timing.move_secs = moving.elapsed().as_secs_f64();
         }
+        let watch = crate::machine::Watch::start(
+            self.measured,
+            self.setup,
+            self.live.iter().map(|a| a.child.id()),
+        );
         let turns = Instant::now();
         let mut order = Vec::with_capacity(cfg.lockstep.rounds as usize);
         let mut batches: Vec<Vec<Batch>> = vec![Vec::new(); n];
         for round in 0..cfg.lockstep.rounds {
             let mut turn: Vec<u8> = (0..n as u8).collect();
-            rng.shuffle(&mut turn);
+            self.rng.shuffle(&mut turn);
             for &a in &turn {
                 let what = format!("running batch {} of session {index}", round + 1);
                 batches[a as usize].push(self.live[a as usize].batch(timeout, &what)?);
@@ -284,6 +316,7 @@ impl Spawned {
             bar.inc(1);
         }
         timing.turns_secs = turns.elapsed().as_secs_f64();
+        let machine = watch.and_then(|w| w.stop());
         timing.batch_secs = batches
             .iter()
             .flatten()
@@ -313,6 +346,8 @@ impl Spawned {
             session: index,
             arms: self.live.iter().map(|a| a.name.clone()).collect(),
             order,
+            moves,
+            machine,
             batches,
             totals,
             timing: Some(timing),

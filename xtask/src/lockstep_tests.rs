@@ -41,7 +41,7 @@ fn failed_session(script: &str, timeout_secs: u64) -> (String, bool) {
         7,
         &arms,
         &cfg,
-        &mut SplitMix64::new(1),
+        1,
         &ProgressBar::hidden(),
     )
     .map(|_| ())

@@ -17,6 +17,7 @@ mod insight_data;
 mod instructions;
 mod llvm_bolt;
 mod lockstep;
+mod machine;
 mod measure;
 mod outputs;
 mod pipeline;

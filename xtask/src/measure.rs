@@ -28,16 +28,16 @@ pub fn copy_arm(build: &str) -> String {
     format!("{build}/copy")
 }
 
-/// The layout variants of `build` among `arms`, in their order.
+/// The layout variants of `build` among `arms`, by number (`L1`, `L2`, …; a session's arms
+/// come in a random order).
 pub fn layout_arms_of<'a>(arms: &'a [String], build: &str) -> Vec<&'a str> {
     let prefix = format!("{build}/L");
-    arms.iter()
-        .filter(|a| {
-            a.strip_prefix(&prefix)
-                .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .map(String::as_str)
-        .collect()
+    let mut found: Vec<(u32, &str)> = arms
+        .iter()
+        .filter_map(|a| Some((a.strip_prefix(&prefix)?.parse().ok()?, a.as_str())))
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, a)| a).collect()
 }
 
 /// Something measured against the others: a build (or, when calibrating, a build with extra
@@ -236,7 +236,7 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
             .expect("a valid template")
             .progress_chars("=> "),
         );
-    let mut rng = SplitMix64::new(cfg.seed);
+    let seed = cfg.seed.unwrap_or_else(crate::stats::fresh_seed);
     let mut turn = 0usize;
     // The next session to start: round-robin among the groups below their limit; else, so
     // that a group finishing its pilot alone does not leave the other core idle, one more
@@ -257,8 +257,10 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
         progress[g].started += 1;
         Some((g, progress[g].started - 1))
     };
-    let start = |g: usize| -> Result<lockstep::Spawned> {
-        lockstep::spawn(&groups[g].workload, &groups[g].arms, cfg, &bar)
+    let start = |g: usize, index: u32| -> Result<lockstep::Spawned> {
+        let w = &groups[g].workload;
+        let session_seed = session_seed(seed, &w.name, index);
+        lockstep::spawn(w, &groups[g].arms, cfg, session_seed, &bar)
             .with_context(|| format!("measuring `{}` (lockstep)", groups[g].workload.name))
     };
     let mut stopped = Vec::new();
@@ -267,9 +269,9 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
     loop {
         let (g, index, spawned) = match pending.take() {
             Some((g, index, Some(spawned))) => (g, index, spawned),
-            Some((g, index, None)) => (g, index, start(g)?),
+            Some((g, index, None)) => (g, index, start(g, index)?),
             None => match next(&mut progress) {
-                Some((g, index)) => (g, index, start(g)?),
+                Some((g, index)) => (g, index, start(g, index)?),
                 None => break,
             },
         };
@@ -278,12 +280,20 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
             && let Some((g2, index2)) = next(&mut progress)
         {
             let early = groups[g2].workload.shares_core_in(l);
-            pending = Some((g2, index2, if early { Some(start(g2)?) } else { None }));
+            pending = Some((
+                g2,
+                index2,
+                if early {
+                    Some(start(g2, index2)?)
+                } else {
+                    None
+                },
+            ));
         }
         let group = &groups[g];
         bar.set_message(format!("session {} of {}", index + 1, group.workload.name));
         let session = spawned
-            .run(&group.workload, index, cfg, &mut rng, &bar)
+            .run(&group.workload, index, cfg, &bar)
             .with_context(|| format!("measuring `{}` (lockstep)", group.workload.name))?;
         let p = &mut progress[g];
         if let Some(t) = session.timing {
@@ -340,6 +350,18 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
     bar.finish_and_clear();
     let sessions = progress.into_iter().flat_map(|p| p.done).collect();
     Ok((sessions, stopped))
+}
+
+/// Session `index` of `workload`'s own seed, from the run's: its arms' places and turn
+/// orders depend on nothing else, so a run replays from its seed (`--seed`) whatever order
+/// the sessions of the workloads happened to interleave in.
+pub fn session_seed(run: u64, workload: &str, index: u32) -> u64 {
+    // FNV-1a of the name, then SplitMix64's mixing of the three.
+    let name = workload.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut mix = SplitMix64::new(run ^ name ^ ((index as u64) << 40));
+    mix.next_u64()
 }
 
 /// The stopping rule's plan for a group after its pilot: Stein's count for the widest of
@@ -489,6 +511,46 @@ echo '{LINE}'"#
             (stopped[0].sessions, stopped[0].reason, stopped[0].needed),
             (9, StopReason::Fixed, None)
         );
+    }
+
+    /// Every session draws its arms' places and turn orders from the run's seed: recorded in
+    /// the session, the same under the same seed (a replay), other under another.
+    #[test]
+    fn places_and_orders_are_drawn_per_session_and_replay_from_the_seed() {
+        let mut cfg = measure_config();
+        cfg.lockstep.rounds = 3;
+        (cfg.lockstep.min_sessions, cfg.lockstep.sessions) = (4, 4);
+        cfg.target_half_width_pct = 0.0;
+        let mut g = group("w", "1000");
+        for name in ["c", "d", "e"] {
+            g.arms.push(sh_arm(name, "1000"));
+        }
+        let mut places = |seed: u64| {
+            cfg.seed = Some(seed);
+            let (sessions, _) = run_groups(std::slice::from_ref(&g), &cfg).unwrap();
+            sessions
+                .into_iter()
+                .map(|s| (s.arms, s.moves, s.order))
+                .collect::<Vec<_>>()
+        };
+        let (a, again, other) = (places(7), places(7), places(8));
+        assert_eq!(a, again, "a seed replays its places and orders");
+        assert_ne!(a, other);
+        // Within a run the spawn order differs between sessions.
+        let spawned: std::collections::BTreeSet<_> = a.iter().map(|s| s.0.clone()).collect();
+        assert!(spawned.len() > 1, "{spawned:?}");
+        for (arms, moves, order) in &a {
+            let mut sorted = arms.clone();
+            sorted.sort();
+            assert_eq!(sorted, ["base", "c", "cand", "d", "e"]);
+            // Moves are recorded where the arms move (a machine of two cores or more).
+            if !moves.is_empty() {
+                let mut m = moves.clone();
+                m.sort();
+                assert_eq!(m, [0, 1, 2, 3, 4]);
+            }
+            assert_eq!(order.len(), 3);
+        }
     }
 
     #[test]

@@ -85,14 +85,19 @@ pub struct LayoutVariants {
 }
 
 impl LayoutVariants {
-    /// Every variant as (arm name, executable), and the copies.
+    /// Every variant as (arm name, executable).
     pub fn arms(&self) -> impl Iterator<Item = (&str, &Built)> {
-        self.sets.iter().flat_map(|s| {
-            s.variants
-                .iter()
-                .map(|v| (v.arm.as_str(), &v.built))
-                .chain(s.copy.iter().map(|(arm, b)| (arm.as_str(), b)))
-        })
+        self.sets
+            .iter()
+            .flat_map(|s| s.variants.iter().map(|v| (v.arm.as_str(), &v.built)))
+    }
+
+    /// Every variant's arm and `--shuffle-sections` seed.
+    pub fn seeds(&self) -> Vec<(String, u32)> {
+        self.sets
+            .iter()
+            .flat_map(|s| s.variants.iter().map(|v| (v.arm.clone(), v.seed)))
+            .collect()
     }
 }
 
@@ -109,11 +114,6 @@ pub struct LayoutSet {
     pub instructions_workload: String,
     pub base_instructions: Option<f64>,
     pub variants: Vec<LayoutVariant>,
-    /// Release's relink without a flag, byte for byte the measured executable in another
-    /// file (`release/copy`): measured beside the variants, it shows how much of the floor
-    /// is the file itself (where its pages land) rather than the function order.
-    #[serde(default)]
-    pub copy: Option<(String, Built)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -151,6 +151,9 @@ pub struct Measurements {
     pub layout: Option<LayoutVariants>,
     pub instructions: Vec<InstructionCount>,
     pub comparators: Vec<crate::compare::Row>,
+    /// The run's seed: the arms' places and turn orders (`--seed` replays them).
+    #[serde(default)]
+    pub seed: u64,
 }
 
 impl Measurements {

@@ -50,6 +50,9 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     if let Some(pct) = flags.half_width {
         ctx.config.config.measure.target_half_width_pct = pct;
     }
+    if let Some(seed) = flags.seed {
+        ctx.config.config.measure.seed = Some(seed);
+    }
     let ctx = ctx;
     eprintln!(
         "pgo: config {}, artifacts in {}, builds in {}",
@@ -70,7 +73,9 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     });
     if flags.calibrate {
         return timer
-            .section_named("calibrate", || calibrate::run(&ctx, &tc))
+            .section_named("calibrate", || {
+                calibrate::run(&ctx, &tc, flags.repeat.unwrap_or(1))
+            })
             .map(drop);
     }
     if let Some(dir) = &flags.export {

@@ -70,6 +70,10 @@ impl Against {
 pub struct Report {
     pub schema: u32,
     pub generated_unix_secs: u64,
+    /// The run's seed: the arms' places and turn orders (`cargo xtask pgo --seed N` replays
+    /// them).
+    #[serde(default)]
+    pub seed: u64,
     pub config: LoadedConfig,
     pub environment: Environment,
     pub profile: ProfileInfo,
@@ -170,19 +174,55 @@ pub(crate) fn fmt_instr(v: Option<f64>) -> String {
 }
 
 pub(crate) fn floor_line(report: &Report, w: &WorkloadAnalysis) -> String {
-    let f = |j: &Judged| stats::noise_floor_pct(&j.estimate);
-    if report.whole_process(&w.workload) {
-        return format!(
-            "A/A noise floor: median ±{:.1} % (whole-process: one run a turn)",
-            f(&w.aa.median)
+    let mut line = nulls_line(w);
+    if let Some(c) = &w.components {
+        let _ = write!(
+            line,
+            "; A/A sd of rounds {:.2} %, of sessions {:.2} %",
+            100.0 * c.rounds_sd,
+            100.0 * c.sessions_sd
         );
     }
-    format!(
-        "A/A noise floor: median ±{:.1} %, p95 ±{:.1} %, p99 ±{:.1} %",
-        f(&w.aa.median),
-        f(&w.aa.p95),
-        f(&w.aa.p99)
-    )
+    if report.whole_process(&w.workload) {
+        line += " (whole-process: one run a turn)";
+    }
+    if let Some(m) = &w.machine {
+        let _ = write!(line, "\n  {}", m.line(w.sessions));
+    }
+    line
+}
+
+/// The null arms (each should hold 0) and the arm component they give every interval.
+pub(crate) fn nulls_line(w: &WorkloadAnalysis) -> String {
+    let mut parts: Vec<String> = w
+        .nulls
+        .iter()
+        .map(|(arm, e)| {
+            format!(
+                "{arm} {:+.2} % [{:+.2}, {:+.2}]{}",
+                e.change_pct,
+                e.ci_low_pct,
+                e.ci_high_pct,
+                if e.holds_zero() {
+                    ""
+                } else {
+                    " (does NOT hold 0)"
+                }
+            )
+        })
+        .collect();
+    if parts.is_empty() {
+        parts.push(format!("A/A {}", stats::describe(&w.aa.median.estimate)));
+    }
+    let arm = match &w.arm {
+        Some(a) => format!(
+            "arm component sd {:.2} % from {} null arms (this run's and earlier runs')",
+            100.0 * a.sd,
+            a.nulls
+        ),
+        None => "no arm component (no null arm)".to_string(),
+    };
+    format!("null arms: {}; {arm}", parts.join(", "))
 }
 
 fn judged(j: &Judged) -> String {

@@ -1,89 +1,78 @@
-//! Paired statistics: per unit (a lockstep session, or a block of whole runs in calibration's
-//! contrast) r = ln(candidate / baseline). Lockstep sessions: a 20 % trimmed mean of r with the
-//! stopping rule's interval (`sequential.rs`); calibration's blocks and the oracle capture: a
-//! mean with a seeded percentile-bootstrap interval; a Wilcoxon signed-rank test as a
-//! cross-check. Numbers in, numbers out: no processes here.
+//! Paired statistics: per lockstep session r = ln(candidate / baseline), the median of its
+//! rounds'. The estimate is a 20 % trimmed mean of r with the stopping rule's interval
+//! (`sequential.rs`), widened by the arm component (`components.rs`); the oracle capture has a
+//! seeded nested bootstrap; a Wilcoxon signed-rank test as a cross-check. Numbers in, numbers
+//! out: no processes here.
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
+pub mod components;
 pub mod layout_spread;
 pub mod sequential;
 
 /// The comparison of a candidate build with a baseline over paired runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
-    /// Units of inference: lockstep sessions (blocks of runs in calibration's contrast).
+    /// Units of inference: lockstep sessions.
     pub pairs: usize,
     /// Lockstep mode: the rounds behind the sessions, in all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<usize>,
-    /// The estimate of ln(candidate / baseline): the 20 % trimmed mean over lockstep sessions,
-    /// the mean over calibration's blocks.
+    /// The estimate of ln(candidate / baseline): the 20 % trimmed mean over lockstep sessions.
     pub mean_log_ratio: f64,
     /// exp(mean): the typical candidate/baseline ratio.
     pub ratio: f64,
     /// (ratio − 1) × 100: negative is faster.
     pub change_pct: f64,
-    /// The 95 % interval of `change_pct` (the stopping rule's for sessions, a bootstrap's for
-    /// blocks).
+    /// The 95 % interval of `change_pct`: the stopping rule's, widened by `arm` where given.
     pub ci_low_pct: f64,
     pub ci_high_pct: f64,
     /// Two-sided p-value of the Wilcoxon signed-rank test on r (1.0 when every r is 0).
     pub wilcoxon_p: f64,
+    /// Sessions: the degrees of freedom of the sessions' half-width.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub df: Option<usize>,
+    /// The arm component the interval carries (`components.rs`): its sd in % and the null
+    /// arms it was estimated from; `None`: the sessions' interval alone (a null arm itself, a
+    /// layout variant, workload against workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm: Option<components::ArmSpread>,
 }
 
-/// ln(candidate / baseline) per pair. Refuses empty input, unequal lengths, and values that
-/// are zero, negative or not finite: a ratio of them means nothing.
-pub fn log_ratios(baseline: &[f64], candidate: &[f64]) -> Result<Vec<f64>> {
-    if baseline.len() != candidate.len() {
-        bail!(
-            "{} baseline values but {} candidate values: the runs must come in pairs",
-            baseline.len(),
-            candidate.len()
-        );
-    }
-    if baseline.is_empty() {
-        bail!("no pairs to compare (were all of them dropped as disturbed?)");
-    }
-    for (i, (&b, &c)) in baseline.iter().zip(candidate).enumerate() {
-        for (what, v) in [("baseline", b), ("candidate", c)] {
-            if !v.is_finite() || v <= 0.0 {
-                bail!(
-                    "pair {i}: the {what} value is {v}; latencies must be positive, finite numbers"
-                );
-            }
+impl Estimate {
+    /// The same estimate, its interval widened by the arm component (`components.rs`).
+    pub fn with_arm(&self, arm: Option<&components::ArmSpread>) -> Estimate {
+        let (Some(arm), Some(df)) = (arm, self.df) else {
+            return self.clone();
+        };
+        let pct = |x: f64| (x.exp() - 1.0) * 100.0;
+        let m = self.mean_log_ratio;
+        let session_half = ((self.ci_high_pct / 100.0 + 1.0).ln() - m).max(0.0);
+        let half = components::widened(session_half, df as f64, arm);
+        Estimate {
+            ci_low_pct: pct(m - half),
+            ci_high_pct: pct(m + half),
+            arm: Some(*arm),
+            ..self.clone()
         }
     }
-    Ok(baseline
-        .iter()
-        .zip(candidate)
-        .map(|(b, c)| (c / b).ln())
-        .collect())
-}
 
-/// Compares paired runs: the mean log-ratio, a bootstrap interval with `resamples` resamples
-/// from `seed` (the same data and seed give the same interval), and Wilcoxon's p.
-pub fn compare(
-    baseline: &[f64],
-    candidate: &[f64],
-    resamples: usize,
-    seed: u64,
-) -> Result<Estimate> {
-    let r = log_ratios(baseline, candidate)?;
-    let m = mean(&r);
-    let (lo, hi) = bootstrap_mean_ci(&r, resamples, seed, 0.95);
-    let pct = |x: f64| (x.exp() - 1.0) * 100.0;
-    Ok(Estimate {
-        pairs: r.len(),
-        rounds: None,
-        mean_log_ratio: m,
-        ratio: m.exp(),
-        change_pct: pct(m),
-        ci_low_pct: pct(lo),
-        ci_high_pct: pct(hi),
-        wilcoxon_p: wilcoxon_signed_rank_p(&r),
-    })
+    /// The standard error of the sessions' estimate (log space), from their interval's
+    /// half-width and degrees of freedom; `None` without them or once widened.
+    pub fn se_log(&self) -> Option<f64> {
+        let df = self.df?;
+        if self.arm.is_some() {
+            return None;
+        }
+        let half = (self.ci_high_pct / 100.0 + 1.0).ln() - self.mean_log_ratio;
+        Some(half.max(0.0) / sequential::t95(df.max(1)))
+    }
+
+    /// Whether the interval holds 0 (a null arm's should).
+    pub fn holds_zero(&self) -> bool {
+        self.ci_low_pct <= 0.0 && 0.0 <= self.ci_high_pct
+    }
 }
 
 /// Lockstep sessions: `sessions[s]` holds the per-round ln(candidate / baseline) of session
@@ -106,7 +95,7 @@ pub fn compare_sessions(sessions: &[Vec<f64>], pilot: usize) -> Result<Estimate>
         bail!("a round's ratio is not a finite number (a zero or negative latency?)");
     }
     let per_session: Vec<f64> = sessions.iter().map(|s| median_of(&mut s.clone())).collect();
-    let (m, half) = sequential::interval(&per_session, pilot);
+    let (m, half, df) = sequential::interval_df(&per_session, pilot);
     let pct = |x: f64| (x.exp() - 1.0) * 100.0;
     Ok(Estimate {
         pairs: sessions.len(),
@@ -117,6 +106,8 @@ pub fn compare_sessions(sessions: &[Vec<f64>], pilot: usize) -> Result<Estimate>
         ci_low_pct: pct(m - half),
         ci_high_pct: pct(m + half),
         wilcoxon_p: wilcoxon_signed_rank_p(&per_session),
+        df: Some(df),
+        arm: None,
     })
 }
 
@@ -193,11 +184,6 @@ pub fn capture_nested(
     })
 }
 
-/// Each session's value: the median of its rounds' log ratios.
-pub fn session_values(sessions: &[Vec<f64>]) -> Vec<f64> {
-    sessions.iter().map(|s| median_of(&mut s.clone())).collect()
-}
-
 /// The median (mean of the middle two for an even count), reordering `v`.
 fn median_of(v: &mut [f64]) -> f64 {
     let n = v.len();
@@ -210,8 +196,21 @@ fn median_of(v: &mut [f64]) -> f64 {
     }
 }
 
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
+/// A seed drawn for this run: the kernel's random bytes (`/dev/urandom`), else the clock
+/// and the process id. Recorded with what it seeded, so the run can be replayed.
+pub fn fresh_seed() -> u64 {
+    use std::io::Read;
+    let mut buf = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .is_ok()
+    {
+        return u64::from_le_bytes(buf);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    SplitMix64::new(now ^ (std::process::id() as u64) << 32).next_u64()
 }
 
 /// SplitMix64: a small, well-known seeded generator (Steele, Lea, Flood 2014).
@@ -238,21 +237,6 @@ impl SplitMix64 {
             v.swap(i, self.below(i + 1));
         }
     }
-}
-
-/// Percentile bootstrap interval of the mean at `level`.
-pub fn bootstrap_mean_ci(r: &[f64], resamples: usize, seed: u64, level: f64) -> (f64, f64) {
-    let n = r.len();
-    let mut rng = SplitMix64::new(seed);
-    let mut means: Vec<f64> = (0..resamples.max(1))
-        .map(|_| (0..n).map(|_| r[rng.below(n)]).sum::<f64>() / n as f64)
-        .collect();
-    means.sort_by(f64::total_cmp);
-    let tail = (1.0 - level) / 2.0;
-    (
-        quantile_sorted(&means, tail),
-        quantile_sorted(&means, 1.0 - tail),
-    )
 }
 
 /// Linear-interpolated quantile of sorted data.
@@ -405,19 +389,6 @@ pub fn median(values: &[f64]) -> Option<f64> {
 mod tests {
     use super::*;
 
-    /// Synthetic pairs: baseline around 200 with run-to-run noise, candidate = baseline ×
-    /// `ratio` × its own noise.
-    fn pairs(n: usize, ratio: f64, noise: f64, seed: u64) -> (Vec<f64>, Vec<f64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut u = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
-        let base: Vec<f64> = (0..n).map(|_| 200.0 * (1.0 + noise * u())).collect();
-        let cand = base
-            .iter()
-            .map(|b| b * ratio * (1.0 + noise * u()))
-            .collect();
-        (base, cand)
-    }
-
     /// Synthetic lockstep sessions: per round, baseline and candidate batches measured
     /// moments apart, so both see the machine's state of that round: fast (170 ns) or slow
     /// (235 ns), flipping every `flip_every` rounds. Each session has a per-process offset of
@@ -512,61 +483,6 @@ mod tests {
         assert!(compare_sessions(&[vec![0.1], vec![f64::NAN]], 2).is_err());
         assert_eq!(median_of(&mut [3.0, 1.0, 2.0, 4.0]), 2.5);
         assert_eq!(median_of(&mut [3.0, 1.0, 2.0]), 2.0);
-    }
-
-    #[test]
-    fn the_interval_covers_a_known_ratio() {
-        let (b, c) = pairs(30, 0.90, 0.04, 7);
-        let e = compare(&b, &c, 10_000, 1).unwrap();
-        assert!(e.ci_low_pct < -10.0 && -10.0 < e.ci_high_pct, "{e:?}");
-        assert!((e.ratio - 0.90).abs() < 0.02, "{e:?}");
-        assert!(e.wilcoxon_p < 0.001, "{e:?}");
-        assert_eq!(verdict(&e, 1.0), Verdict::Faster);
-        assert!(describe(&e).starts_with("10."), "{}", describe(&e));
-    }
-
-    #[test]
-    fn an_a_a_set_gives_an_interval_containing_zero() {
-        let (b, c) = pairs(30, 1.0, 0.04, 11);
-        let e = compare(&b, &c, 10_000, 1).unwrap();
-        assert!(e.ci_low_pct < 0.0 && 0.0 < e.ci_high_pct, "{e:?}");
-        assert!(e.wilcoxon_p > 0.05, "{e:?}");
-        assert_eq!(
-            verdict(&e, noise_floor_pct(&e)),
-            Verdict::NoDetectableChange
-        );
-    }
-
-    #[test]
-    fn the_same_data_and_seed_give_the_same_interval() {
-        let (b, c) = pairs(20, 1.05, 0.04, 3);
-        assert_eq!(
-            compare(&b, &c, 10_000, 42).unwrap(),
-            compare(&b, &c, 10_000, 42).unwrap()
-        );
-        let e = compare(&b, &c, 10_000, 42).unwrap();
-        assert_eq!(verdict(&e, 1.0), Verdict::Slower, "{e:?}");
-    }
-
-    #[test]
-    fn edge_cases() {
-        // All pairs equal: a zero-width interval at 0, p = 1.
-        let e = compare(&[100.0; 5], &[100.0; 5], 1000, 1).unwrap();
-        assert_eq!(
-            (e.change_pct, e.ci_low_pct, e.ci_high_pct, e.wilcoxon_p),
-            (0.0, 0.0, 0.0, 1.0)
-        );
-        // One pair: an estimate, but the interval is the point and Wilcoxon cannot reject.
-        let e = compare(&[100.0], &[90.0], 1000, 1).unwrap();
-        assert!((e.change_pct + 10.0).abs() < 1e-9);
-        assert_eq!((e.ci_low_pct, e.ci_high_pct), (e.change_pct, e.change_pct));
-        assert_eq!(e.wilcoxon_p, 1.0);
-        // Bad input: clear errors.
-        let err = |b: &[f64], c: &[f64]| compare(b, c, 10, 1).unwrap_err().to_string();
-        assert!(err(&[1.0, f64::NAN], &[1.0, 1.0]).contains("pair 1: the baseline value is NaN"));
-        assert!(err(&[1.0], &[0.0]).contains("pair 0: the candidate value is 0"));
-        assert!(err(&[], &[]).contains("no pairs to compare"));
-        assert!(err(&[1.0], &[1.0, 2.0]).contains("must come in pairs"));
     }
 
     #[test]

@@ -191,18 +191,40 @@ fn the_whole_pipeline_on_the_quick_config() {
         4 * 2,
         "4 sessions of each of quick.toml's 2 workloads"
     );
+    // Every workload: the builds, the A/A arm and release's copy in another file; quick.toml's
+    // `layout.workloads`: release's two layout variants too. A session's arms come in the
+    // order they were spawned, drawn per session.
     let mut arms = measured_builds();
-    arms.insert(1, "release-aa");
-    // quick.toml's `layout.workloads`: release's two layout variants and its copy there.
+    arms.extend(["release-aa", "release/copy"]);
+    arms.sort();
     let mut with_layout = arms.clone();
-    with_layout.extend(["release/L1", "release/L2", "release/copy"]);
+    with_layout.extend(["release/L1", "release/L2"]);
+    with_layout.sort();
+    let mut orders = std::collections::BTreeSet::new();
     for s in sessions {
         let expected = if s["workload"] == "tokio_mpsc_send_latency" {
             &with_layout
         } else {
             &arms
         };
-        assert_eq!(s["arms"], serde_json::json!(expected));
+        let mut got: Vec<&str> = s["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        orders.insert(got.join(","));
+        got.sort();
+        assert_eq!(&got, expected);
+        // Moved onto the measured core in an order of its own: a permutation of the arms.
+        let mut moves: Vec<u64> = s["moves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_u64().unwrap())
+            .collect();
+        moves.sort();
+        assert_eq!(moves, (0..got.len() as u64).collect::<Vec<_>>(), "{s}");
         for arm in s["batches"].as_array().unwrap() {
             assert_eq!(arm.as_array().unwrap().len(), 20, "{s}");
             for b in arm.as_array().unwrap() {
@@ -226,6 +248,14 @@ fn the_whole_pipeline_on_the_quick_config() {
         assert_eq!(s["totals"].as_array().unwrap().len(), expected.len());
     }
     assert!(
+        orders.len() > 1,
+        "the spawn order is drawn per session: {orders:?}"
+    );
+    assert!(
+        report["seed"].as_u64().is_some(),
+        "the run's seed is recorded"
+    );
+    assert!(
         report.get("runs").is_none(),
         "lockstep is the only protocol"
     );
@@ -244,7 +274,8 @@ fn the_whole_pipeline_on_the_quick_config() {
     assert_eq!(recorded, measured_builds(), "report.json names each build");
     assert!(
         stdout.contains("APPLIED")
-            && stdout.contains("A/A noise floor")
+            && stdout.contains("null arms: release-aa ")
+            && stdout.contains("release/copy ")
             && stdout.contains("4 sessions × 20 rounds (lockstep)"),
         "{stdout}"
     );
@@ -402,56 +433,51 @@ fn a_raw_profile_is_refused_before_any_build() {
     );
 }
 
-/// `cargo xtask pgo calibrate` on the quick config: nothing injected is not called a change,
-/// and +30 % (large, so this cannot be flaky) is called slower in both modes, near its size.
+/// `cargo xtask pgo calibrate --repeat 2` on the quick config: nothing injected is not called
+/// a change, and +30 % (large, so this cannot be flaky) is called slower, near its size, in
+/// both runs, each with a seed of its own; the replication says the verdicts agree.
 #[test]
 fn calibration_detects_a_large_injection_and_not_a_zero_one() {
     let run = good_run();
     // Ten sessions, not quick.toml's four: with four, the interval rests on a t of 3 degrees
-    // of freedom, and one disturbed session (a busy CI machine) can widen the A/A floor past
-    // the 30 % injected (seen once: ±15 %).
+    // of freedom, and one disturbed session (a busy CI machine) can widen it past the 30 %
+    // injected (seen once: ±15 %).
     let config = config_variant(
         &run.tmp.join("calibrate.toml"),
         "sessions = 4 ",
         "sessions = 10 ",
     );
-    let out = xtask_with(&config, &["pgo", "calibrate"], &run.data, &run.target);
+    let out = xtask_with(
+        &config,
+        &["pgo", "calibrate", "--repeat", "2"],
+        &run.data,
+        &run.target,
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}\n{stdout}", stderr_of(&out));
     assert!(
-        stdout.contains("calibration of `agent_send_latency`"),
+        stdout.contains("calibration of `agent_send_latency`")
+            && stdout.contains("replication: each size measured 2 times with fresh seeds"),
         "{stdout}"
     );
     let c = json(&run.data.join("calibration.json"));
-    // The floors beside the table: A/A and quick.toml's two layout variants of release.
-    assert!(
-        stdout.contains("floors, in the same lockstep sessions: A/A ±")
-            && stdout.contains("layout floor ±"),
-        "{stdout}"
-    );
-    assert!(c["aa_floor_pct"].as_f64().unwrap() >= 0.0, "{c}");
-    let floor = &c["layout"];
-    assert_eq!(floor["variants"].as_array().unwrap().len(), 2, "{floor}");
-    assert!(floor["floor_pct"].as_f64().unwrap().is_finite(), "{floor}");
     let rows = c["rows"].as_array().unwrap();
-    let modes: Vec<(&str, f64)> = rows
+    let sizes: Vec<f64> = rows
         .iter()
-        .map(|r| {
-            (
-                r["mode"].as_str().unwrap(),
-                r["target_pct"].as_f64().unwrap(),
-            )
-        })
+        .map(|r| r["target_pct"].as_f64().unwrap())
         .collect();
-    assert_eq!(
-        modes,
-        [
-            ("lockstep", 0.0),
-            ("processes", 0.0),
-            ("lockstep", 30.0),
-            ("processes", 30.0)
-        ]
-    );
+    assert_eq!(sizes, [0.0, 30.0, 0.0, 30.0]);
+    let seeds: std::collections::BTreeSet<u64> =
+        rows.iter().map(|r| r["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds.len(), 4, "a seed of its own for every size and run");
+    let large = c["replication"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["target_pct"] == 30.0)
+        .unwrap();
+    assert_eq!(large["agree_pct"], 100.0, "{large}");
+    assert_eq!(large["intervals_overlap"], true, "{large}");
     for r in rows {
         let verdict = r["detected"]["verdict"].as_str().unwrap();
         let change = r["detected"]["estimate"]["change_pct"].as_f64().unwrap();

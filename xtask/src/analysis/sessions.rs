@@ -5,15 +5,18 @@
 
 use anyhow::{Result, bail};
 
+use super::history::{History, LayoutRecord, NullRecord};
 use super::{
-    BASELINE, Comparison, LayoutFloor, LayoutGain, Row, WorkloadAnalysis, capture, judge_rows,
-    median_distribution,
+    BASELINE, Comparison, LayoutFloor, LayoutGain, MachineState, Row, WorkloadAnalysis, capture,
+    judge_rows, median_distribution,
 };
 use crate::config::Measure;
 use crate::instructions::InstructionCount;
 use crate::lockstep::{Batch, Session};
 use crate::measure;
+use crate::measure::BASELINE_AGAIN;
 use crate::stats::Verdict;
+use crate::stats::components::{self, ArmSpread};
 use crate::stats::median;
 use crate::stats::{self, Estimate};
 
@@ -22,17 +25,41 @@ const BOLT: &str = "lto+pgo+bolt";
 const PGO: &str = "lto+pgo";
 const BATCH_METRICS: [BatchMetric; 3] = [|b| b.median_ns, |b| b.p95_ns, |b| b.p99_ns];
 
+/// What the analysis pools from earlier runs, and what identifies this run's records.
+pub struct Pooled<'a> {
+    pub history: &'a History,
+    pub run_seed: u64,
+    /// Release's content hash, where layouts were measured against it.
+    pub release_hash: Option<&'a str>,
+    /// Each layout variant's arm and its `--shuffle-sections` seed.
+    pub layout_seeds: &'a [(String, u32)],
+}
+
+impl Pooled<'_> {
+    /// Nothing earlier: this run's own nulls and layouts alone.
+    pub fn none(history: &History) -> Pooled<'_> {
+        Pooled {
+            history,
+            run_seed: 0,
+            release_hash: None,
+            layout_seeds: &[],
+        }
+    }
+}
+
 /// Lockstep sessions → the analysis: per-round ratios within each session, the session's
-/// median, the trimmed mean over sessions with the stopping rule's interval.
+/// median, the trimmed mean over sessions with the stopping rule's interval, widened by the
+/// arm component.
 pub fn analyze_lockstep(
     workloads: &[String],
     builds: &[String],
     sessions: &[Session],
     instructions: &[InstructionCount],
     cfg: &Measure,
+    pooled: &Pooled,
 ) -> Result<Vec<WorkloadAnalysis>> {
-    // One thread a workload: the nested bootstraps are the report stage's seconds, and each
-    // workload's are independent and seeded, so the result does not depend on the threads.
+    // One thread a workload: each workload's analysis is independent and seeded, so the
+    // result does not depend on the threads.
     std::thread::scope(|scope| {
         let handles: Vec<_> = workloads
             .iter()
@@ -40,7 +67,7 @@ pub fn analyze_lockstep(
                 scope.spawn(move || {
                     let mine: Vec<&Session> =
                         sessions.iter().filter(|s| &s.workload == w).collect();
-                    analyze_sessions(w, builds, &mine, instructions, cfg)
+                    analyze_sessions(w, builds, &mine, instructions, cfg, pooled)
                 })
             })
             .collect();
@@ -49,6 +76,82 @@ pub fn analyze_lockstep(
             .map(|h| h.join().expect("a workload's analysis does not panic"))
             .collect()
     })
+}
+
+/// This run's records for the history: each workload's null arms and layout variants.
+pub fn records(
+    analysed: &[WorkloadAnalysis],
+    pooled: &Pooled,
+) -> (Vec<NullRecord>, Vec<LayoutRecord>) {
+    let (mut nulls, mut layouts) = (Vec::new(), Vec::new());
+    for w in analysed {
+        for (arm, e) in &w.nulls {
+            if let Some(se) = e.se_log() {
+                nulls.push(NullRecord {
+                    workload: w.workload.clone(),
+                    arm: arm.clone(),
+                    run_seed: pooled.run_seed,
+                    log: e.mean_log_ratio,
+                    se,
+                });
+            }
+        }
+        let (Some(l), Some(hash)) = (&w.layout, pooled.release_hash) else {
+            continue;
+        };
+        for (arm, e) in &l.variants {
+            let seed = pooled.layout_seeds.iter().find(|(a, _)| a == arm);
+            if let (Some((_, seed)), Some(se)) = (seed, e.se_log()) {
+                layouts.push(LayoutRecord {
+                    workload: w.workload.clone(),
+                    exe_hash: hash.to_string(),
+                    layout_seed: *seed,
+                    log: e.mean_log_ratio,
+                    se,
+                });
+            }
+        }
+    }
+    (nulls, layouts)
+}
+
+/// The machine's state beside `sessions`, and the sessions to analyse: all of them, but for
+/// a workload of several threads (`spread`: not sharing one core) the undisturbed ones when
+/// at least two are.
+fn machine_state<'a>(
+    sessions: &[&'a Session],
+    limit_pct: f64,
+    spread: bool,
+) -> (Option<MachineState>, Vec<&'a Session>) {
+    let seen: Vec<(u32, crate::machine::Beside)> = sessions
+        .iter()
+        .filter_map(|s| Some((s.session, s.machine?)))
+        .collect();
+    if seen.is_empty() {
+        return (None, sessions.to_vec());
+    }
+    let measured: Vec<f64> = seen.iter().map(|(_, b)| b.measured_pct).collect();
+    let setup: Vec<f64> = seen.iter().filter_map(|(_, b)| b.setup_pct).collect();
+    let disturbed: Vec<u32> = seen
+        .iter()
+        .filter(|(_, b)| b.measured_pct > limit_pct)
+        .map(|(s, _)| *s)
+        .collect();
+    let kept: Vec<&Session> = sessions
+        .iter()
+        .copied()
+        .filter(|s| !disturbed.contains(&s.session))
+        .collect();
+    let left_out = spread && !disturbed.is_empty() && kept.len() >= 2;
+    let state = MachineState {
+        limit_pct,
+        median_pct: median(&measured).unwrap_or(0.0),
+        max_pct: measured.iter().copied().fold(0.0, f64::max),
+        setup_median_pct: median(&setup),
+        disturbed,
+        left_out,
+    };
+    (Some(state), if left_out { kept } else { sessions.to_vec() })
 }
 
 /// The per-round log ratios of `cand` to the baseline, session by session, on `metric`.
@@ -82,7 +185,15 @@ fn analyze_sessions(
     sessions: &[&Session],
     instructions: &[InstructionCount],
     cfg: &Measure,
+    pooled: &Pooled,
 ) -> Result<WorkloadAnalysis> {
+    let spread = cfg
+        .workloads
+        .iter()
+        .find(|w| w.name == workload)
+        .is_some_and(|w| !w.shares_core_in(&cfg.lockstep));
+    let (machine, kept) = machine_state(sessions, cfg.max_other_cpu_pct, spread);
+    let sessions = &kept[..];
     if sessions.len() < 2 {
         bail!(
             "`{workload}`: {} lockstep session(s) recorded; an interval needs at least 2",
@@ -91,6 +202,9 @@ fn analyze_sessions(
     }
     // The stopping rule's pilot: the first sessions, which always run whole.
     let pilot = cfg.lockstep.min_sessions.clamp(2, sessions.len() as u32) as usize;
+    let one = |cand: &str| -> Result<Estimate> {
+        stats::compare_sessions(&round_ratios(sessions, cand, BATCH_METRICS[0])?, pilot)
+    };
     let compare = |cand: &str| -> Result<[Estimate; 3]> {
         let mut out = Vec::new();
         for metric in BATCH_METRICS {
@@ -101,36 +215,46 @@ fn analyze_sessions(
         }
         Ok(out.try_into().expect("three metrics"))
     };
-    let mut layout = layout_floor(sessions, pilot)?;
+    // The null arms: release again, and release's bytes in another file.
+    let arms = &sessions[0].arms;
+    let mut nulls = Vec::new();
+    for arm in [BASELINE_AGAIN.to_string(), measure::copy_arm(BASELINE)] {
+        if arms.contains(&arm) {
+            nulls.push((arm.clone(), one(&arm)?));
+        }
+    }
+    let mut shifts = pooled.history.nulls_of(workload, pooled.run_seed);
+    shifts.extend(
+        nulls
+            .iter()
+            .filter_map(|(_, e)| Some((e.mean_log_ratio, e.se_log()?))),
+    );
+    let arm = ArmSpread::from_nulls(&shifts);
+    let components = if arms.iter().any(|a| a == BASELINE_AGAIN) {
+        components::components(&round_ratios(sessions, BASELINE_AGAIN, BATCH_METRICS[0])?)
+    } else {
+        None
+    };
+    let mut layout = layout_floor(sessions, pilot, workload, pooled)?;
     let (aa, rows) = judge_rows(
         builds,
         cfg.min_effect_pct,
-        layout.as_ref().map(|l| l.floor_pct),
+        layout.as_ref(),
+        arm.as_ref(),
         compare,
         |build, vs_release| session_row(workload, build, sessions, instructions, vs_release),
     )?;
     if let Some(l) = &mut layout {
-        let (t, _) = super::threshold(
-            stats::noise_floor_pct(&aa.median.estimate),
-            cfg.min_effect_pct,
-            None,
-        );
-        l.gains = layout_gains(sessions, pilot, t)?;
+        l.gains = layout_gains(sessions, pilot, cfg.min_effect_pct, arm.as_ref())?;
         l.bolt_vs_layouts = bolt_vs_layouts(sessions, pilot)?;
     }
     let capture = capture(builds, cfg, |b| round_ratios(sessions, b, BATCH_METRICS[0]))?;
     // BOLT on top of PGO: ln(bolt / pgo) = ln(bolt / release) − ln(pgo / release), round by round.
     let bolt_vs_pgo = if builds.iter().any(|b| b == BOLT) && builds.iter().any(|b| b == PGO) {
-        let (bolt, pgo) = (
-            round_ratios(sessions, BOLT, BATCH_METRICS[0])?,
-            round_ratios(sessions, PGO, BATCH_METRICS[0])?,
-        );
-        let diff: Vec<Vec<f64>> = bolt
-            .iter()
-            .zip(&pgo)
-            .map(|(b, p)| b.iter().zip(p).map(|(b, p)| b - p).collect())
-            .collect();
-        Some(stats::compare_sessions(&diff, pilot)?)
+        Some(
+            stats::compare_sessions(&difference(sessions, BOLT, PGO)?, pilot)?
+                .with_arm(arm.as_ref()),
+        )
     } else {
         None
     };
@@ -140,6 +264,10 @@ fn analyze_sessions(
         rounds_per_session: sessions[0].order.len(),
         sessions: sessions.len(),
         aa,
+        nulls,
+        arm,
+        components,
+        machine,
         rows,
         bolt_vs_pgo,
         layout,
@@ -158,25 +286,42 @@ fn difference(sessions: &[&Session], a: &str, b: &str) -> Result<Vec<Vec<f64>>> 
         .collect())
 }
 
-/// Release's layout variants against release (`stats::layout`), when the sessions carry at
-/// least two; the gains and BOLT's comparison are filled in once the A/A floor is known.
-fn layout_floor(sessions: &[&Session], pilot: usize) -> Result<Option<LayoutFloor>> {
+/// Release's layout variants against release (`stats::layout_spread`), pooled with earlier
+/// runs' layouts of the same release executable, when there are at least two in all; the
+/// gains and BOLT's comparison are filled in later.
+fn layout_floor(
+    sessions: &[&Session],
+    pilot: usize,
+    workload: &str,
+    pooled: &Pooled,
+) -> Result<Option<LayoutFloor>> {
     let variants = measure::layout_arms_of(&sessions[0].arms, BASELINE);
-    if variants.len() < 2 {
+    if variants.is_empty() {
         return Ok(None);
     }
     let mut estimates = Vec::new();
-    let mut values = Vec::new();
     for v in &variants {
         let ratios = round_ratios(sessions, v, BATCH_METRICS[0])?;
         estimates.push((v.to_string(), stats::compare_sessions(&ratios, pilot)?));
-        values.push(stats::session_values(&ratios));
     }
-    let Some(spread) = stats::layout_spread::spread(&values) else {
+    let mut shifts: Vec<(f64, f64)> = match pooled.release_hash {
+        Some(hash) => {
+            let mine: Vec<u32> = pooled.layout_seeds.iter().map(|(_, s)| *s).collect();
+            pooled.history.layouts_of(workload, hash, &mine)
+        }
+        None => Vec::new(),
+    };
+    shifts.extend(
+        estimates
+            .iter()
+            .filter_map(|(_, e)| Some((e.mean_log_ratio, e.se_log()?))),
+    );
+    let Some(spread) = stats::layout_spread::pooled(&shifts) else {
         return Ok(None);
     };
     let pct = |x: f64| (x.exp() - 1.0) * 100.0;
     let (low_pct, high_pct) = (pct(spread.low), pct(spread.high));
+    let values = shifts.iter().map(|s| pct(s.0));
     let max_half_width_pct = estimates
         .iter()
         .map(|(_, e)| (e.ci_high_pct - e.ci_low_pct) / 2.0)
@@ -184,53 +329,49 @@ fn layout_floor(sessions: &[&Session], pilot: usize) -> Result<Option<LayoutFloo
     Ok(Some(LayoutFloor {
         build: BASELINE.to_string(),
         variants: estimates,
+        layouts: shifts.len(),
         mean_pct: pct(spread.mean),
         sd_pct: 100.0 * spread.sd,
         layout_sd_pct: 100.0 * spread.layout_sd,
+        lowest_pct: values.clone().fold(f64::INFINITY, f64::min),
+        highest_pct: values.fold(f64::NEG_INFINITY, f64::max),
         low_pct,
         high_pct,
-        // The interval's half-width: the spread of layouts, not their mean. The mean is the
-        // shuffled orders against the linker's default order, which every build shares.
-        floor_pct: pct((spread.high - spread.low) / 2.0),
+        floor_pct: low_pct.abs().max(high_pct.abs()),
         max_half_width_pct,
         gains: Vec::new(),
         bolt_vs_layouts: Vec::new(),
-        copy: match sessions[0]
-            .arms
-            .iter()
-            .find(|a| **a == measure::copy_arm(BASELINE))
-        {
-            Some(arm) => Some(stats::compare_sessions(
-                &round_ratios(sessions, arm, BATCH_METRICS[0])?,
-                pilot,
-            )?),
-            None => None,
-        },
     }))
 }
 
 /// Each build relinked beside release (`layout.builds`): its change against release in its
-/// own layout and in each of its variants, each judged against `threshold_pct`.
+/// own layout and in each of its variants, each judged against the min effect.
 fn layout_gains(
     sessions: &[&Session],
     pilot: usize,
-    threshold_pct: f64,
+    min_effect_pct: f64,
+    arm: Option<&ArmSpread>,
 ) -> Result<Vec<LayoutGain>> {
     let arms = &sessions[0].arms;
     let mut out = Vec::new();
-    for build in arms.iter().filter(|a| *a != BASELINE) {
+    let mut builds: Vec<&String> = arms.iter().filter(|a| *a != BASELINE).collect();
+    builds.sort();
+    for build in builds {
         let variants = measure::layout_arms_of(arms, build);
         if variants.is_empty() {
             continue;
         }
         let mut layouts = Vec::new();
-        for arm in std::iter::once(build.as_str()).chain(variants) {
-            let ratios = round_ratios(sessions, arm, BATCH_METRICS[0])?;
-            layouts.push((arm.to_string(), stats::compare_sessions(&ratios, pilot)?));
+        for a in std::iter::once(build.as_str()).chain(variants) {
+            let ratios = round_ratios(sessions, a, BATCH_METRICS[0])?;
+            layouts.push((
+                a.to_string(),
+                stats::compare_sessions(&ratios, pilot)?.with_arm(arm),
+            ));
         }
         let verdicts: Vec<Verdict> = layouts
             .iter()
-            .map(|(_, e)| stats::verdict(e, threshold_pct))
+            .map(|(_, e)| stats::verdict(e, min_effect_pct))
             .collect();
         let changes = layouts.iter().map(|(_, e)| e.change_pct);
         out.push(LayoutGain {
@@ -333,23 +474,14 @@ pub fn against(
                 .zip(&b)
                 .map(|(a, b)| a.iter().zip(b).map(|(a, b)| a - b).collect())
                 .collect();
-            let estimate = stats::compare_sessions(&diff, pilot)?;
-            // Two commits' builds are laid out differently: the layout floor applies.
-            let (threshold_pct, bound) = super::threshold(
-                stats::noise_floor_pct(&w.aa.median.estimate),
-                cfg.min_effect_pct,
-                w.layout.as_ref().map(|l| l.floor_pct),
-            );
+            // Two commits' builds are two files laid out differently: the arm component and
+            // the layout floor apply.
+            let estimate = stats::compare_sessions(&diff, pilot)?.with_arm(w.arm.as_ref());
             out.push(super::AgainstResult {
                 workload: w.workload.clone(),
                 build: ours.clone(),
                 against: theirs.clone(),
-                median: super::Judged {
-                    verdict: stats::verdict(&estimate, threshold_pct),
-                    threshold_pct,
-                    bound,
-                    estimate,
-                },
+                median: super::judged(estimate, cfg.min_effect_pct, w.layout.as_ref()),
             });
         }
     }

@@ -67,7 +67,14 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
     let (sessions, stopped) = measure::run_lockstep(&arms, m)?;
     let names: Vec<String> = m.workloads.iter().map(|w| w.name.clone()).collect();
     let builds = [BASELINE.to_string(), NEW.to_string()];
-    let analysed = analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], m)?;
+    // This workload's null arms of earlier pipeline runs pool with this run's A/A arm.
+    let history = crate::analysis::history::History::load(&ctx.data.join("history.json"))?;
+    let pooled = analysis::sessions::Pooled {
+        run_seed: m.seed.unwrap_or_default(),
+        ..analysis::sessions::Pooled::none(&history)
+    };
+    let analysed =
+        analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], m, &pooled)?;
     let workloads: Vec<AbWorkload> = analysed
         .into_iter()
         .map(|w| {

@@ -1,7 +1,11 @@
 //! `cargo xtask pgo calibrate`: the tool proving its own sensitivity. Release is measured
 //! against release with a known effect injected (`mty-bench --inject-ns N`: N ns added to
-//! every measured round trip), at several sizes, in both measurement modes: the 0 % row is the
-//! false-positive check, the others show what each mode detects and how wide its interval is.
+//! every measured round trip), at several sizes, in lockstep sessions beside the A/A arm: the
+//! 0 % row is the false-positive check, the others show what is detected and how wide the
+//! interval is. The arms' places are drawn per session and every size draws its own seed, so
+//! the injected arm and the A/A arm swap places from session to session. `--repeat R` does it
+//! all R times with fresh seeds: how often each size's verdicts agree, and whether its
+//! intervals overlap (replication as a check).
 //! The injected size in % is measured, not assumed: N over release's batch median of the same
 //! round (the machine's speed flips change it).
 //!
@@ -19,56 +23,59 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-mod processes;
-
 use super::ctx::Ctx;
+use crate::analysis::history::History;
+use crate::analysis::sessions::Pooled;
 use crate::analysis::{self, Judged};
 use crate::build::{Build, Built};
 use crate::config::Measure;
 use crate::fsx;
 use crate::lockstep::Session;
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
-use crate::stats;
 use crate::stats::median;
+use crate::stats::{self, Estimate, Verdict};
 use crate::toolchain::Toolchain;
-
-/// The protocol a calibration row was measured with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// The pipeline's: live processes on one core taking turns batch by batch.
-    Lockstep,
-    /// The contrast: blocks of separate whole-process runs (`processes.rs`).
-    Processes,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Lockstep => "lockstep",
-            Mode::Processes => "processes",
-        }
-    }
-}
 
 /// The name of the injected arm.
 pub const INJECTED: &str = "release+inject";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationRow {
-    pub mode: Mode,
     /// The size asked for, in % of the workload's median.
     pub target_pct: f64,
     /// Nanoseconds added to every round trip (`--inject-ns`).
     pub inject_ns: u64,
     /// The size as measured: `inject_ns` over release's batch median, round by round.
     pub injected_pct: f64,
-    /// The injected arm against release, judged against the A/A floor as `measure` does.
+    /// The injected arm against release, its interval carrying the arm component, judged
+    /// against `calibrate.min_effect_pct`.
     pub detected: Judged,
+    /// The A/A arm against release in the same sessions (its interval should hold 0).
+    pub aa: Estimate,
+    /// The seed of these sessions (`--seed` replays them).
+    pub seed: u64,
     pub wall_secs: f64,
-    /// Lockstep: how many sessions the stopping rule ran and why it stopped.
+    /// How many sessions the stopping rule ran and why it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+}
+
+/// One size over the repeats: do the verdicts agree, do the intervals overlap.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replication {
+    pub target_pct: f64,
+    pub runs: usize,
+    /// How many runs said each verdict.
+    pub verdicts: Vec<(Verdict, usize)>,
+    /// The share of runs that said the most common verdict (%).
+    pub agree_pct: f64,
+    /// Mean over runs of the detected change and of the injected size (%).
+    pub mean_change_pct: f64,
+    pub mean_injected_pct: f64,
+    /// Whether one point lies in every run's interval.
+    pub intervals_overlap: bool,
+    /// Runs whose A/A interval did not hold 0.
+    pub aa_off_zero: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -76,16 +83,14 @@ pub struct Calibration {
     pub workload: String,
     /// Release's median in the probe, which sizes the injections.
     pub probe_median_ns: f64,
+    /// Every repeat's rows, in order.
     pub rows: Vec<CalibrationRow>,
-    /// The floors beside the detection table: release against itself (A/A) and against
-    /// its layout variants, in the same sessions (`None` with `layout.variants = 0`).
+    /// Per size, over the repeats (with `--repeat` 2 or more).
     #[serde(default)]
-    pub aa_floor_pct: Option<f64>,
-    #[serde(default)]
-    pub layout: Option<analysis::LayoutFloor>,
+    pub replication: Vec<Replication>,
 }
 
-pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
+pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
     let cfg = &ctx.config.config;
     let workload = match &cfg.calibrate.workload {
         Some(name) => cfg
@@ -129,82 +134,121 @@ pub fn run(ctx: &Ctx, tc: &Toolchain) -> Result<Calibration> {
     )
     .context("the calibration probe recorded no batch")?;
     eprintln!("calibrate: `{name}`: release median {probe_median_ns:.1} ns");
+    // The arm component from this workload's nulls of earlier pipeline runs, and each
+    // size's own A/A arm.
+    let history = History::load(&ctx.data.join("history.json"))?;
     let mut rows = Vec::new();
-    for &target in &cfg.calibrate.sizes_pct {
-        let inject_ns = (target / 100.0 * probe_median_ns).round().max(0.0) as u64;
-        let arms = [
-            arm(BASELINE, release, 0),
-            arm(BASELINE_AGAIN, release, 0),
-            arm(INJECTED, release, inject_ns),
-        ];
-        let builds = [BASELINE.to_string(), INJECTED.to_string()];
-        let names = [name.clone()];
-        // Lockstep first: it measures the injected size too.
-        let start = Instant::now();
-        let m = one(&cfg.measure);
-        let (sessions, stopped) = measure::run_lockstep(&arms, &m)?;
-        let analysed = analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], &m)?;
-        let injected_pct = injected_pct(&sessions);
-        let mut lockstep = row(
-            Mode::Lockstep,
-            target,
-            inject_ns,
-            injected_pct,
-            &analysed[0],
-            start,
-        );
-        lockstep.stopped = stopped.first().map(measure::Stopping::describe);
-        rows.push(lockstep);
-        let start = Instant::now();
-        let runs = processes::run(&arms, &m, &cfg.calibrate)?;
-        let analysed = processes::analyze(&names, &builds, &runs, &[], &m)?;
-        rows.push(row(
-            Mode::Processes,
-            target,
-            inject_ns,
-            injected_pct,
-            &analysed[0],
-            start,
-        ));
+    let mut index = 0u64;
+    for r in 0..repeat {
+        if repeat > 1 {
+            eprintln!("calibrate: run {} of {repeat}", r + 1);
+        }
+        for &target in &cfg.calibrate.sizes_pct {
+            let inject_ns = (target / 100.0 * probe_median_ns).round().max(0.0) as u64;
+            let arms = [
+                arm(BASELINE, release, 0),
+                arm(BASELINE_AGAIN, release, 0),
+                arm(INJECTED, release, inject_ns),
+            ];
+            let builds = [BASELINE.to_string(), INJECTED.to_string()];
+            let start = Instant::now();
+            let mut m = one(&cfg.measure);
+            // Each size its own seed: fresh, or `--seed`'s replayed.
+            let seed = match cfg.measure.seed {
+                Some(s) => measure::session_seed(s, "calibrate", index as u32),
+                None => stats::fresh_seed(),
+            };
+            index += 1;
+            m.seed = Some(seed);
+            let (sessions, stopped) = measure::run_lockstep(&arms, &m)?;
+            let pooled = Pooled {
+                run_seed: seed,
+                ..Pooled::none(&history)
+            };
+            let w = analysis::sessions::analyze_lockstep(
+                std::slice::from_ref(name),
+                &builds,
+                &sessions,
+                &[],
+                &m,
+                &pooled,
+            )?
+            .remove(0);
+            let estimate = w
+                .rows
+                .iter()
+                .find_map(|r| r.vs_release.as_ref())
+                .expect("the injected arm is compared with release")
+                .median
+                .estimate
+                .clone();
+            let row = CalibrationRow {
+                target_pct: target,
+                inject_ns,
+                injected_pct: injected_pct(&sessions),
+                detected: analysis::judged(estimate, cfg.calibrate.min_effect_pct, None),
+                aa: w.aa.median.estimate.clone(),
+                seed,
+                wall_secs: start.elapsed().as_secs_f64(),
+                stopped: stopped.first().map(measure::Stopping::describe),
+            };
+            eprintln!("calibrate: {}", row_line(&row));
+            rows.push(row);
+        }
     }
-    // The floors: release against itself and against its layout variants.
-    let (aa_floor_pct, layout) = if cfg.layout.variants >= 2 {
-        let set = super::layout::release_variants(ctx, tc, release, name)?;
-        let mut arms = vec![arm(BASELINE, release, 0), arm(BASELINE_AGAIN, release, 0)];
-        arms.extend(set.variants.iter().map(|v| MeasuredArm {
-            name: v.arm.clone(),
-            exe: v.built.exe.clone(),
-            extra: Vec::new(),
-        }));
-        let m = one(&cfg.measure);
-        let (sessions, _) = measure::run_lockstep(&arms, &m).context("the layout floor")?;
-        let builds = [BASELINE.to_string()];
-        let w = analysis::sessions::analyze_lockstep(
-            std::slice::from_ref(name),
-            &builds,
-            &sessions,
-            &[],
-            &m,
-        )?
-        .remove(0);
-        (
-            Some(stats::noise_floor_pct(&w.aa.median.estimate)),
-            w.layout,
-        )
-    } else {
-        (None, None)
-    };
     let out = Calibration {
         workload: name.clone(),
         probe_median_ns,
+        replication: if repeat > 1 {
+            replication(&rows, &cfg.calibrate.sizes_pct)
+        } else {
+            Vec::new()
+        },
         rows,
-        aa_floor_pct,
-        layout,
     };
     fsx::write_json(&ctx.data.join("calibration.json"), &out)?;
-    println!("\n{}", render(&out, &cfg.measure, cfg.calibrate.blocks));
+    println!("\n{}", render(&out, &cfg.measure));
     println!("wrote {}", ctx.data.join("calibration.json").display());
     Ok(out)
+}
+
+/// Per size, its rows over the repeats.
+fn replication(rows: &[CalibrationRow], sizes: &[f64]) -> Vec<Replication> {
+    sizes
+        .iter()
+        .map(|&target| {
+            let mine: Vec<&CalibrationRow> =
+                rows.iter().filter(|r| r.target_pct == target).collect();
+            let mut verdicts: Vec<(Verdict, usize)> = Vec::new();
+            for r in &mine {
+                match verdicts.iter_mut().find(|(v, _)| *v == r.detected.verdict) {
+                    Some((_, n)) => *n += 1,
+                    None => verdicts.push((r.detected.verdict, 1)),
+                }
+            }
+            let n = mine.len().max(1) as f64;
+            let most = verdicts.iter().map(|(_, c)| *c).max().unwrap_or(0);
+            let e = |r: &&CalibrationRow| r.detected.estimate.clone();
+            let lo = mine
+                .iter()
+                .map(|r| e(r).ci_low_pct)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let hi = mine
+                .iter()
+                .map(|r| e(r).ci_high_pct)
+                .fold(f64::INFINITY, f64::min);
+            Replication {
+                target_pct: target,
+                runs: mine.len(),
+                agree_pct: 100.0 * most as f64 / n,
+                verdicts,
+                mean_change_pct: mine.iter().map(|r| e(r).change_pct).sum::<f64>() / n,
+                mean_injected_pct: mine.iter().map(|r| r.injected_pct).sum::<f64>() / n,
+                intervals_overlap: lo <= hi,
+                aa_off_zero: mine.iter().filter(|r| !r.aa.holds_zero()).count(),
+            }
+        })
+        .collect()
 }
 
 fn arm(name: &str, build: &Built, inject_ns: u64) -> MeasuredArm {
@@ -237,34 +281,29 @@ pub fn injected_pct(sessions: &[Session]) -> f64 {
     median(&per_session).unwrap_or(0.0)
 }
 
-fn row(
-    mode: Mode,
-    target: f64,
-    inject_ns: u64,
-    injected_pct: f64,
-    w: &analysis::WorkloadAnalysis,
-    start: Instant,
-) -> CalibrationRow {
-    let detected = w
-        .rows
-        .iter()
-        .find_map(|r| r.vs_release.as_ref())
-        .expect("the injected arm is compared with release")
-        .median
-        .clone();
-    CalibrationRow {
-        mode,
-        target_pct: target,
-        inject_ns,
-        injected_pct,
-        detected,
-        wall_secs: start.elapsed().as_secs_f64(),
-        stopped: None,
-    }
+fn row_line(r: &CalibrationRow) -> String {
+    format!(
+        "{:>5.1}% {:>5} {:>8.2}%  {:<40} {:<30} {:<9} {:>6.1}s",
+        r.target_pct,
+        r.inject_ns,
+        r.injected_pct,
+        stats::describe(&r.detected.estimate),
+        format!(
+            "{} (±{:.1} %)",
+            r.detected.verdict.text(),
+            r.detected.threshold_pct
+        ),
+        if r.aa.holds_zero() {
+            "holds 0"
+        } else {
+            "OFF 0"
+        },
+        r.wall_secs
+    )
 }
 
 /// The calibration table.
-pub fn render(c: &Calibration, m: &Measure, blocks: u32) -> String {
+pub fn render(c: &Calibration, m: &Measure) -> String {
     let mut out = String::new();
     // As `run` measured it: with the workload's own lockstep keys.
     let l = &m.lockstep;
@@ -276,7 +315,7 @@ pub fn render(c: &Calibration, m: &Measure, blocks: u32) -> String {
         out,
         "calibration of `{}`: release against release with N ns added to every round trip \
          (release median {:.1} ns)\n\
-         lockstep: at most {sessions} sessions (target ±{} %) x {} rounds x {batch} messages; processes: {} blocks",
+         lockstep: at most {sessions} sessions (target ±{} %) x {} rounds x {batch} messages",
         c.workload,
         c.probe_median_ns,
         m.workloads
@@ -284,43 +323,45 @@ pub fn render(c: &Calibration, m: &Measure, blocks: u32) -> String {
             .find(|w| w.name == c.workload)
             .map_or(m.target_half_width_pct, |w| w.target_in(m)),
         l.rounds,
-        blocks
     );
     let _ = writeln!(
         out,
-        "  {:<10} {:>8} {:>5} {:>9}  {:<44} {:<32} {:>7}",
-        "mode", "target", "N", "injected", "detected (median)", "verdict", "wall"
+        "  {:>6} {:>5} {:>9}  {:<40} {:<30} {:<9} {:>7}",
+        "target", "N", "injected", "detected (median)", "verdict", "A/A", "wall"
     );
     for r in &c.rows {
-        let _ = writeln!(
-            out,
-            "  {:<10} {:>7.1}% {:>5} {:>8.2}%  {:<44} {:<32} {:>6.1}s",
-            r.mode.name(),
-            r.target_pct,
-            r.inject_ns,
-            r.injected_pct,
-            stats::describe(&r.detected.estimate),
-            format!(
-                "{} (±{:.1} %)",
-                r.detected.verdict.text(),
-                r.detected.threshold_pct
-            ),
-            r.wall_secs
-        );
+        let _ = writeln!(out, "  {}", row_line(r));
         if let Some(stopped) = &r.stopped {
-            let _ = writeln!(out, "  {:<10} stopped after {stopped}", "");
+            let _ = writeln!(out, "  {:<6} stopped after {stopped}", "");
         }
     }
-    match (&c.aa_floor_pct, &c.layout) {
-        (Some(aa), Some(l)) => {
+    if !c.replication.is_empty() {
+        let _ = writeln!(
+            out,
+            "replication: each size measured {} times with fresh seeds",
+            c.replication[0].runs
+        );
+        for r in &c.replication {
+            let said: Vec<String> = r
+                .verdicts
+                .iter()
+                .map(|(v, n)| format!("{} {n}×", v.text()))
+                .collect();
             let _ = writeln!(
                 out,
-                "floors, in the same lockstep sessions: A/A ±{aa:.1} % (release against itself); {}",
-                l.line()
+                "  {:>5.1}%: {} (agree {:.0} %); mean {:+.2} % for {:.2} % injected; intervals {}; A/A off 0 in {}",
+                r.target_pct,
+                said.join(", "),
+                r.agree_pct,
+                r.mean_change_pct,
+                r.mean_injected_pct,
+                if r.intervals_overlap {
+                    "overlap"
+                } else {
+                    "do NOT all overlap"
+                },
+                r.aa_off_zero
             );
-        }
-        _ => {
-            let _ = writeln!(out, "layout floor: not measured (`layout.variants` < 2)");
         }
     }
     out
@@ -345,9 +386,8 @@ mod tests {
         let c = Calibration {
             workload: m.workloads[0].name.clone(),
             probe_median_ns: 200.0,
-            aa_floor_pct: None,
-            layout: None,
             rows: Vec::new(),
+            replication: Vec::new(),
         };
         let (n, rounds, batch) = (
             m.lockstep.sessions,
@@ -356,14 +396,14 @@ mod tests {
         );
         let t = m.target_half_width_pct;
         let plain = format!(
-            "lockstep: at most {n} sessions (target ±{t} %) x {rounds} rounds x {batch} messages;"
+            "lockstep: at most {n} sessions (target ±{t} %) x {rounds} rounds x {batch} messages"
         );
-        assert!(render(&c, &m, 6).contains(&plain), "{}", render(&c, &m, 6));
+        assert!(render(&c, &m).contains(&plain), "{}", render(&c, &m));
         (m.workloads[0].sessions, m.workloads[0].batch_messages) = (Some(2), Some(4321));
         m.workloads[0].target_half_width_pct = Some(2.5);
         let own = format!(
-            "lockstep: at most 2 sessions (target ±2.5 %) x {rounds} rounds x 4321 messages;"
+            "lockstep: at most 2 sessions (target ±2.5 %) x {rounds} rounds x 4321 messages"
         );
-        assert!(render(&c, &m, 6).contains(&own), "{}", render(&c, &m, 6));
+        assert!(render(&c, &m).contains(&own), "{}", render(&c, &m));
     }
 }

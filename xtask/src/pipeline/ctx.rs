@@ -24,7 +24,8 @@ pub struct Ctx {
     pub target_root: PathBuf,
     /// `--force [STAGE]`: this stage and every later one run even when up to date.
     pub force_from: Option<Stage>,
-    /// `--remeasure`: measure (and report) again even when the builds are unchanged.
+    /// `--remeasure`: measure (with new layouts) and report again even when the builds are
+    /// unchanged.
     pub remeasure: bool,
     _lock: guard::Lock,
 }
@@ -200,7 +201,7 @@ impl Ctx {
         let index = |s: Stage| Stage::ALL.iter().position(|x| *x == s);
         self.force_from
             .is_some_and(|from| index(stage) >= index(from))
-            || (self.remeasure && stage == Stage::Measure)
+            || (self.remeasure && matches!(stage, Stage::Measure | Stage::Layout))
     }
 
     /// Builds `build` with `rustflags` in its own target folder.

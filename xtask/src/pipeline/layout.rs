@@ -46,18 +46,6 @@ pub(super) fn variants(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<La
     Ok(LayoutVariants { sets, workloads })
 }
 
-/// Release's variants alone, checked on `workload`'s instructions (what `calibrate` measures
-/// its layout floor with).
-pub(super) fn release_variants(
-    ctx: &Ctx,
-    tc: &Toolchain,
-    release: &Built,
-    workload: &str,
-) -> Result<LayoutSet> {
-    let (dir, counted) = prepare(ctx, &[workload.to_string()])?;
-    set(ctx, tc, release, counted, &dir)
-}
-
 /// The variants' folder, made, and the workload whose instructions per message they are
 /// checked on: the first of `workloads` that counts them, else the first measured one.
 fn prepare<'a>(ctx: &'a Ctx, workloads: &[String]) -> Result<(PathBuf, &'a Workload)> {
@@ -111,10 +99,13 @@ fn set(
     let base_functions = relink::function_addresses(&base.exe)?;
     let callgrind = dir.join("callgrind");
     let base_instructions = instructions(base, counted, ctx, &callgrind).0;
-    // 3-4. The variants.
+    // 3-4. The variants: new layouts each time the stage runs, unless `layout.seed` is given.
+    let first = layout
+        .seed
+        .unwrap_or_else(|| (crate::stats::fresh_seed() >> 33) as u32);
     let mut variants = Vec::new();
     for k in 1..=layout.variants {
-        let seed = layout.seed.wrapping_add(k);
+        let seed = first.wrapping_add(k);
         let flag = SHUFFLE.replace("{seed}", &seed.to_string());
         let exe = dir.join(format!("{folder}.L{k}"));
         let tmp = fsx::temp_path(&exe);
@@ -166,13 +157,7 @@ fn set(
             instructions_note: note,
         });
     }
-    let copy = (base.name() == crate::measure::BASELINE && layout.copy).then(|| {
-        let mut b = base.clone();
-        b.exe = again.clone();
-        (crate::measure::copy_arm(base.name()), b)
-    });
     Ok(LayoutSet {
-        copy,
         build: base.name().to_string(),
         base_hash: base.hash.clone(),
         flag: SHUFFLE.to_string(),

@@ -7,6 +7,8 @@ use anyhow::{Context, Result};
 
 use super::ctx::Ctx;
 
+use crate::analysis::history::History;
+use crate::analysis::sessions::Pooled;
 use crate::build::Built;
 use crate::fsx;
 use crate::instructions;
@@ -43,17 +45,30 @@ pub(super) fn measure(
             against_pairs.push((ours.to_string(), name));
         }
     }
-    let measure_cfg = ctx.measure_config();
+    let mut measure_cfg = ctx.measure_config();
+    // The run's seed: the config's (or `--seed`'s), else drawn now; recorded with the sessions.
+    let seed = measure_cfg.seed.unwrap_or_else(crate::stats::fresh_seed);
+    measure_cfg.seed = Some(seed);
+    // The null arm in another file: release's bytes copied (not linked: its own pages).
+    if cfg.measure.null_copy
+        && let Some(release) = builds.iter().find(|b| b.name() == measure::BASELINE)
+    {
+        let copy = ctx.data.join("copy").join(measure::BASELINE);
+        fsx::copy_atomic(&release.exe, &copy)?;
+        arms.push(measure::MeasuredArm {
+            name: measure::copy_arm(measure::BASELINE),
+            exe: copy,
+            extra: Vec::new(),
+        });
+    }
     let mut groups = measure::groups(&arms, &measure_cfg);
     for g in &mut groups {
         g.pairs.extend(against_pairs.iter().cloned());
         // The layout variants, in the sessions of `layout.workloads`, each watched by the
-        // stopping rule against release (the floor is measured to the target); the copy is a
-        // contrast, not watched (it asked for twice the sessions in one run).
+        // stopping rule against release (the floor is measured to the target).
         if let Some(layout) = layout.filter(|l| l.workloads.contains(&g.workload.name)) {
             for (name, built) in layout.arms() {
-                let watched = !name.ends_with("/copy");
-                g.add_arm(name, &built.exe, &[], watched);
+                g.add_arm(name, &built.exe, &[], true);
             }
         }
     }
@@ -121,6 +136,7 @@ pub(super) fn measure(
         layout: layout.cloned(),
         instructions,
         comparators,
+        seed,
     })
 }
 
@@ -145,13 +161,39 @@ pub(super) fn report(
         .map(|w| w.name.clone())
         .collect();
     let build_names: Vec<String> = builds.iter().map(|b| b.name().to_string()).collect();
+    // The run's seed seeds the capture's bootstrap too.
+    let mut measure_cfg = cfg.measure.clone();
+    measure_cfg.seed = Some(measured.seed);
+    // Earlier runs' null arms and layouts pool with this run's; this run's are kept for the
+    // next.
+    let history_path = ctx.data.join("history.json");
+    let mut history = History::load(&history_path)?;
+    let layout_seeds = measured
+        .layout
+        .as_ref()
+        .map(|l| l.seeds())
+        .unwrap_or_default();
+    let release_hash = builds
+        .iter()
+        .find(|b| b.name() == crate::measure::BASELINE)
+        .map(|b| b.hash.clone());
+    let pooled = Pooled {
+        history: &history,
+        run_seed: measured.seed,
+        release_hash: release_hash.as_deref(),
+        layout_seeds: &layout_seeds,
+    };
     let workloads = crate::analysis::sessions::analyze_lockstep(
         &workload_names,
         &build_names,
         &measured.sessions,
         &measured.instructions,
-        &cfg.measure,
+        &measure_cfg,
+        &pooled,
     )?;
+    let (nulls, layouts) = crate::analysis::sessions::records(&workloads, &pooled);
+    history.add(nulls, layouts);
+    history.save(&history_path)?;
     // `--against REV`: this commit against that one, in the same sessions.
     let against = match &measured.against {
         Some(theirs) => {
@@ -175,6 +217,7 @@ pub(super) fn report(
     };
     let report = Report {
         schema: report::SCHEMA,
+        seed: measured.seed,
         generated_unix_secs: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())

@@ -72,7 +72,7 @@ fn verdict(md: &mut String, report: &Report) {
         md,
         "## Verdict
 
-![Each build against release, with its 95 % interval, the A/A floor and the layout floor](verdicts.svg)
+![Each build against release, with its 95 % interval, the A/A arm's reach and the layout floor](verdicts.svg)
 "
     );
     if a.applied() {
@@ -113,10 +113,10 @@ fn verdict(md: &mut String, report: &Report) {
             .collect();
         let _ = writeln!(
             md,
-            "- `{}`, median against release: {}; A/A noise floor ±{:.1} %; {}.{}",
+            "- `{}`, median against release: {}; {}; {}.{}",
             w.workload,
             builds.join("; "),
-            stats::noise_floor_pct(&w.aa.median.estimate),
+            crate::report::nulls_line(w),
             match &w.layout {
                 Some(l) => format!("layout floor ±{:.1} %", l.floor_pct),
                 None => "layout floor not measured on this workload".to_string(),
@@ -421,7 +421,7 @@ fn recorded(md: &mut String, report: &Report) {
     let cfg = &report.config.config;
     let _ = writeln!(md, "## Recorded values\n");
     let m = &cfg.measure;
-    protocol(md, m);
+    protocol(md, m, report.seed);
     let whole: Vec<&str> = m
         .workloads
         .iter()
@@ -520,23 +520,27 @@ fn recorded(md: &mut String, report: &Report) {
 }
 
 /// The measurement protocol, in a sentence or two.
-fn protocol(md: &mut String, m: &crate::config::Measure) {
+fn protocol(md: &mut String, m: &crate::config::Measure, seed: u64) {
     let l = &m.lockstep;
     let _ = writeln!(
         md,
-        "- Protocol: **lockstep**. Per workload sessions of new processes: release (twice: the A/A arm) and each other build \
-         live for the whole session, {}, started and warmed up on another core while the session before takes its turns, \
-         moved onto their core, then {} rounds in which each arm in a random order (seed {}) \
-         runs one batch of {} messages while the others wait. Per session, the median over rounds of ln(arm batch / release \
-         batch of the same round) (robust to the machine's speed flips); the estimate is the 20 % trimmed mean over sessions. \
-         Sessions stop by Stein's two-stage rule: a pilot of {} sessions, then as many as its spread asks for a 95 % interval \
-         of ±{} % (a workload's own target where it has one) on every median comparison (at most {} sessions, {} s a workload); \
-         the interval is Stein's or the whole sample's, whichever is wider, so it keeps its coverage whatever the count \
-         (approximately: checked by simulation on recorded sessions); \
-         Wilcoxon signed-rank over sessions as a cross-check; \
-         verdicts only beyond max({} %, A/A noise floor, and for a build laid out differently from release the layout floor where measured: release relinked in `layout.variants` random function orders, the half-width of the 95 % prediction interval of another layout's shift). The clock ticks in steps (10 ns here: a message reads 130 or 140 ns, never between), \
-         so a batch's median, p95 and p99 are interpolated within the step that holds them, as for grouped data; `--messages` \
-         is not used in this mode.",
+        "- Protocol: **lockstep**. Per workload sessions of new processes: release, the null arms (release again: the A/A arm; \
+         release's bytes in another file: `release/copy`) and each other build live for the whole session, {}, started and warmed \
+         up on another core while the session before takes its turns, moved onto their core, then {} rounds in which each arm \
+         in a random order runs one batch of {} messages while the others wait; the spawn order, the order of the moves and \
+         every turn order are drawn per session from the run's seed ({seed}; `--seed {seed}` replays them). Per session, the \
+         median over rounds of ln(arm batch / release batch of the same round) (robust to the machine's speed flips); the \
+         estimate is the 20 % trimmed mean over sessions. Sessions stop by Stein's two-stage rule: a pilot of {} sessions, then \
+         as many as its spread asks for a 95 % interval of ±{} % (a workload's own target where it has one) on every median \
+         comparison (at most {} sessions, {} s a workload). Every build's interval also carries the arm component (what stays \
+         with an arm for a run: its file, its arguments), estimated from the null arms of this run and earlier ones \
+         (ARCHITECTURE.md, \"The statistical model\"); the null arms themselves are diagnostics whose intervals should hold 0. \
+         Verdicts only beyond max({} %, and for a build laid out differently from release the layout floor where measured: \
+         release relinked in random function orders, this run's and earlier runs' of the same executable, the farther bound \
+         of the 95 % prediction interval of another layout's shift; from fewer than {} layouts, no more than the farthest \
+         layout measured). The clock ticks in steps (10 ns here: a message reads 130 or 140 ns, never between), so a batch's \
+         median, p95 and p99 are interpolated within the step that holds them, as for grouped data; `--messages` is not used \
+         in this mode.",
         match (l.share_core, m.pin_core) {
             (false, _) =>
                 "not pinned (`lockstep.share_core = false`: the workloads run several threads)"
@@ -545,13 +549,13 @@ fn protocol(md: &mut String, m: &crate::config::Measure) {
             (true, None) => "all pinned to the last CPU".into(),
         },
         l.rounds,
-        m.seed,
         l.batch_messages,
         l.min_sessions,
         m.target_half_width_pct,
         l.sessions,
         l.max_secs,
         m.min_effect_pct,
+        crate::analysis::LayoutFloor::VETO_LAYOUTS,
     );
     for line in m.workloads.iter().filter_map(|w| w.own_lockstep_line(l)) {
         let _ = writeln!(md, "{line}");

@@ -370,6 +370,7 @@ mod tests {
             &sessions,
             &[],
             &crate::fixtures::measure_config(),
+            &crate::analysis::sessions::Pooled::none(&Default::default()),
         )
         .unwrap();
         with_floor[0].workload = "with_a_layout_floor".into();
@@ -400,7 +401,7 @@ mod tests {
             svg.contains(&format!("layout floor ±{floor:.1} %")),
             "{svg}"
         );
-        assert!(svg.contains("A/A floor ±"), "{svg}");
+        assert!(svg.contains("A/A reach ±"), "{svg}");
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
         if crate::testutil::have(
             "rsvg-convert (to render verdicts.svg)",

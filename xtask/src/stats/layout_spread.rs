@@ -5,13 +5,14 @@
 //! space) is a draw of "a new layout against this one", which is exactly what another build
 //! (with its own, new layout) carries against release on top of its real effect. The 95 %
 //! prediction interval of one more draw is mean(e) ± t(K−1)·sd(e)·√(1 + 1/K); the floor is its
-//! half-width (the mean is the shuffled orders' bias against the linker's default order, which
-//! release and every other build share). The sd includes each shift's measurement noise: a
+//! farther bound from 0 (the mean is the shuffled orders' place against the linker's default
+//! order, which every build ships in: it stays in). Shifts of earlier runs' layouts of the
+//! same executable pool with this run's ([`pooled`]), so K grows. The sd includes each shift's measurement noise: a
 //! build's interval must clear the floor, so that noise counts twice, on purpose (the floor
 //! errs wide). The layouts' own sd, that noise removed, is reported beside it; release's noise
 //! is common to every variant, so it is removed too much and that figure errs low.
 
-use super::sequential::{t95, trimmed};
+use super::sequential::t95;
 
 /// The variants' shifts and what they say about layouts, in log space.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,25 +32,35 @@ pub struct Spread {
 
 /// The spread of `variants` (per variant, its session values against the base); `None` for
 /// fewer than two variants or a variant with fewer than two sessions.
+#[cfg(test)]
 pub fn spread(variants: &[Vec<f64>]) -> Option<Spread> {
-    let k = variants.len();
-    if k < 2 || variants.iter().any(|v| v.len() < 2) {
+    if variants.iter().any(|v| v.len() < 2) {
         return None;
     }
     let shifts: Vec<(f64, f64)> = variants
         .iter()
         .map(|v| {
-            let (m, se, _) = trimmed(v);
+            let (m, se, _) = super::sequential::trimmed(v);
             (m, se)
         })
         .collect();
+    pooled(&shifts)
+}
+
+/// The spread of layouts' shifts, each (estimate, standard error) in log space, whichever
+/// run measured them; `None` for fewer than two.
+pub fn pooled(shifts: &[(f64, f64)]) -> Option<Spread> {
+    let k = shifts.len();
+    if k < 2 {
+        return None;
+    }
     let values: Vec<f64> = shifts.iter().map(|s| s.0).collect();
     let mean = values.iter().sum::<f64>() / k as f64;
     let sd = super::sequential::sd(&values);
     let noise = shifts.iter().map(|s| s.1 * s.1).sum::<f64>() / k as f64;
     let half = t95(k - 1) * sd * (1.0 + 1.0 / k as f64).sqrt();
     Some(Spread {
-        shifts,
+        shifts: shifts.to_vec(),
         mean,
         sd,
         layout_sd: (sd * sd - noise).max(0.0).sqrt(),

@@ -158,7 +158,14 @@ pub fn sessions_needed(pilot: &[f64], target_log: f64) -> usize {
 /// the first `pilot` of them having been the pilot: the larger of Stein's (the pilot's
 /// standard error scaled to all of them, with the pilot's degrees of freedom) and the interval
 /// of all of them.
+#[cfg(test)]
 pub fn interval(values: &[f64], pilot: usize) -> (f64, f64) {
+    let (estimate, half, _) = interval_df(values, pilot);
+    (estimate, half)
+}
+
+/// [`interval`] and the degrees of freedom of the half-width it took.
+pub fn interval_df(values: &[f64], pilot: usize) -> (f64, f64, usize) {
     let n = values.len();
     assert!(n >= 2, "an interval needs at least two sessions");
     let pilot = pilot.clamp(2, n);
@@ -166,7 +173,11 @@ pub fn interval(values: &[f64], pilot: usize) -> (f64, f64) {
     let (estimate, se, kept) = trimmed(values);
     let stein = t95(kept0.max(2) - 1) * se0 * (pilot as f64 / n as f64).sqrt();
     let whole = t95(kept.max(2) - 1) * se;
-    (estimate, stein.max(whole))
+    if stein > whole {
+        (estimate, stein, kept0.max(2) - 1)
+    } else {
+        (estimate, whole, kept.max(2) - 1)
+    }
 }
 
 /// The target half-width in % as a log-ratio half-width: ln(1 + pct/100).

@@ -154,7 +154,7 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
             .lines()
             .find(|l| l.trim_start().starts_with(&format!("{build} ")) && l.contains(" ms "))
             .unwrap_or_else(|| panic!("no {build} row in ms:\n{stdout}"));
-        let bound = ["A/A floor", "min effect"].iter().any(|b| row.contains(b));
+        let bound = ["layout", "min effect"].iter().any(|b| row.contains(b));
         assert!(row.contains("95 % CI") && bound, "{row}");
     }
     assert!(
@@ -162,7 +162,7 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
         "a whole-process batch has no tail:\n{stdout}"
     );
     assert!(
-        stdout.contains("A/A noise floor: median ±")
+        stdout.contains("null arms: release-aa ")
             && stdout.contains("(whole-process: one run a turn)"),
         "{stdout}"
     );

@@ -1,5 +1,5 @@
 //! `verdicts.svg`, the first picture of report.md: per workload, each build's change against
-//! release with its 95 % interval (a forest plot), the A/A floor and the layout floor as
+//! release with its 95 % interval (a forest plot), the A/A arm's reach and the layout floor as
 //! shaded bands around zero; a gain whose whole interval clears both stands.
 
 use std::fmt::Write as _;
@@ -93,7 +93,7 @@ pub fn render_verdicts_svg(report: &Report) -> String {
     s
 }
 
-/// `floors`: the A/A floor, the layout floor where measured, and the minimum effect (%).
+/// `floors`: the A/A arm's reach, the layout floor where measured, and the minimum effect (%).
 fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], floors: (f64, Option<f64>, f64)) {
     let (aa, layout, min_effect) = floors;
     let top = y0 + TOP;
@@ -203,7 +203,7 @@ fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], floors: (f64, Op
     // The key.
     let ky = top + h + 46.0;
     let mut x = LEFT;
-    let mut key = vec![(AA_FILL, format!("A/A floor ±{aa:.1} %"))];
+    let mut key = vec![(AA_FILL, format!("A/A reach ±{aa:.1} %"))];
     key.push(match layout {
         Some(l) => (LAYOUT_FILL, format!("layout floor ±{l:.1} %")),
         None => ("none", "layout floor not measured here".to_string()),

@@ -1,0 +1,191 @@
+//! What earlier runs measured that this one pools with its own (`pgo-data/history.json`):
+//! the null arms' shifts per workload (the arm component's estimate grows with every run)
+//! and the layout variants' shifts per (release executable, workload) (the layout floor's K
+//! grows with every run of the layout stage, each drawing new layouts).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// The most recent records of one kind kept per key: old runs of another machine state
+/// should not outvote this one's forever.
+const KEEP: usize = 40;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    #[serde(default)]
+    pub nulls: Vec<NullRecord>,
+    #[serde(default)]
+    pub layouts: Vec<LayoutRecord>,
+}
+
+/// A null arm's shift against release in one run (log space).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NullRecord {
+    pub workload: String,
+    pub arm: String,
+    /// The run's seed: a run re-rendered is not counted twice.
+    pub run_seed: u64,
+    pub log: f64,
+    pub se: f64,
+}
+
+/// A layout variant's shift against release (log space).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayoutRecord {
+    pub workload: String,
+    /// Release's content hash: layouts of another executable are another population.
+    pub exe_hash: String,
+    /// The variant's `--shuffle-sections` seed: the same layout measured again replaces its
+    /// record instead of counting twice.
+    pub layout_seed: u32,
+    pub log: f64,
+    pub se: f64,
+}
+
+impl History {
+    /// The history at `path`; none yet is an empty one.
+    pub fn load(path: &Path) -> Result<History> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{} is not a history this tool wrote; delete it (the floors start again from this run's layouts and null arms)",
+                    path.display()
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(History::default()),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+
+    pub fn save(&self, path: &Path) -> Result<()> {
+        crate::fsx::write_json(path, self)
+    }
+
+    /// The null shifts of `workload` from runs other than `run_seed`'s, newest last.
+    pub fn nulls_of(&self, workload: &str, run_seed: u64) -> Vec<(f64, f64)> {
+        self.nulls
+            .iter()
+            .filter(|r| r.workload == workload && r.run_seed != run_seed)
+            .map(|r| (r.log, r.se))
+            .collect()
+    }
+
+    /// The layout shifts of `workload` on release `exe_hash`, but those of `seeds` (this
+    /// run's own).
+    pub fn layouts_of(&self, workload: &str, exe_hash: &str, seeds: &[u32]) -> Vec<(f64, f64)> {
+        self.layouts
+            .iter()
+            .filter(|r| {
+                r.workload == workload && r.exe_hash == exe_hash && !seeds.contains(&r.layout_seed)
+            })
+            .map(|r| (r.log, r.se))
+            .collect()
+    }
+
+    /// Adds (or replaces) this run's records, keeping the newest [`KEEP`] per key.
+    pub fn add(&mut self, nulls: Vec<NullRecord>, layouts: Vec<LayoutRecord>) {
+        for n in nulls {
+            self.nulls.retain(|r| {
+                !(r.workload == n.workload && r.arm == n.arm && r.run_seed == n.run_seed)
+            });
+            self.nulls.push(n);
+        }
+        for l in layouts {
+            self.layouts.retain(|r| {
+                !(r.workload == l.workload
+                    && r.exe_hash == l.exe_hash
+                    && r.layout_seed == l.layout_seed)
+            });
+            self.layouts.push(l);
+        }
+        keep_newest(&mut self.nulls, |r| r.workload.clone());
+        keep_newest(&mut self.layouts, |r| {
+            format!("{} {}", r.workload, r.exe_hash)
+        });
+    }
+}
+
+fn keep_newest<T>(v: &mut Vec<T>, key: impl Fn(&T) -> String) {
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    let mut keep = vec![false; v.len()];
+    for (i, r) in v.iter().enumerate().rev() {
+        let n = seen.entry(key(r)).or_default();
+        *n += 1;
+        keep[i] = *n <= KEEP;
+    }
+    let mut i = 0;
+    v.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn null(w: &str, seed: u64, log: f64) -> NullRecord {
+        NullRecord {
+            workload: w.into(),
+            arm: "release-aa".into(),
+            run_seed: seed,
+            log,
+            se: 0.001,
+        }
+    }
+
+    fn layout(seed: u32, log: f64) -> LayoutRecord {
+        LayoutRecord {
+            workload: "w".into(),
+            exe_hash: "abc".into(),
+            layout_seed: seed,
+            log,
+            se: 0.001,
+        }
+    }
+
+    /// Runs pool: another run's records count, this run's own do not count twice, the same
+    /// layout measured again replaces its record, and a file that is not a history is
+    /// refused with what to do.
+    #[test]
+    fn records_pool_across_runs_without_counting_twice() {
+        let dir = std::env::temp_dir().join(format!("mty-history-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("history.json");
+        let mut h = History::load(&path).unwrap();
+        assert_eq!(h, History::default());
+        h.add(
+            vec![null("w", 1, 0.002)],
+            vec![layout(10, 0.01), layout(11, -0.01)],
+        );
+        h.save(&path).unwrap();
+        let mut h = History::load(&path).unwrap();
+        h.add(
+            vec![null("w", 2, -0.001), null("w", 2, -0.001)],
+            vec![layout(11, -0.02), layout(12, 0.0)],
+        );
+        assert_eq!(h.nulls_of("w", 2), vec![(0.002, 0.001)]);
+        assert_eq!(h.nulls_of("w", 3).len(), 2);
+        assert!(h.nulls_of("other", 3).is_empty());
+        assert_eq!(h.layouts_of("w", "abc", &[]).len(), 3);
+        assert_eq!(
+            h.layouts_of("w", "abc", &[12]),
+            vec![(0.01, 0.001), (-0.02, 0.001)]
+        );
+        assert!(h.layouts_of("w", "another exe", &[]).is_empty());
+        for s in 0..100 {
+            h.add(vec![null("w", 100 + s, 0.0)], vec![]);
+        }
+        assert_eq!(h.nulls.len(), KEEP);
+        assert_eq!(h.nulls.last().unwrap().run_seed, 199);
+        std::fs::write(&path, "not json").unwrap();
+        let err = format!("{:#}", History::load(&path).unwrap_err());
+        assert!(
+            err.contains("is not a history this tool wrote; delete it"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,205 @@
+//! The machine's state beside a session: how much CPU time other processes took on the
+//! cores the arms ran on, and on the set-up core, while the arms took their turns.
+//!
+//! From `/proc` alone: each core's busy time (`/proc/stat`: user, nice, system, irq, softirq
+//! and steal, the hypervisor's share, in clock ticks) less what this tool's own processes
+//! took (`/proc/<pid>/stat`: utime and stime, plus cutime and cstime for children already
+//! reaped, such as a whole-process arm's runs). The arms are pinned to the measured core for
+//! the turns, so the measured core's "other" time is its busy time less the arms'; the set-up
+//! core's is its busy time less the rest of this tool's tree (xtask, the next session's arms
+//! setting up). Workloads of several threads run on every core: there "other" is every
+//! core's busy time less the whole tree's. The resolution is a clock tick (10 ms), so a
+//! session of 0.2 s reads in steps of 5 %.
+
+use serde::{Deserialize, Serialize};
+
+/// Other processes' CPU time during one session's turns.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Beside {
+    /// The wall time watched (s).
+    pub secs: f64,
+    /// On the cores the arms ran on, as a share of one core over that time (%).
+    pub measured_pct: f64,
+    /// On the set-up core (%), where the arms had one to move from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_pct: Option<f64>,
+}
+
+/// The counters at the start of the turns.
+pub struct Watch {
+    measured: Option<usize>,
+    setup: Option<usize>,
+    arms: Vec<u32>,
+    at: std::time::Instant,
+    busy: Vec<u64>,
+    arms_ticks: u64,
+    tree_ticks: u64,
+}
+
+impl Watch {
+    /// Reads the counters; `None` where `/proc` cannot be read (not Linux).
+    pub fn start(
+        measured: Option<usize>,
+        setup: Option<usize>,
+        arms: impl Iterator<Item = u32>,
+    ) -> Option<Watch> {
+        let arms: Vec<u32> = arms.collect();
+        Some(Watch {
+            busy: core_busy()?,
+            arms_ticks: arms.iter().filter_map(|p| ticks(*p)).sum(),
+            tree_ticks: tree_ticks(),
+            measured,
+            setup,
+            arms,
+            at: std::time::Instant::now(),
+        })
+    }
+
+    /// The other processes' share since the start.
+    pub fn stop(self) -> Option<Beside> {
+        let secs = self.at.elapsed().as_secs_f64();
+        let busy = core_busy()?;
+        let arms = self.arms.iter().filter_map(|p| ticks(*p)).sum::<u64>();
+        let tree = tree_ticks();
+        let hz = clock_ticks_per_sec();
+        let d = |after: u64, before: u64| after.saturating_sub(before) as f64 / hz;
+        let core = |c: usize| Some(d(*busy.get(c)?, *self.busy.get(c)?));
+        let arms_secs = d(arms, self.arms_ticks);
+        let rest_secs = (d(tree, self.tree_ticks) - arms_secs).max(0.0);
+        let share = |x: f64| 100.0 * x.max(0.0) / secs.max(1e-9);
+        Some(match self.measured {
+            Some(m) => Beside {
+                secs,
+                measured_pct: share(core(m)? - arms_secs),
+                setup_pct: match self.setup {
+                    Some(s) => Some(share(core(s)? - rest_secs)),
+                    None => None,
+                },
+            },
+            None => {
+                let all: f64 = (0..busy.len().min(self.busy.len())).filter_map(core).sum();
+                Beside {
+                    secs,
+                    measured_pct: share(all - arms_secs - rest_secs),
+                    setup_pct: None,
+                }
+            }
+        })
+    }
+}
+
+/// Each core's busy clock ticks (`cpuN` lines of `/proc/stat`), by core number.
+fn core_busy() -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let mut out = Vec::new();
+    for line in stat.lines() {
+        // `cpuN …`, not the `cpu …` total line.
+        let Some(rest) = line
+            .strip_prefix("cpu")
+            .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let Some(Ok(n)) = fields.next().map(str::parse::<usize>) else {
+            continue;
+        };
+        let v: Vec<u64> = fields.filter_map(|f| f.parse().ok()).collect();
+        // user nice system idle iowait irq softirq steal
+        if v.len() < 8 {
+            return None;
+        }
+        if out.len() <= n {
+            out.resize(n + 1, 0);
+        }
+        out[n] = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// A process's CPU clock ticks, its reaped children's included; `None` once it is gone.
+fn ticks(pid: u32) -> Option<u64> {
+    let (_, fields) = stat_fields(pid)?;
+    // After the command: state (0), ppid (1), … utime (11), stime (12), cutime (13),
+    // cstime (14).
+    let f = |i: usize| fields.get(i).and_then(|x| x.parse::<u64>().ok());
+    Some(f(11)? + f(12)? + f(13)? + f(14)?)
+}
+
+/// The parent and the fields after the command of `/proc/<pid>/stat`.
+fn stat_fields(pid: u32) -> Option<(u32, Vec<String>)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command may hold spaces and parentheses: the fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<String> = rest.split_whitespace().map(str::to_string).collect();
+    let ppid = fields.get(1)?.parse().ok()?;
+    Some((ppid, fields))
+}
+
+/// This process and every descendant of it: their clock ticks in all.
+fn tree_ticks() -> u64 {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let parents: Vec<(u32, u32)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, stat_fields(pid)?.0)))
+        .collect();
+    let mut tree = vec![me];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    tree.iter().filter_map(|p| ticks(*p)).sum()
+}
+
+fn clock_ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 { hz as f64 } else { 100.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real CPU-bound process on the measured core is seen as other processes' time; the
+    /// arms' own time (here: this test's own spinning child, named as an arm) is not.
+    #[test]
+    fn a_busy_neighbour_is_seen_and_the_arms_are_not() {
+        let Some(cores) = core_busy() else {
+            eprintln!("skipped: no /proc/stat here");
+            return;
+        };
+        let core = cores.len() - 1;
+        let spin = |core: usize| {
+            std::process::Command::new("taskset")
+                .args(["-c", &core.to_string(), "sh", "-c", "while :; do :; done"])
+                .spawn()
+                .expect("taskset and sh")
+        };
+        // The same spinning process, watched once as an arm and once as a neighbour.
+        let mut busy = spin(core);
+        let watch = Watch::start(Some(core), None, std::iter::once(busy.id())).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let as_arm = watch.stop().unwrap();
+        let watch = Watch::start(Some(core), None, std::iter::empty()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let beside = watch.stop().unwrap();
+        busy.kill().unwrap();
+        busy.wait().unwrap();
+        eprintln!("as an arm: {as_arm:?}; not an arm: {beside:?}");
+        // Not an arm: a whole core's worth of someone else (ticks of 10 ms over 0.6 s, and
+        // this machine's own load, leave room).
+        assert!(beside.measured_pct > 60.0, "{beside:?}");
+        // An arm: its time is the session's own; what is left is the machine's other load.
+        assert!(
+            as_arm.measured_pct < beside.measured_pct - 40.0,
+            "{as_arm:?} against {beside:?}"
+        );
+        assert!(ticks(u32::MAX).is_none());
+    }
+}

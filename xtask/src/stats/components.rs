@@ -1,0 +1,178 @@
+//! The variance components of a comparison, and the arm's own.
+//!
+//! The model (log space, one comparison of arm c against release):
+//!
+//!     y[s][r] = δ + a + u[s] + e[s][r]
+//!
+//! with δ the effect of the code, `a` the arm's own effect (its file, its arguments: what
+//! stays with an arm for a whole run; its place in the session is drawn anew every session,
+//! so that part moves into u), u[s] ~ (0, σ_s²) the session's (a process's addresses, the
+//! machine's state while it ran) and e[s][r] ~ (0, σ_r²) the round's. The sessions give δ + a
+//! with the stopping rule's interval; `a` is invisible to them. Its variance σ_a² is estimated
+//! from null arms, which have δ = 0 by construction (the A/A arm: release again; the copy:
+//! release's bytes in another file), by the method of moments: a null's estimate d_k has
+//! E[d_k²] = σ_a² + se_k², so σ̂_a² = max(0, mean(d_k² − se_k²)), with K degrees of freedom
+//! (the nulls are centred on 0 by construction, not on their mean). Nulls of earlier runs of the
+//! same workload are pooled with this run's (`analysis::history`), so K grows run by run. A
+//! comparison's interval is then δ̂ ± t(ν)·√(se² + σ̂_a²), ν by Welch–Satterthwaite.
+//!
+//! This is the two-level random-effects design of Kalibera and Jones ("Rigorous benchmarking
+//! in reasonable time", ISMM 2013), with arms as the third level; σ_s² and σ_r² are estimated
+//! by the nested one-way ANOVA's mean squares ([`components`]) and reported, the interval uses
+//! the sessions' robust estimate (`sequential.rs`), not these.
+
+use super::sequential::t95;
+
+/// The arm component, estimated from null arms.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ArmSpread {
+    /// σ̂_a, log space.
+    pub sd: f64,
+    /// The nulls it rests on (its degrees of freedom).
+    pub nulls: usize,
+}
+
+impl ArmSpread {
+    /// From null arms' (estimate, standard error), log space; `None` without any.
+    pub fn from_nulls(nulls: &[(f64, f64)]) -> Option<ArmSpread> {
+        if nulls.is_empty() {
+            return None;
+        }
+        let excess = nulls.iter().map(|(d, se)| d * d - se * se).sum::<f64>() / nulls.len() as f64;
+        Some(ArmSpread {
+            sd: excess.max(0.0).sqrt(),
+            nulls: nulls.len(),
+        })
+    }
+}
+
+/// The half-width of a 95 % interval from the sessions' half-width `half` (with `df` degrees
+/// of freedom) and the arm component: t(ν)·√(se² + σ_a²), ν by Welch–Satterthwaite.
+pub fn widened(half: f64, df: f64, arm: &ArmSpread) -> f64 {
+    if arm.sd == 0.0 {
+        return half;
+    }
+    let df = df.max(1.0);
+    let se = half / t95(df.round() as usize);
+    let (vs, va) = (se * se, arm.sd * arm.sd);
+    let nu = (vs + va).powi(2) / (vs * vs / df + va * va / arm.nulls as f64);
+    t95(nu.floor().max(1.0) as usize) * (vs + va).sqrt()
+}
+
+/// The within-session (rounds) and between-session components of per-round values
+/// `sessions[s][r]`: the nested one-way ANOVA's method of moments, sd in log space.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Components {
+    pub rounds_sd: f64,
+    pub sessions_sd: f64,
+}
+
+/// The components of `sessions` (at least two, each of at least two rounds).
+pub fn components(sessions: &[Vec<f64>]) -> Option<Components> {
+    let s = sessions.len();
+    if s < 2 || sessions.iter().any(|r| r.len() < 2) {
+        return None;
+    }
+    let means: Vec<f64> = sessions
+        .iter()
+        .map(|r| r.iter().sum::<f64>() / r.len() as f64)
+        .collect();
+    let within: f64 = sessions
+        .iter()
+        .zip(&means)
+        .map(|(r, m)| r.iter().map(|x| (x - m) * (x - m)).sum::<f64>())
+        .sum();
+    let n: usize = sessions.iter().map(Vec::len).sum();
+    let ms_within = within / (n - s) as f64;
+    // Unbalanced sessions: the harmonic-free n0 of the one-way ANOVA.
+    let n0 = (n as f64
+        - sessions
+            .iter()
+            .map(|r| (r.len() * r.len()) as f64)
+            .sum::<f64>()
+            / n as f64)
+        / (s - 1) as f64;
+    let grand = sessions.iter().flatten().sum::<f64>() / n as f64;
+    let ms_between = sessions
+        .iter()
+        .zip(&means)
+        .map(|(r, m)| r.len() as f64 * (m - grand) * (m - grand))
+        .sum::<f64>()
+        / (s - 1) as f64;
+    Some(Components {
+        rounds_sd: ms_within.sqrt(),
+        sessions_sd: ((ms_between - ms_within) / n0).max(0.0).sqrt(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::SplitMix64;
+    use crate::stats::sequential::sd;
+
+    fn normal(rng: &mut SplitMix64) -> f64 {
+        let u = |r: &mut SplitMix64| ((r.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        let (a, b) = (u(rng), u(rng));
+        (-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()
+    }
+
+    /// Simulated sessions with known components: the ANOVA recovers the rounds' and the
+    /// sessions' sd, and null arms with a known arm sd give it back, each within ±20 %
+    /// (averaged over repetitions, as a run of the pipeline pools nulls over runs).
+    #[test]
+    fn the_components_recover_known_ones() {
+        let mut rng = SplitMix64::new(32);
+        let (rounds_sd, sessions_sd, arm_sd) = (0.010, 0.004, 0.003);
+        let (mut r_sum, mut s_sum, reps) = (0.0, 0.0, 50);
+        let mut nulls = Vec::new();
+        for _ in 0..reps {
+            let arm = arm_sd * normal(&mut rng);
+            let sessions: Vec<Vec<f64>> = (0..40)
+                .map(|_| {
+                    let u = sessions_sd * normal(&mut rng);
+                    (0..12)
+                        .map(|_| arm + u + rounds_sd * normal(&mut rng))
+                        .collect()
+                })
+                .collect();
+            let c = components(&sessions).unwrap();
+            r_sum += c.rounds_sd;
+            s_sum += c.sessions_sd;
+            // The null's estimate and its standard error, as the sessions give them.
+            let means: Vec<f64> = sessions
+                .iter()
+                .map(|r| r.iter().sum::<f64>() / r.len() as f64)
+                .collect();
+            let d = means.iter().sum::<f64>() / means.len() as f64;
+            nulls.push((d, sd(&means) / (means.len() as f64).sqrt()));
+        }
+        let (r, s) = (r_sum / reps as f64, s_sum / reps as f64);
+        let a = ArmSpread::from_nulls(&nulls).unwrap();
+        eprintln!(
+            "rounds {r} sessions {s} arm {} (truth {rounds_sd} {sessions_sd} {arm_sd})",
+            a.sd
+        );
+        assert!((r - rounds_sd).abs() < 0.2 * rounds_sd, "rounds {r}");
+        assert!((s - sessions_sd).abs() < 0.2 * sessions_sd, "sessions {s}");
+        assert!((a.sd - arm_sd).abs() < 0.2 * arm_sd, "arm {}", a.sd);
+        assert_eq!(a.nulls, reps);
+        // No arm effect: the component comes out near 0 and barely widens an interval.
+        let quiet: Vec<(f64, f64)> = (0..50).map(|_| (0.001 * normal(&mut rng), 0.001)).collect();
+        let q = ArmSpread::from_nulls(&quiet).unwrap();
+        assert!(q.sd < 0.0005, "{q:?}");
+        assert!(widened(0.01, 20.0, &q) < 0.0105);
+        // A real one widens it: ±1 % of sessions and an arm sd of 0.5 % from 13 nulls.
+        let w = widened(
+            0.01,
+            20.0,
+            &ArmSpread {
+                sd: 0.005,
+                nulls: 13,
+            },
+        );
+        assert!(w > 0.014 && w < 0.016, "{w}");
+        assert!(ArmSpread::from_nulls(&[]).is_none());
+        assert!(components(&[vec![0.0, 1.0]]).is_none());
+    }
+}
