@@ -10,9 +10,10 @@
 //! machine's state while it ran) and e[s][r] ~ (0, σ_r²) the round's. The sessions give δ + a
 //! with the stopping rule's interval; `a` is invisible to them. Its variance σ_a² is estimated
 //! from null arms, which have δ = 0 by construction (the A/A arm: release again; the copy:
-//! release's bytes in another file), by the method of moments: a null's estimate d_k has
-//! E[d_k²] = σ_a² + se_k², so σ̂_a² = max(0, mean(d_k² − se_k²)), with K degrees of freedom
-//! (the nulls are centred on 0 by construction, not on their mean). Nulls of earlier runs of the
+//! release's bytes in another file): a null's estimate d_k has E[d_k²] = σ_a² + se_k², and
+//! σ̂_a² = mean(d_k²), K degrees of freedom (the nulls are centred on 0 by construction, not
+//! on their mean). The nulls' own noise is left in on purpose: taken out (the method of
+//! moments), a handful of nulls often reads σ_a = 0 and the simulated coverage fell to 93 %. Nulls of earlier runs of the
 //! same workload are pooled with this run's (`analysis::history`), so K grows run by run. A
 //! comparison's interval is then δ̂ ± t(ν)·√(se² + σ̂_a²), ν by Welch–Satterthwaite.
 //!
@@ -33,14 +34,15 @@ pub struct ArmSpread {
 }
 
 impl ArmSpread {
-    /// From null arms' (estimate, standard error), log space; `None` without any.
+    /// From null arms' (estimate, standard error), log space; `None` without any. (The
+    /// standard errors are kept for the record; the estimate errs wide by leaving them in.)
     pub fn from_nulls(nulls: &[(f64, f64)]) -> Option<ArmSpread> {
         if nulls.is_empty() {
             return None;
         }
-        let excess = nulls.iter().map(|(d, se)| d * d - se * se).sum::<f64>() / nulls.len() as f64;
+        let mean_square = nulls.iter().map(|(d, _)| d * d).sum::<f64>() / nulls.len() as f64;
         Some(ArmSpread {
-            sd: excess.max(0.0).sqrt(),
+            sd: mean_square.sqrt(),
             nulls: nulls.len(),
         })
     }
@@ -118,8 +120,9 @@ mod tests {
     }
 
     /// Simulated sessions with known components: the ANOVA recovers the rounds' and the
-    /// sessions' sd, and null arms with a known arm sd give it back, each within ±20 %
-    /// (averaged over repetitions, as a run of the pipeline pools nulls over runs).
+    /// sessions' sd, and null arms with a known arm sd give it back (with their own noise in:
+    /// se ≈ 0.07 % here), each within ±20 % (averaged over repetitions, as a run of the
+    /// pipeline pools nulls over runs).
     #[test]
     fn the_components_recover_known_ones() {
         let mut rng = SplitMix64::new(32);
@@ -157,10 +160,10 @@ mod tests {
         assert!((s - sessions_sd).abs() < 0.2 * sessions_sd, "sessions {s}");
         assert!((a.sd - arm_sd).abs() < 0.2 * arm_sd, "arm {}", a.sd);
         assert_eq!(a.nulls, reps);
-        // No arm effect: the component comes out near 0 and barely widens an interval.
+        // No arm effect: the component is the nulls' noise alone and barely widens an interval.
         let quiet: Vec<(f64, f64)> = (0..50).map(|_| (0.001 * normal(&mut rng), 0.001)).collect();
         let q = ArmSpread::from_nulls(&quiet).unwrap();
-        assert!(q.sd < 0.0005, "{q:?}");
+        assert!(q.sd < 0.0013, "{q:?}");
         assert!(widened(0.01, 20.0, &q) < 0.0105);
         // A real one widens it: ±1 % of sessions and an arm sd of 0.5 % from 13 nulls.
         let w = widened(
