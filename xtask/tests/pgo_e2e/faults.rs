@@ -66,13 +66,14 @@ fn a_failing_workload_shows_its_command_and_stderr() {
     let out = xtask_with(&bad, &["pgo", "measure"], data, target);
     let err = stderr_of(&out);
     assert!(!out.status.success());
-    // Lockstep (the default): the arm, how it ended, when, and its command line.
+    // Lockstep (the default): the arm (the first spawned: drawn per session), how it ended,
+    // when, and its command line.
     assert!(
-        err.contains(
-            "lockstep arm `release` exited with status 2 while setting up: `taskset -c 0 "
-        ) && err.contains(
-            "agent_send_latency --messages 20000 --warmup 2000 --policy maybe --lockstep 2000`"
-        ),
+        err.contains("lockstep arm `")
+            && err.contains("` exited with status 2 while setting up: `taskset -c 0 ")
+            && err.contains(
+                "agent_send_latency --messages 20000 --warmup 2000 --policy maybe --lockstep 2000`"
+            ),
         "{err}"
     );
     assert!(
