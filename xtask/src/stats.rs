@@ -231,6 +231,13 @@ impl SplitMix64 {
     pub fn below(&mut self, n: usize) -> usize {
         (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
+    /// A standard normal draw (Box–Muller), for the simulations.
+    #[cfg(test)]
+    pub fn normal(&mut self) -> f64 {
+        let a = ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        let b = ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        (-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()
+    }
     /// Shuffles in place (Fisher–Yates).
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {

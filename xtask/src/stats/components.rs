@@ -113,12 +113,6 @@ mod tests {
     use crate::stats::SplitMix64;
     use crate::stats::sequential::sd;
 
-    fn normal(rng: &mut SplitMix64) -> f64 {
-        let u = |r: &mut SplitMix64| ((r.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-        let (a, b) = (u(rng), u(rng));
-        (-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()
-    }
-
     /// Simulated sessions with known components: the ANOVA recovers the rounds' and the
     /// sessions' sd, and null arms with a known arm sd give it back (with their own noise in:
     /// se ≈ 0.07 % here), each within ±20 % (averaged over repetitions, as a run of the
@@ -130,12 +124,12 @@ mod tests {
         let (mut r_sum, mut s_sum, reps) = (0.0, 0.0, 50);
         let mut nulls = Vec::new();
         for _ in 0..reps {
-            let arm = arm_sd * normal(&mut rng);
+            let arm = arm_sd * rng.normal();
             let sessions: Vec<Vec<f64>> = (0..40)
                 .map(|_| {
-                    let u = sessions_sd * normal(&mut rng);
+                    let u = sessions_sd * rng.normal();
                     (0..12)
-                        .map(|_| arm + u + rounds_sd * normal(&mut rng))
+                        .map(|_| arm + u + rounds_sd * rng.normal())
                         .collect()
                 })
                 .collect();
@@ -161,7 +155,7 @@ mod tests {
         assert!((a.sd - arm_sd).abs() < 0.2 * arm_sd, "arm {}", a.sd);
         assert_eq!(a.nulls, reps);
         // No arm effect: the component is the nulls' noise alone and barely widens an interval.
-        let quiet: Vec<(f64, f64)> = (0..50).map(|_| (0.001 * normal(&mut rng), 0.001)).collect();
+        let quiet: Vec<(f64, f64)> = (0..50).map(|_| (0.001 * rng.normal(), 0.001)).collect();
         let q = ArmSpread::from_nulls(&quiet).unwrap();
         assert!(q.sd < 0.0013, "{q:?}");
         assert!(widened(0.01, 20.0, &q) < 0.0105);

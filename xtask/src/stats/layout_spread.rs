@@ -74,22 +74,15 @@ mod tests {
     use super::*;
     use crate::stats::SplitMix64;
 
-    /// A standard normal draw (Box–Muller).
-    fn normal(rng: &mut SplitMix64) -> f64 {
-        let u = |r: &mut SplitMix64| ((r.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-        let (a, b) = (u(rng), u(rng));
-        (-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()
-    }
-
     /// Sessions of a variant whose true shift is `shift`: per session, the rounds' log ratios
     /// (the machine's state flips cancel within a round's pair) around its processes' own
     /// offset (sd `process`), each round with its own noise.
     fn variant(rng: &mut SplitMix64, shift: f64, sessions: usize, process: f64) -> Vec<f64> {
         (0..sessions)
             .map(|_| {
-                let offset = process * normal(rng);
+                let offset = process * rng.normal();
                 let mut rounds: Vec<f64> = (0..12)
-                    .map(|_| shift + offset + 0.002 * normal(rng))
+                    .map(|_| shift + offset + 0.002 * rng.normal())
                     .collect();
                 rounds.sort_by(f64::total_cmp);
                 (rounds[5] + rounds[6]) / 2.0
@@ -106,9 +99,9 @@ mod tests {
         let (trials, sigma) = (2000, 0.005);
         let (mut covered, mut sd_sum) = (0, 0.0);
         for _ in 0..trials {
-            let base = sigma * normal(&mut rng);
-            let shifts: Vec<f64> = (0..4).map(|_| sigma * normal(&mut rng) - base).collect();
-            let new = sigma * normal(&mut rng) - base;
+            let base = sigma * rng.normal();
+            let shifts: Vec<f64> = (0..4).map(|_| sigma * rng.normal() - base).collect();
+            let new = sigma * rng.normal() - base;
             let variants: Vec<Vec<f64>> = shifts
                 .iter()
                 .map(|s| variant(&mut rng, *s, 30, 0.01))

@@ -92,12 +92,6 @@ fn recorded() -> Recorded {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn normal(rng: &mut SplitMix64) -> f64 {
-    let u = |r: &mut SplitMix64| ((r.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-    let (a, b) = (u(rng), u(rng));
-    (-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()
-}
-
 /// The arm component's truth in the simulation (log space): the 13 null arms recorded in
 /// docs/results (byte-identical copies, `ab` of two copies, A/A arms at fixed places) had an
 /// sd of 0.46 % with their own noise in it; 0.4 % is that less a typical se of 0.2 %.
@@ -149,14 +143,14 @@ fn simulate(sim: &Sim, rng: &mut SplitMix64) -> Vec<bool> {
     let mut nulls = vec![(intervals[0].0 - sim.truth[0], se(intervals[0]))];
     for _ in 0..=sim.history {
         let copy = interval_df(&column(&draw(counts[0], rng), 0), sim.pilot);
-        nulls.push((copy.0 - sim.truth[0] + ARM_SD * normal(rng), se(copy)));
+        nulls.push((copy.0 - sim.truth[0] + ARM_SD * rng.normal(), se(copy)));
     }
     let arm = super::super::components::ArmSpread::from_nulls(&nulls).unwrap();
     (0..k)
         .map(|c| {
             let (estimate, half, df) = intervals[c];
             if sim.builds[c] {
-                let shifted = estimate + ARM_SD * normal(rng);
+                let shifted = estimate + ARM_SD * rng.normal();
                 let half = super::super::components::widened(half, df as f64, &arm);
                 (shifted - sim.truth[c]).abs() <= half
             } else {
