@@ -542,6 +542,204 @@ mod tests {
         );
     }
 
+    /// pulldown-cmark, whole-process (issue 32's figures): four layouts within −2.1…+1.4 %
+    /// gave a floor of ±5.8 % that called lto's 5.5 % [3.7, 7.3] no change. Below eight
+    /// layouts the threshold is the farthest layout measured, so lto's gain stands; from
+    /// eight on the floor decides.
+    #[test]
+    fn a_floor_of_few_layouts_does_not_veto_a_gain_beyond_every_layout() {
+        let estimate = |change: f64, lo: f64, hi: f64| crate::stats::Estimate {
+            pairs: 12,
+            rounds: None,
+            mean_log_ratio: (1.0 + change / 100.0f64).ln(),
+            ratio: 1.0 + change / 100.0,
+            change_pct: change,
+            ci_low_pct: lo,
+            ci_high_pct: hi,
+            wilcoxon_p: 0.0,
+            df: Some(7),
+            arm: None,
+        };
+        let mut floor = LayoutFloor {
+            build: "release".into(),
+            variants: Vec::new(),
+            layouts: 4,
+            mean_pct: -0.3,
+            sd_pct: 1.5,
+            layout_sd_pct: 1.4,
+            lowest_pct: -2.1,
+            highest_pct: 1.4,
+            low_pct: -5.8,
+            high_pct: 5.2,
+            floor_pct: 5.8,
+            max_half_width_pct: 1.0,
+            gains: Vec::new(),
+            bolt_vs_layouts: Vec::new(),
+        };
+        let lto = || estimate(-5.5, -7.3, -3.7);
+        let j = super::judged(lto(), 1.0, Some(&floor));
+        assert_eq!((j.verdict, j.bound), (Verdict::Faster, Bound::LayoutRange));
+        assert!((j.threshold_pct - 2.1).abs() < 1e-12);
+        // A gain within the layouts measured is not called one.
+        let within = super::judged(estimate(-1.8, -2.6, -1.0), 1.0, Some(&floor));
+        assert_eq!(within.verdict, Verdict::NoDetectableChange);
+        // Eight layouts: the floor vetoes.
+        floor.layouts = LayoutFloor::VETO_LAYOUTS;
+        let j = super::judged(lto(), 1.0, Some(&floor));
+        assert_eq!(
+            (j.verdict, j.bound),
+            (Verdict::NoDetectableChange, Bound::LayoutFloor)
+        );
+        // The min effect still binds above a narrow floor.
+        floor.floor_pct = 0.4;
+        assert_eq!(super::threshold(1.0, Some(&floor)), (1.0, Bound::MinEffect));
+        assert!(
+            floor.line().starts_with("layout floor ±0.4 % (8 layouts"),
+            "{}",
+            floor.line()
+        );
+    }
+
+    /// Earlier runs' layouts of the same release executable pool with this run's (another
+    /// executable's do not): K grows past the point where the floor vetoes, the floor keeps
+    /// its centre, and this run's records go to the history under their seeds.
+    #[test]
+    fn the_floor_pools_earlier_runs_layouts_and_keeps_its_centre() {
+        use super::history::{History, LayoutRecord};
+        use super::sessions::{Pooled, records};
+        let sessions = crate::fixtures::layout_sessions(30, 20, &[-1.0, -0.3, 0.4, 1.1]);
+        let record = |hash: &str, seed: u32, pct: f64| LayoutRecord {
+            workload: "agent_send_latency".into(),
+            exe_hash: hash.into(),
+            layout_seed: seed,
+            log: (1.0 + pct / 100.0f64).ln(),
+            se: 0.001,
+        };
+        let mut history = History::default();
+        // An earlier run: six layouts of this executable, all a little slower than its
+        // default order; and one of another executable, far off.
+        let earlier: Vec<LayoutRecord> = (0..6)
+            .map(|k| record("abc", 100 + k, 0.3 + 0.1 * k as f64))
+            .chain([record("another", 7, 9.0)])
+            .collect();
+        history.add(Vec::new(), earlier);
+        let seeds: Vec<(String, u32)> = (1..=4).map(|k| (format!("release/L{k}"), k)).collect();
+        let pooled = Pooled {
+            history: &history,
+            run_seed: 9,
+            release_hash: Some("abc"),
+            layout_seeds: &seeds,
+        };
+        let w = &analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions,
+            &[],
+            &measure_config(),
+            &pooled,
+        )
+        .unwrap()[0];
+        let l = w.layout.as_ref().unwrap();
+        assert_eq!((l.layouts, l.variants.len()), (10, 4), "{l:?}");
+        assert!(
+            l.highest_pct < 1.5,
+            "another executable's layout left out: {l:?}"
+        );
+        // Ten layouts: the floor itself is the threshold; its centre (the shuffled orders
+        // lean slower than the default) stays in, so it reaches past the half-width.
+        assert_eq!(l.threshold(), (l.floor_pct, Bound::LayoutFloor));
+        assert!(l.mean_pct > 0.1, "{l:?}");
+        assert!(
+            (l.floor_pct - l.high_pct).abs() < 1e-9
+                && l.floor_pct > (l.high_pct - l.low_pct) / 2.0 + 0.1,
+            "{l:?}"
+        );
+        // This run's layouts and nulls, for the next run.
+        let (nulls, layouts) = records(std::slice::from_ref(w), &pooled);
+        let mut recorded: Vec<u32> = layouts.iter().map(|r| r.layout_seed).collect();
+        recorded.sort();
+        assert_eq!(recorded, [1, 2, 3, 4]);
+        assert!(layouts.iter().all(|r| r.exe_hash == "abc"));
+        assert_eq!(nulls.len(), 1);
+        assert_eq!(
+            (nulls[0].arm.as_str(), nulls[0].run_seed),
+            ("release-aa", 9)
+        );
+        // The same run rendered again does not count its layouts twice.
+        let mut history = history.clone();
+        history.add(Vec::new(), layouts);
+        let again = Pooled {
+            history: &history,
+            run_seed: 9,
+            release_hash: Some("abc"),
+            layout_seeds: &seeds,
+        };
+        let w2 = &analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions,
+            &[],
+            &measure_config(),
+            &again,
+        )
+        .unwrap()[0];
+        assert_eq!(w2.layout.as_ref().unwrap().layouts, 10);
+    }
+
+    /// Sessions beside a busy neighbour are named; a workload of several threads leaves
+    /// them out of its figures and says so; a session-sharing one keeps them.
+    #[test]
+    fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
+        let mut sessions = crate::fixtures::sessions(10, 20);
+        for s in &mut sessions {
+            s.machine = Some(crate::machine::Beside {
+                secs: 0.5,
+                measured_pct: if s.session == 3 || s.session == 7 {
+                    45.0
+                } else {
+                    2.0
+                },
+                setup_pct: Some(4.0),
+            });
+        }
+        let analyse = |cfg: &crate::config::Measure| {
+            analyze_lockstep(
+                &["agent_send_latency".into()],
+                &builds(),
+                &sessions,
+                &[],
+                cfg,
+                &super::sessions::Pooled::none(&Default::default()),
+            )
+            .unwrap()
+            .remove(0)
+        };
+        let mut cfg = measure_config();
+        let shared = analyse(&cfg);
+        let m = shared.machine.as_ref().unwrap();
+        assert_eq!((m.disturbed.clone(), m.left_out), (vec![3, 7], false));
+        assert_eq!(shared.sessions, 10);
+        assert_eq!(
+            (m.median_pct, m.max_pct, m.setup_median_pct),
+            (2.0, 45.0, Some(4.0))
+        );
+        let line = m.line(shared.sessions);
+        assert!(
+            line.contains("2 of 10 sessions disturbed (over 10 %): 4, 8"),
+            "{line}"
+        );
+        cfg.workloads[0].share_core = Some(false);
+        let spread = analyse(&cfg);
+        let m = spread.machine.as_ref().unwrap();
+        assert!(m.left_out);
+        assert_eq!(spread.sessions, 8);
+        assert!(
+            m.line(10).contains("the disturbed sessions are left out"),
+            "{}",
+            m.line(10)
+        );
+    }
+
     /// lto and lto+pgo relinked too: a gain that holds in every layout is said so, one that
     /// depends on the layout is called layout luck; BOLT is paired with each random layout.
     #[test]
