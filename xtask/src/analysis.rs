@@ -168,7 +168,7 @@ impl LayoutGain {
                 "{} is slower than release whatever the layout ({range})",
                 self.build
             ),
-            Some(Verdict::NoDetectableChange) => {
+            Some(Verdict::NoDetectableChange | Verdict::NotJudged) => {
                 format!(
                     "{} shows no detectable change in any layout ({range})",
                     self.build
@@ -273,6 +273,14 @@ pub struct MachineState {
     /// The workload runs on every core (several threads), so other processes move its
     /// figures: its disturbed sessions were left out of the analysis.
     pub left_out: bool,
+    /// Such a workload with fewer undisturbed sessions than the stopping rule's pilot: its
+    /// verdicts are withheld (`Verdict::NotJudged`) rather than printed on a busy machine's
+    /// figures.
+    #[serde(default)]
+    pub unjudged: bool,
+    /// Median over the sessions of the hypervisor's steal on the arms' core(s) (%).
+    #[serde(default)]
+    pub steal_median_pct: f64,
 }
 
 impl MachineState {
@@ -282,8 +290,8 @@ impl MachineState {
             .map(|s| format!(", the set-up core {s:.0} %"))
             .unwrap_or_default();
         let mut line = format!(
-            "other processes beside the sessions: median {:.1} % of the arms' core(s), at most {:.0} %{setup}",
-            self.median_pct, self.max_pct
+            "other processes beside the sessions: median {:.1} % of the arms' core(s) (the hypervisor's steal {:.1} %), at most {:.0} %{setup}",
+            self.median_pct, self.steal_median_pct, self.max_pct
         );
         if !self.disturbed.is_empty() {
             let list: Vec<String> = self.disturbed.iter().map(|s| (s + 1).to_string()).collect();
@@ -295,6 +303,9 @@ impl MachineState {
             );
             if self.left_out {
                 line += ". This workload's threads use every core, so its figures depend on the machine's load: the disturbed sessions are left out; rerun on a quiet machine to use them";
+            }
+            if self.unjudged {
+                line += ". This workload's threads use every core, so its figures depend on the machine's load, and too few sessions ran undisturbed: its verdicts are not judged; rerun on a quiet machine";
             }
         }
         line
@@ -687,7 +698,8 @@ mod tests {
     }
 
     /// Sessions beside a busy neighbour are named; a workload of several threads leaves
-    /// them out of its figures and says so; a session-sharing one keeps them.
+    /// them out of its figures and says so, or withholds its verdicts when too few are left;
+    /// a session-sharing one keeps them.
     #[test]
     fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
         let mut sessions = crate::fixtures::sessions(10, 20);
@@ -700,6 +712,7 @@ mod tests {
                     2.0
                 },
                 setup_pct: Some(4.0),
+                steal_pct: 1.0,
             });
         }
         let analyse = |cfg: &crate::config::Measure| {
@@ -728,16 +741,39 @@ mod tests {
             line.contains("2 of 10 sessions disturbed (over 10 %): 4, 8"),
             "{line}"
         );
+        assert!(line.contains("(the hypervisor's steal 1.0 %)"), "{line}");
+        // Several threads, a pilot of 4: eight undisturbed sessions are enough.
         cfg.workloads[0].share_core = Some(false);
+        cfg.lockstep.min_sessions = 4;
         let spread = analyse(&cfg);
         let m = spread.machine.as_ref().unwrap();
-        assert!(m.left_out);
+        assert!(m.left_out && !m.unjudged);
         assert_eq!(spread.sessions, 8);
         assert!(
             m.line(10).contains("the disturbed sessions are left out"),
             "{}",
             m.line(10)
         );
+        // A pilot of 12: too few undisturbed sessions, so no verdict is given.
+        cfg.lockstep.min_sessions = 12;
+        let busy = analyse(&cfg);
+        let m = busy.machine.as_ref().unwrap();
+        assert!(m.unjudged && !m.left_out);
+        assert_eq!(busy.sessions, 10);
+        assert!(
+            m.line(10).contains("its verdicts are not judged"),
+            "{}",
+            m.line(10)
+        );
+        let verdicts: Vec<Verdict> = busy
+            .rows
+            .iter()
+            .filter_map(|r| r.vs_release.as_ref())
+            .flat_map(|c| [c.median.verdict, c.p95.verdict, c.p99.verdict])
+            .chain([busy.aa.median.verdict])
+            .collect();
+        assert!(verdicts.len() > 4 && verdicts.iter().all(|v| *v == Verdict::NotJudged));
+        assert_eq!(Verdict::NotJudged.text(), "not judged (machine busy)");
     }
 
     /// lto and lto+pgo relinked too: a gain that holds in every layout is said so, one that

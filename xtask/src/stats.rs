@@ -337,6 +337,9 @@ pub enum Verdict {
     Faster,
     Slower,
     NoDetectableChange,
+    /// Not judged: the workload's figures depend on the machine's load, and too few of its
+    /// sessions ran on a quiet machine.
+    NotJudged,
 }
 
 impl Verdict {
@@ -345,6 +348,7 @@ impl Verdict {
             Verdict::Faster => "faster",
             Verdict::Slower => "slower",
             Verdict::NoDetectableChange => "no detectable change",
+            Verdict::NotJudged => "not judged (machine busy)",
         }
     }
 }

@@ -117,11 +117,12 @@ pub fn records(
 
 /// The machine's state beside `sessions`, and the sessions to analyse: all of them, but for
 /// a workload of several threads (`spread`: not sharing one core) the undisturbed ones when
-/// at least two are.
+/// at least a pilot's worth are (else all, its verdicts withheld).
 fn machine_state<'a>(
     sessions: &[&'a Session],
     limit_pct: f64,
     spread: bool,
+    pilot: usize,
 ) -> (Option<MachineState>, Vec<&'a Session>) {
     let seen: Vec<(u32, crate::machine::Beside)> = sessions
         .iter()
@@ -142,8 +143,12 @@ fn machine_state<'a>(
         .copied()
         .filter(|s| !disturbed.contains(&s.session))
         .collect();
-    let left_out = spread && !disturbed.is_empty() && kept.len() >= 2;
+    let left_out = spread && !disturbed.is_empty() && kept.len() >= pilot.max(2);
+    let unjudged = spread && !disturbed.is_empty() && !left_out;
+    let steal: Vec<f64> = seen.iter().map(|(_, b)| b.steal_pct).collect();
     let state = MachineState {
+        unjudged,
+        steal_median_pct: median(&steal).unwrap_or(0.0),
         limit_pct,
         median_pct: median(&measured).unwrap_or(0.0),
         max_pct: measured.iter().copied().fold(0.0, f64::max),
@@ -192,7 +197,12 @@ fn analyze_sessions(
         .iter()
         .find(|w| w.name == workload)
         .is_some_and(|w| !w.shares_core_in(&cfg.lockstep));
-    let (machine, kept) = machine_state(sessions, cfg.max_other_cpu_pct, spread);
+    let (machine, kept) = machine_state(
+        sessions,
+        cfg.max_other_cpu_pct,
+        spread,
+        cfg.lockstep.min_sessions as usize,
+    );
     let sessions = &kept[..];
     if sessions.len() < 2 {
         bail!(
@@ -236,7 +246,7 @@ fn analyze_sessions(
         None
     };
     let mut layout = layout_floor(sessions, pilot, workload, pooled)?;
-    let (aa, rows) = judge_rows(
+    let (mut aa, mut rows) = judge_rows(
         builds,
         cfg.min_effect_pct,
         layout.as_ref(),
@@ -244,6 +254,18 @@ fn analyze_sessions(
         compare,
         |build, vs_release| session_row(workload, build, sessions, instructions, vs_release),
     )?;
+    // Figures that depend on the machine's load, from a busy machine: shown, not judged.
+    if machine.as_ref().is_some_and(|m| m.unjudged) {
+        let withhold = |c: &mut Comparison| {
+            for j in [&mut c.median, &mut c.p95, &mut c.p99] {
+                j.verdict = Verdict::NotJudged;
+            }
+        };
+        withhold(&mut aa);
+        rows.iter_mut()
+            .filter_map(|r| r.vs_release.as_mut())
+            .for_each(withhold);
+    }
     if let Some(l) = &mut layout {
         l.gains = layout_gains(sessions, pilot, cfg.min_effect_pct, arm.as_ref())?;
         l.bolt_vs_layouts = bolt_vs_layouts(sessions, pilot)?;
