@@ -238,6 +238,14 @@ pub struct WorkloadAnalysis {
     /// and earlier runs' of this workload (`stats::components`).
     #[serde(default)]
     pub arm: Option<stats::components::ArmSpread>,
+    /// The run component: how far earlier runs' estimates of the same executables scattered
+    /// beyond their intervals, pooled over this workload's builds (`stats::components`).
+    #[serde(default)]
+    pub run: Option<stats::components::ArmSpread>,
+    /// Each build's estimate against release from the sessions alone: ln ratio and its
+    /// standard error (what the next run's run component is estimated from).
+    #[serde(default)]
+    pub raw: Vec<(String, f64, f64)>,
     /// The A/A comparison's rounds and sessions components (`stats::components`).
     #[serde(default)]
     pub components: Option<stats::components::Components>,
@@ -318,6 +326,11 @@ const ORACLE: &str = "oracle";
 const LTO: &str = "lto";
 
 impl WorkloadAnalysis {
+    /// What every build's interval carries beyond its sessions': the arm and run components.
+    pub fn extra(&self) -> Option<stats::components::ArmSpread> {
+        stats::components::ArmSpread::plus(self.arm, self.run)
+    }
+
     /// The capture in words, or `None` without an oracle.
     pub fn capture_line(&self) -> Option<String> {
         let c = self.capture.as_ref()?;
@@ -640,6 +653,7 @@ mod tests {
             run_seed: 9,
             release_hash: Some("abc"),
             layout_seeds: &seeds,
+            build_hashes: &[],
         };
         let w = &analyze_lockstep(
             &["agent_send_latency".into()],
@@ -666,7 +680,8 @@ mod tests {
             "{l:?}"
         );
         // This run's layouts and nulls, for the next run.
-        let (nulls, layouts) = records(std::slice::from_ref(w), &pooled);
+        let (nulls, layouts, runs) = records(std::slice::from_ref(w), &pooled);
+        assert!(runs.is_empty(), "no build hashes given, no run records");
         let mut recorded: Vec<u32> = layouts.iter().map(|r| r.layout_seed).collect();
         recorded.sort();
         assert_eq!(recorded, [1, 2, 3, 4]);
@@ -684,6 +699,7 @@ mod tests {
             run_seed: 9,
             release_hash: Some("abc"),
             layout_seeds: &seeds,
+            build_hashes: &[],
         };
         let w2 = &analyze_lockstep(
             &["agent_send_latency".into()],
@@ -695,6 +711,95 @@ mod tests {
         )
         .unwrap()[0];
         assert_eq!(w2.layout.as_ref().unwrap().layouts, 10);
+    }
+
+    /// Earlier runs of the same two executables whose estimates scattered beyond their
+    /// intervals give a run component that widens this run's intervals; runs of other
+    /// executables do not count; this run's estimates go to the history.
+    #[test]
+    fn runs_of_the_same_executables_widen_the_next_runs_intervals() {
+        use super::history::{History, RunRecord};
+        use super::sessions::{Pooled, records};
+        let sessions = crate::fixtures::sessions(20, 20);
+        let hashes: Vec<(String, String)> = [
+            ("release", "r"),
+            ("lto", "l"),
+            ("lto+pgo", "p"),
+            ("oracle", "o"),
+        ]
+        .map(|(b, h)| (b.to_string(), h.to_string()))
+        .to_vec();
+        let record = |hash: &str, seed: u64, log: f64| RunRecord {
+            workload: "agent_send_latency".into(),
+            build: "lto+pgo".into(),
+            exe_hash: hash.into(),
+            release_hash: "r".into(),
+            run_seed: seed,
+            log,
+            se: 0.001,
+        };
+        let analyse = |history: &History| {
+            let pooled = Pooled {
+                history,
+                run_seed: 99,
+                release_hash: Some("r"),
+                layout_seeds: &[],
+                build_hashes: &hashes,
+            };
+            let w = analyze_lockstep(
+                &["agent_send_latency".into()],
+                &builds(),
+                &sessions,
+                &[],
+                &measure_config(),
+                &pooled,
+            )
+            .unwrap()
+            .remove(0);
+            let (_, _, runs) = records(std::slice::from_ref(&w), &pooled);
+            (w, runs)
+        };
+        let width = |w: &super::WorkloadAnalysis| {
+            let e = &w
+                .rows
+                .iter()
+                .find(|r| r.build == "lto+pgo")
+                .unwrap()
+                .vs_release
+                .as_ref()
+                .unwrap()
+                .median
+                .estimate;
+            e.ci_high_pct - e.ci_low_pct
+        };
+        let (alone, runs) = analyse(&History::default());
+        assert!(alone.run.is_none(), "one run is no spread");
+        assert_eq!(runs.len(), 3);
+        assert!(
+            runs.iter()
+                .all(|r| r.release_hash == "r" && r.run_seed == 99)
+        );
+        // Three earlier runs of these executables, ±1 % apart; and one of another lto+pgo.
+        let mut history = History::default();
+        history.add_runs(vec![
+            record("p", 1, 0.9f64.ln() - 0.01),
+            record("p", 2, 0.9f64.ln()),
+            record("p", 3, 0.9f64.ln() + 0.01),
+            record("another", 4, 0.5),
+        ]);
+        let (pooled, _) = analyse(&history);
+        let run = pooled.run.expect("a run component");
+        assert_eq!(
+            run.nulls, 3,
+            "four runs of lto+pgo's executables: 3 degrees of freedom"
+        );
+        assert!(run.sd > 0.007 && run.sd < 0.012, "{run:?}");
+        assert!(
+            width(&pooled) > width(&alone) + 1.0,
+            "{} against {}",
+            width(&pooled),
+            width(&alone)
+        );
     }
 
     /// Sessions beside a busy neighbour are named; a workload of several threads leaves

@@ -222,7 +222,17 @@ pub(crate) fn nulls_line(w: &WorkloadAnalysis) -> String {
         ),
         None => "no arm component (no null arm)".to_string(),
     };
-    format!("null arms: {}; {arm}", parts.join(", "))
+    let run = w
+        .run
+        .map(|r| {
+            format!(
+                "; run component sd {:.2} % from earlier runs of the same executables ({} degrees of freedom)",
+                100.0 * r.sd,
+                r.nulls
+            )
+        })
+        .unwrap_or_default();
+    format!("null arms: {}; {arm}{run}", parts.join(", "))
 }
 
 fn judged(j: &Judged) -> String {

@@ -1,7 +1,8 @@
 //! What earlier runs measured that this one pools with its own (`pgo-data/history.json`):
 //! the null arms' shifts per workload (the arm component's estimate grows with every run)
 //! and the layout variants' shifts per (release executable, workload) (the layout floor's K
-//! grows with every run of the layout stage, each drawing new layouts).
+//! grows with every run of the layout stage, each drawing new layouts), and each build's
+//! estimate per run (how far runs of the same executables scatter: the run component).
 
 use std::path::Path;
 
@@ -18,6 +19,22 @@ pub struct History {
     pub nulls: Vec<NullRecord>,
     #[serde(default)]
     pub layouts: Vec<LayoutRecord>,
+    #[serde(default)]
+    pub runs: Vec<RunRecord>,
+}
+
+/// A build's estimate against release in one run, the sessions' alone (log space): runs of
+/// the same two executables show how much a run's estimate moves beyond its interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub workload: String,
+    pub build: String,
+    /// The build's and release's content hashes: the comparison of fixed executables.
+    pub exe_hash: String,
+    pub release_hash: String,
+    pub run_seed: u64,
+    pub log: f64,
+    pub se: f64,
 }
 
 /// A null arm's shift against release in one run (log space).
@@ -82,6 +99,25 @@ impl History {
             })
             .map(|r| (r.log, r.se))
             .collect()
+    }
+
+    /// The estimates of `workload`'s builds in runs other than `run_seed`'s.
+    pub fn runs_of(&self, workload: &str, run_seed: u64) -> impl Iterator<Item = &RunRecord> {
+        self.runs
+            .iter()
+            .filter(move |r| r.workload == workload && r.run_seed != run_seed)
+    }
+
+    /// Adds this run's builds' estimates (replacing a re-rendered run's), keeping the newest
+    /// [`KEEP`] per workload and build.
+    pub fn add_runs(&mut self, runs: Vec<RunRecord>) {
+        for n in runs {
+            self.runs.retain(|r| {
+                !(r.workload == n.workload && r.build == n.build && r.run_seed == n.run_seed)
+            });
+            self.runs.push(n);
+        }
+        keep_newest(&mut self.runs, |r| format!("{} {}", r.workload, r.build));
     }
 
     /// Adds (or replaces) this run's records, keeping the newest [`KEEP`] per key.

@@ -5,7 +5,7 @@
 
 use anyhow::{Result, bail};
 
-use super::history::{History, LayoutRecord, NullRecord};
+use super::history::{History, LayoutRecord, NullRecord, RunRecord};
 use super::{
     BASELINE, Comparison, LayoutFloor, LayoutGain, MachineState, Row, WorkloadAnalysis, capture,
     judge_rows, median_distribution,
@@ -33,9 +33,46 @@ pub struct Pooled<'a> {
     pub release_hash: Option<&'a str>,
     /// Each layout variant's arm and its `--shuffle-sections` seed.
     pub layout_seeds: &'a [(String, u32)],
+    /// Each build's name and content hash, where known: its estimates join the history.
+    pub build_hashes: &'a [(String, String)],
 }
 
 impl Pooled<'_> {
+    fn hash_of(&self, build: &str) -> Option<&str> {
+        self.build_hashes
+            .iter()
+            .find(|(b, _)| b == build)
+            .map(|(_, h)| h.as_str())
+    }
+
+    /// The run component of `workload`: earlier runs' estimates of the same executables with
+    /// this run's (`raw`), grouped by build and executables.
+    fn run_spread(&self, workload: &str, raw: &[(String, f64, f64)]) -> Option<ArmSpread> {
+        let release = self.release_hash?;
+        // By (build, its executable): each run's (estimate, se).
+        let mut groups = std::collections::BTreeMap::<(String, String), Vec<(f64, f64)>>::new();
+        for r in self
+            .history
+            .runs_of(workload, self.run_seed)
+            .filter(|r| r.release_hash == release)
+        {
+            groups
+                .entry((r.build.clone(), r.exe_hash.clone()))
+                .or_default()
+                .push((r.log, r.se));
+        }
+        for (build, log, se) in raw {
+            if let Some(hash) = self.hash_of(build) {
+                groups
+                    .entry((build.clone(), hash.to_string()))
+                    .or_default()
+                    .push((*log, *se));
+            }
+        }
+        let groups: Vec<Vec<(f64, f64)>> = groups.into_values().collect();
+        ArmSpread::from_runs(&groups)
+    }
+
     /// Nothing earlier: this run's own nulls and layouts alone.
     pub fn none(history: &History) -> Pooled<'_> {
         Pooled {
@@ -43,6 +80,7 @@ impl Pooled<'_> {
             run_seed: 0,
             release_hash: None,
             layout_seeds: &[],
+            build_hashes: &[],
         }
     }
 }
@@ -78,13 +116,27 @@ pub fn analyze_lockstep(
     })
 }
 
-/// This run's records for the history: each workload's null arms and layout variants.
+/// This run's records for the history: each workload's null arms, layout variants and
+/// builds' estimates.
 pub fn records(
     analysed: &[WorkloadAnalysis],
     pooled: &Pooled,
-) -> (Vec<NullRecord>, Vec<LayoutRecord>) {
-    let (mut nulls, mut layouts) = (Vec::new(), Vec::new());
+) -> (Vec<NullRecord>, Vec<LayoutRecord>, Vec<RunRecord>) {
+    let (mut nulls, mut layouts, mut runs) = (Vec::new(), Vec::new(), Vec::new());
     for w in analysed {
+        for (build, log, se) in &w.raw {
+            if let (Some(release), Some(hash)) = (pooled.release_hash, pooled.hash_of(build)) {
+                runs.push(RunRecord {
+                    workload: w.workload.clone(),
+                    build: build.clone(),
+                    exe_hash: hash.to_string(),
+                    release_hash: release.to_string(),
+                    run_seed: pooled.run_seed,
+                    log: *log,
+                    se: *se,
+                });
+            }
+        }
         for (arm, e) in &w.nulls {
             if let Some(se) = e.se_log() {
                 nulls.push(NullRecord {
@@ -112,7 +164,7 @@ pub fn records(
             }
         }
     }
-    (nulls, layouts)
+    (nulls, layouts, runs)
 }
 
 /// The machine's state beside `sessions`, and the sessions to analyse: all of them, but for
@@ -245,13 +297,33 @@ fn analyze_sessions(
     } else {
         None
     };
+    // Each build's estimates from the sessions alone, once: judged below with the components.
+    let mut estimates: Vec<(String, [Estimate; 3])> = Vec::new();
+    for b in builds.iter().chain([&BASELINE_AGAIN.to_string()]) {
+        if b != BASELINE {
+            estimates.push((b.clone(), compare(b)?));
+        }
+    }
+    let raw: Vec<(String, f64, f64)> = estimates
+        .iter()
+        .filter(|(b, _)| b != BASELINE_AGAIN)
+        .filter_map(|(b, e)| Some((b.clone(), e[0].mean_log_ratio, e[0].se_log()?)))
+        .collect();
+    let run = pooled.run_spread(workload, &raw);
+    let extra = ArmSpread::plus(arm, run);
     let mut layout = layout_floor(sessions, pilot, workload, pooled)?;
     let (mut aa, mut rows) = judge_rows(
         builds,
         cfg.min_effect_pct,
         layout.as_ref(),
-        arm.as_ref(),
-        compare,
+        extra.as_ref(),
+        |b: &str| {
+            Ok(estimates
+                .iter()
+                .find(|(x, _)| x == b)
+                .map(|(_, e)| e.clone())
+                .expect("estimated above"))
+        },
         |build, vs_release| session_row(workload, build, sessions, instructions, vs_release),
     )?;
     // Figures that depend on the machine's load, from a busy machine: shown, not judged.
@@ -267,7 +339,7 @@ fn analyze_sessions(
             .for_each(withhold);
     }
     if let Some(l) = &mut layout {
-        l.gains = layout_gains(sessions, pilot, cfg.min_effect_pct, arm.as_ref())?;
+        l.gains = layout_gains(sessions, pilot, cfg.min_effect_pct, extra.as_ref())?;
         l.bolt_vs_layouts = bolt_vs_layouts(sessions, pilot)?;
     }
     let capture = capture(builds, cfg, |b| round_ratios(sessions, b, BATCH_METRICS[0]))?;
@@ -288,6 +360,8 @@ fn analyze_sessions(
         aa,
         nulls,
         arm,
+        run,
+        raw,
         components,
         machine,
         rows,
@@ -498,7 +572,7 @@ pub fn against(
                 .collect();
             // Two commits' builds are two files laid out differently: the arm component and
             // the layout floor apply.
-            let estimate = stats::compare_sessions(&diff, pilot)?.with_arm(w.arm.as_ref());
+            let estimate = stats::compare_sessions(&diff, pilot)?.with_arm(w.extra().as_ref());
             out.push(super::AgainstResult {
                 workload: w.workload.clone(),
                 build: ours.clone(),

@@ -177,11 +177,16 @@ pub(super) fn report(
         .iter()
         .find(|b| b.name() == crate::measure::BASELINE)
         .map(|b| b.hash.clone());
+    let build_hashes: Vec<(String, String)> = builds
+        .iter()
+        .map(|b| (b.name().to_string(), b.hash.clone()))
+        .collect();
     let pooled = Pooled {
         history: &history,
         run_seed: measured.seed,
         release_hash: release_hash.as_deref(),
         layout_seeds: &layout_seeds,
+        build_hashes: &build_hashes,
     };
     let workloads = crate::analysis::sessions::analyze_lockstep(
         &workload_names,
@@ -191,8 +196,9 @@ pub(super) fn report(
         &measure_cfg,
         &pooled,
     )?;
-    let (nulls, layouts) = crate::analysis::sessions::records(&workloads, &pooled);
+    let (nulls, layouts, runs) = crate::analysis::sessions::records(&workloads, &pooled);
     history.add(nulls, layouts);
+    history.add_runs(runs);
     history.save(&history_path)?;
     // `--against REV`: this commit against that one, in the same sessions.
     let against = match &measured.against {
