@@ -654,6 +654,7 @@ mod tests {
             release_hash: Some("abc"),
             layout_seeds: &seeds,
             build_hashes: &[],
+            other_files: true,
         };
         let w = &analyze_lockstep(
             &["agent_send_latency".into()],
@@ -700,6 +701,7 @@ mod tests {
             release_hash: Some("abc"),
             layout_seeds: &seeds,
             build_hashes: &[],
+            other_files: true,
         };
         let w2 = &analyze_lockstep(
             &["agent_send_latency".into()],
@@ -745,6 +747,7 @@ mod tests {
                 release_hash: Some("r"),
                 layout_seeds: &[],
                 build_hashes: &hashes,
+                other_files: true,
             };
             let w = analyze_lockstep(
                 &["agent_send_latency".into()],

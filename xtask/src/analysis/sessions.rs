@@ -35,6 +35,10 @@ pub struct Pooled<'a> {
     pub layout_seeds: &'a [(String, u32)],
     /// Each build's name and content hash, where known: its estimates join the history.
     pub build_hashes: &'a [(String, String)],
+    /// Whether the compared arms are other files than release (builds, another commit's):
+    /// then their intervals carry the arm component. `calibrate`'s injected arm is release's
+    /// own file in a place drawn per session, with other arguments only: there it does not.
+    pub other_files: bool,
 }
 
 impl Pooled<'_> {
@@ -81,6 +85,7 @@ impl Pooled<'_> {
             release_hash: None,
             layout_seeds: &[],
             build_hashes: &[],
+            other_files: true,
         }
     }
 }
@@ -291,7 +296,11 @@ fn analyze_sessions(
             .iter()
             .filter_map(|(_, e)| Some((e.mean_log_ratio, e.se_log()?))),
     );
-    let arm = ArmSpread::from_nulls(&shifts);
+    let arm = if pooled.other_files {
+        ArmSpread::from_nulls(&shifts)
+    } else {
+        None
+    };
     let components = if arms.iter().any(|a| a == BASELINE_AGAIN) {
         components::components(&round_ratios(sessions, BASELINE_AGAIN, BATCH_METRICS[0])?)
     } else {

@@ -120,7 +120,10 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
     probe_cfg.lockstep.min_sessions = 2;
     probe_cfg.target_half_width_pct = 0.0;
     let (probe, _) = measure::run_lockstep(
-        &[arm(BASELINE, release, 0), arm(BASELINE_AGAIN, release, 0)],
+        &[
+            arm(BASELINE, release, 0, 1),
+            arm(BASELINE_AGAIN, release, 0, 1),
+        ],
         &probe_cfg,
     )
     .context("the calibration probe")?;
@@ -134,9 +137,9 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
     )
     .context("the calibration probe recorded no batch")?;
     eprintln!("calibrate: `{name}`: release median {probe_median_ns:.1} ns");
-    // The arm component from this workload's nulls of earlier pipeline runs, and each
-    // size's own A/A arm.
-    let history = History::load(&ctx.data.join("history.json"))?;
+    // No arm component: the injected arm is release's own file, in a place drawn per session,
+    // with other arguments only (the 0 % row: none). The A/A arm beside it stays a diagnostic.
+    let history = History::default();
     let mut rows = Vec::new();
     let mut index = 0u64;
     for r in 0..repeat {
@@ -145,10 +148,11 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
         }
         for &target in &cfg.calibrate.sizes_pct {
             let inject_ns = (target / 100.0 * probe_median_ns).round().max(0.0) as u64;
+            let width = inject_ns.to_string().len();
             let arms = [
-                arm(BASELINE, release, 0),
-                arm(BASELINE_AGAIN, release, 0),
-                arm(INJECTED, release, inject_ns),
+                arm(BASELINE, release, 0, width),
+                arm(BASELINE_AGAIN, release, 0, width),
+                arm(INJECTED, release, inject_ns, width),
             ];
             let builds = [BASELINE.to_string(), INJECTED.to_string()];
             let start = Instant::now();
@@ -163,6 +167,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
             let (sessions, stopped) = measure::run_lockstep(&arms, &m)?;
             let pooled = Pooled {
                 run_seed: seed,
+                other_files: false,
                 ..Pooled::none(&history)
             };
             let w = analysis::sessions::analyze_lockstep(
@@ -251,15 +256,15 @@ fn replication(rows: &[CalibrationRow], sizes: &[f64]) -> Vec<Replication> {
         .collect()
 }
 
-fn arm(name: &str, build: &Built, inject_ns: u64) -> MeasuredArm {
+/// A release arm with `--inject-ns N`. Every arm of a row carries the flag, release and the
+/// A/A arm with 0 written as wide as N: an arm's arguments alone moved it by 1 % (the 0 % row
+/// read 1.0 % faster with `--inject-ns 0` on the injected arm only, 3 runs in 3), so all
+/// three must have the same arguments but the number.
+fn arm(name: &str, build: &Built, inject_ns: u64, width: usize) -> MeasuredArm {
     MeasuredArm {
         name: name.to_string(),
         exe: build.exe.clone(),
-        extra: if inject_ns > 0 {
-            vec!["--inject-ns".into(), inject_ns.to_string()]
-        } else {
-            Vec::new()
-        },
+        extra: vec!["--inject-ns".into(), format!("{inject_ns:0width$}")],
     }
 }
 

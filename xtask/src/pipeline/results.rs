@@ -187,6 +187,7 @@ pub(super) fn report(
         release_hash: release_hash.as_deref(),
         layout_seeds: &layout_seeds,
         build_hashes: &build_hashes,
+        other_files: true,
     };
     let workloads = crate::analysis::sessions::analyze_lockstep(
         &workload_names,
