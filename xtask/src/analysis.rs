@@ -333,7 +333,11 @@ impl WorkloadAnalysis {
 
     /// The capture in words, or `None` without an oracle.
     pub fn capture_line(&self) -> Option<String> {
-        let c = self.capture.as_ref()?;
+        let Some(c) = self.capture.as_ref() else {
+            return self.rows.iter().any(|r| r.build == ORACLE).then(|| {
+                "no share of the oracle's gain: the oracle's gain over lto is not distinguishable from 0 (or too few sessions)".to_string()
+            });
+        };
         Some(format!(
             "the training captures {:.0} % [{:.0}, {:.0}] of the gain an oracle profile (trained on the measured workload itself) gets over lto: lto+pgo {:.1} % faster than lto, oracle {:.1} %",
             c.pct, c.ci_low_pct, c.ci_high_pct, c.candidate_gain_pct, c.oracle_gain_pct
@@ -361,7 +365,7 @@ impl WorkloadAnalysis {
 /// How much of the oracle's gain over lto the training's lto+pgo gets. `ratios(build)` gives
 /// ln(build / release) per round of each session (a block is a session of one round); the
 /// differences to lto's are the gains over lto. `None` without the three builds, or when the
-/// oracle gained nothing in any resample.
+/// oracle's gain is not distinguishable from 0.
 pub(crate) fn capture(
     builds: &[String],
     cfg: &Measure,

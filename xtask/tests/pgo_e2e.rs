@@ -294,13 +294,19 @@ fn the_whole_pipeline_on_the_quick_config() {
             .contains("insight/oracle-"),
         "{oracle}"
     );
+    // The share of the oracle's gain, or why there is none (a quick training's oracle may gain
+    // nothing measurable over lto).
     let capture = &w["capture"];
-    assert!(
-        capture["ci_low_pct"].as_f64().unwrap() <= capture["pct"].as_f64().unwrap()
-            && capture["pct"].as_f64().unwrap() <= capture["ci_high_pct"].as_f64().unwrap(),
-        "{capture}"
-    );
-    assert!(stdout.contains("the training captures"), "{stdout}");
+    if capture.is_null() {
+        assert!(stdout.contains("no share of the oracle's gain"), "{stdout}");
+    } else {
+        assert!(
+            capture["ci_low_pct"].as_f64().unwrap() <= capture["pct"].as_f64().unwrap()
+                && capture["pct"].as_f64().unwrap() <= capture["ci_high_pct"].as_f64().unwrap(),
+            "{capture}"
+        );
+        assert!(stdout.contains("the training captures"), "{stdout}");
+    }
 
     // The insight: the training profile's hottest functions, the required paths covered, the
     // measured workload profiled alone and compared, in report.json and report.md.
