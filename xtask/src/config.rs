@@ -325,6 +325,14 @@ pub struct Measure {
     /// carries (`stats::components`). One more arm.
     #[serde(default = "yes")]
     pub null_copy: bool,
+    /// Start each arm with a random number (0 to 2047) of extra leading slashes in the path
+    /// it runs as, drawn anew every session (every run of a whole-process workload). The path
+    /// names the same file; its length is `argv[0]`'s, which a program copies to its heap as
+    /// it starts (Rust's `std::env::args` does), so every later allocation starts at an
+    /// offset drawn per session instead of one fixed by the file's name and the arm's
+    /// arguments: what a build's heap layout does to it moves into session noise.
+    #[serde(default = "yes")]
+    pub shift_heap: bool,
     /// A session with more of other processes' CPU time than this on the arms' core(s) (% of
     /// a core over its turns) is disturbed: named in the report, and left out of a workload
     /// of several threads (whose figures depend on the load).

@@ -249,6 +249,11 @@ pub fn stderr_tail(stderr: &str) -> String {
 }
 
 fn quote(s: &str) -> String {
+    // A path shifted by extra slashes (`workload::shifted`) is shown with one.
+    let s = match s.find(|c| c != '/') {
+        Some(rest) if rest > 2 => &s[rest - 1..],
+        _ => s,
+    };
     // CARGO_ENCODED_RUSTFLAGS separates flags with \x1f: shown, not swallowed.
     if s.contains('\x1f') {
         let escaped = s

@@ -203,6 +203,19 @@ pub fn spawn(
     rng.shuffle(&mut arms);
     let mut moves: Vec<u8> = (0..arms.len() as u8).collect();
     rng.shuffle(&mut moves);
+    // Each arm's heap offset (`measure.shift_heap`), drawn like its place.
+    let mut shift = || {
+        if cfg.shift_heap {
+            rng.below(crate::workload::MAX_SHIFT)
+        } else {
+            0
+        }
+    };
+    let shifts: Vec<usize> = arms.iter().map(|_| shift()).collect();
+    let shift_seeds: Vec<Option<u64>> = arms
+        .iter()
+        .map(|_| cfg.shift_heap.then(|| rng.next_u64()))
+        .collect();
     let batch = workload.batch_in(&cfg.lockstep).to_string();
     let measured = shared_core(cfg, workload.shares_core_in(&cfg.lockstep));
     // Arms of several threads (not sharing a core) start where they will run: they place
@@ -210,16 +223,21 @@ pub fn spawn(
     let setup = measured.and_then(|m| setup_core(Some(m)));
     let started = Instant::now();
     let mut live = Vec::new();
-    for arm in arms {
+    for (i, arm) in arms.into_iter().enumerate() {
         let core = setup.or(measured);
         let cmd = match workload.mode {
             // Paths already resolved against the workspace (`Ctx::measure_config`).
             Mode::Lockstep => crate::workload::with_setting(
-                crate::workload::pinned(&arm.exe, core).args(arm.args.iter().cloned()),
+                crate::workload::pinned(&crate::workload::shifted(&arm.exe, shifts[i]), core)
+                    .args(arm.args.iter().cloned()),
                 workload,
             ),
+            // Every run is a process of its own: each draws its shift.
             Mode::Process => crate::process_arm::command(
-                &crate::process_arm::Spec::new(&arm.exe, &arm.args, workload),
+                &crate::process_arm::Spec {
+                    shift_seed: shift_seeds[i],
+                    ..crate::process_arm::Spec::new(&arm.exe, &arm.args, workload)
+                },
                 core,
             )?,
         }

@@ -140,3 +140,53 @@ fn arms_share_the_configured_core_the_last_one_or_none() {
     w.share_core = Some(true);
     assert_eq!(share(&cfg, &w), Some(0), "the workload's own key wins");
 }
+
+/// `measure.shift_heap`: each arm runs as its own path with a number of extra slashes drawn
+/// per session (real sh arms answer with the length of their `argv[0]`).
+#[test]
+fn each_arm_runs_as_a_path_shifted_anew_every_session() {
+    let script = format!(
+        r#"arg0=$(tr '\0' '\n' < /proc/$$/cmdline | head -n 1)
+{READY}
+while read w; do
+  if [ "$w" = q ]; then echo '{}'; exit 0; fi
+  echo "{{\"median_ns\":${{#arg0}},\"p95_ns\":1,\"p99_ns\":1,\"mean_ns\":1}}"
+done"#,
+        crate::fixtures::LINE
+    );
+    let arm = |name: &str| Arm {
+        name: name.to_string(),
+        exe: "/bin/sh".into(),
+        args: vec!["-c".into(), script.clone()],
+    };
+    let arms = [arm("a"), arm("b")];
+    let mut cfg = crate::fixtures::measure_config();
+    cfg.lockstep.rounds = 2;
+    let lengths = |cfg: &Measure, seed: u64| -> Vec<f64> {
+        let s = session(
+            &Workload::new("w", vec![]),
+            0,
+            &arms,
+            cfg,
+            seed,
+            &ProgressBar::hidden(),
+        )
+        .unwrap();
+        s.batches.iter().map(|b| b[0].median_ns).collect()
+    };
+    let plain = "/bin/sh".len() as f64;
+    cfg.shift_heap = false;
+    assert_eq!(lengths(&cfg, 1), [plain, plain]);
+    cfg.shift_heap = true;
+    let shifted: Vec<f64> = (1..=4).flat_map(|seed| lengths(&cfg, seed)).collect();
+    assert!(
+        shifted.iter().all(|&l| l >= plain && l < plain + 2048.0),
+        "{shifted:?}"
+    );
+    let distinct: std::collections::BTreeSet<u64> = shifted.iter().map(|&l| l as u64).collect();
+    assert!(
+        distinct.len() >= 6,
+        "drawn per arm and session: {shifted:?}"
+    );
+    assert_eq!(lengths(&cfg, 3), lengths(&cfg, 3), "a seed replays them");
+}

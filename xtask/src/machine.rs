@@ -222,14 +222,14 @@ mod tests {
         // SAFETY: kill(2) on the pid the shell printed, its own background child.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         eprintln!("as an arm: {as_arm:?}; a neighbour: {beside:?}");
-        // A neighbour: a whole core's worth of someone else (ticks of 10 ms over 0.6 s, and
-        // this machine's own load, leave room). Which core it is charged to is approximate:
-        // this process's own time (here: the other tests running beside) is taken from the
-        // measured core first.
+        // A neighbour: up to a whole core's worth of someone else (ticks of 10 ms over 0.6 s,
+        // and the other tests running beside it on that core, which share it, leave room).
+        // Which core it is charged to is approximate: this process's own time is taken from
+        // the measured core first.
         let total = |b: &Beside| b.measured_pct + b.setup_pct.unwrap_or(0.0);
-        assert!(total(&beside) > 60.0, "{beside:?}");
+        assert!(total(&beside) > 40.0, "{beside:?}");
         // An arm: its time is the session's own.
-        assert!(total(&as_arm) < 30.0, "{as_arm:?}");
+        assert!(total(&as_arm) < 25.0, "{as_arm:?}");
         assert!(ticks(u32::MAX).is_none());
     }
 }

@@ -36,6 +36,9 @@ pub struct Spec {
     pub cwd: Option<PathBuf>,
     pub stdin: Option<PathBuf>,
     pub metric: Option<String>,
+    /// Seeds the extra slashes each run's path gets (`measure.shift_heap`); `None`: none.
+    #[serde(default)]
+    pub shift_seed: Option<u64>,
 }
 
 impl Spec {
@@ -49,6 +52,7 @@ impl Spec {
             cwd: w.cwd.clone(),
             stdin: w.stdin.clone(),
             metric: w.metric.clone(),
+            shift_seed: None,
         }
     }
 }
@@ -137,7 +141,13 @@ fn serve(
     mut input: impl BufRead,
     mut output: impl Write,
 ) -> Result<(), Stop> {
-    run_once(spec).context("its warm-up run failed")?;
+    let mut shifts = spec.shift_seed.map(crate::stats::SplitMix64::new);
+    let mut shift = move || {
+        shifts
+            .as_mut()
+            .map_or(0, |rng| rng.below(crate::workload::MAX_SHIFT))
+    };
+    run_once(spec, shift()).context("its warm-up run failed")?;
     let warm_up = children_usage();
     let mut answer = |line: String| -> Result<(), Stop> {
         writeln!(output, "{line}")
@@ -166,7 +176,7 @@ fn serve(
         let started = Instant::now();
         let mut samples = Vec::with_capacity(batch as usize);
         for _ in 0..batch {
-            samples.push(run_once(spec)?);
+            samples.push(run_once(spec, shift())?);
         }
         let elapsed_ns = started.elapsed().as_nanos() as f64;
         all.extend_from_slice(&samples);
@@ -188,9 +198,9 @@ fn serve(
     answer(serde_json::to_string(&line).expect("numbers serialize"))
 }
 
-/// One run of the command, to its end: its sample in ns.
-fn run_once(spec: &Spec) -> Result<f64> {
-    let mut cmd = Command::new(&spec.exe);
+/// One run of the command, to its end, its path `shift` slashes longer: its sample in ns.
+fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
+    let mut cmd = Command::new(crate::workload::shifted(&spec.exe, shift));
     cmd.args(&spec.args)
         .envs(&spec.env)
         .stdout(Stdio::piped())
@@ -327,6 +337,7 @@ mod tests {
             cwd: None,
             stdin: None,
             metric: None,
+            shift_seed: None,
         }
     }
 
@@ -371,6 +382,27 @@ mod tests {
             format!("{err:#}").contains("no number under `missing`"),
             "{err:#}"
         );
+    }
+
+    #[test]
+    fn every_run_draws_its_own_shift_from_the_seed() {
+        // `$0` of `sh -c` is `argv[0]`: the path run, with its extra slashes.
+        let mut s = spec(r#"echo "{\"len\": ${#0}}""#);
+        s.exe = "/bin/sh".into();
+        s.metric = Some("len".into());
+        let lens = |s: &Spec| -> Vec<f64> {
+            serve_text(s, 1, "g\ng\ng\ng\ng\n").unwrap()[1..6]
+                .iter()
+                .map(|l| l["median_ns"].as_f64().unwrap())
+                .collect()
+        };
+        assert_eq!(lens(&s), [7.0; 5], "no seed, no shift");
+        s.shift_seed = Some(5);
+        let shifted = lens(&s);
+        assert!(shifted.iter().all(|&l| (7.0..7.0 + 2048.0).contains(&l)));
+        let distinct: std::collections::BTreeSet<u64> = shifted.iter().map(|&l| l as u64).collect();
+        assert!(distinct.len() >= 4, "{shifted:?}");
+        assert_eq!(lens(&s), shifted, "the seed replays them");
     }
 
     #[test]

@@ -216,11 +216,14 @@ pub(crate) fn nulls_line(w: &WorkloadAnalysis) -> String {
     }
     let arm = match &w.arm {
         Some(a) => format!(
-            "arm component sd {:.2} % from {} null arms (this run's and earlier runs')",
+            "arm component sd {:.2} % from {} cop{} of release (this run's and earlier runs')",
             100.0 * a.sd,
-            a.nulls
+            a.nulls,
+            if a.nulls == 1 { "y" } else { "ies" }
         ),
-        None => "no arm component (no null arm)".to_string(),
+        None => {
+            "no arm component (no copy of release in another file: `measure.null_copy`)".to_string()
+        }
     };
     let run = w
         .run

@@ -69,6 +69,26 @@ pub fn with_setting(mut cmd: Cmd, w: &Workload) -> Cmd {
     cmd
 }
 
+/// Extra slashes [`shifted`] puts before a path are drawn below this: half a page of heap
+/// offsets (the whole path must stay under PATH_MAX, 4096 bytes).
+pub const MAX_SHIFT: usize = 2048;
+
+/// `exe` named with `shift` more slashes (`measure.shift_heap`): the same file, a path (and
+/// so an `argv[0]`) `shift` bytes longer. A bare name (looked up on PATH) is left alone, and
+/// so is a path too long to take the shift.
+pub fn shifted(exe: &Path, shift: usize) -> std::path::PathBuf {
+    let text = exe.display().to_string();
+    if shift == 0 || !text.contains('/') || text.len() + shift + 1 >= 4096 {
+        return exe.to_path_buf();
+    }
+    if text.starts_with('/') {
+        format!("{}{text}", "/".repeat(shift)).into()
+    } else {
+        // `./` keeps a relative path relative; the slashes after it are the shift.
+        format!(".{}{text}", "/".repeat(shift)).into()
+    }
+}
+
 /// `exe`, pinned to `core` with `taskset -c` when one is given.
 pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {
     match core {
@@ -78,5 +98,33 @@ pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {
             exe.display().to_string(),
         ]),
         None => Cmd::new(exe.display().to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shifted_path_names_the_same_file_and_is_longer_by_the_shift() {
+        let exe = std::env::current_exe().unwrap();
+        let same =
+            |p: &Path| std::fs::canonicalize(p).unwrap() == std::fs::canonicalize(&exe).unwrap();
+        for shift in [0, 1, 7, MAX_SHIFT - 1] {
+            assert!(exe.as_os_str().len() + MAX_SHIFT < 4000);
+            let path = shifted(&exe, shift);
+            assert!(same(&path), "{}", path.display());
+            assert_eq!(path.as_os_str().len(), exe.as_os_str().len() + shift);
+        }
+        // A relative path stays relative (a `./` more), a bare name is looked up on PATH.
+        let dir = exe.parent().unwrap();
+        let name = Path::new(dir.file_name().unwrap()).join(exe.file_name().unwrap());
+        let rel = shifted(&name, 5);
+        assert!(rel.is_relative());
+        assert_eq!(
+            std::fs::canonicalize(dir.parent().unwrap().join(&rel)).unwrap(),
+            std::fs::canonicalize(&exe).unwrap()
+        );
+        assert_eq!(shifted(Path::new("sh"), 9), Path::new("sh"));
     }
 }

@@ -46,6 +46,11 @@ pub struct NullRecord {
     pub run_seed: u64,
     pub log: f64,
     pub se: f64,
+    /// Whether its arms ran with shifted heaps (`measure.shift_heap`): nulls measured without
+    /// carry the arm's heap layout, which shifted runs draw per session, and are not pooled
+    /// with theirs.
+    #[serde(default)]
+    pub shifted: bool,
 }
 
 /// A layout variant's shift against release (log space).
@@ -80,11 +85,18 @@ impl History {
         crate::fsx::write_json(path, self)
     }
 
-    /// The null shifts of `workload` from runs other than `run_seed`'s, newest last.
-    pub fn nulls_of(&self, workload: &str, run_seed: u64) -> Vec<(f64, f64)> {
+    /// The shifts of `workload`'s nulls in other files (not the A/A arm: release's own file)
+    /// from runs other than `run_seed`'s, newest last, of runs that `shifted` heaps as this
+    /// one does.
+    pub fn nulls_of(&self, workload: &str, run_seed: u64, shifted: bool) -> Vec<(f64, f64)> {
         self.nulls
             .iter()
-            .filter(|r| r.workload == workload && r.run_seed != run_seed)
+            .filter(|r| {
+                r.workload == workload
+                    && r.run_seed != run_seed
+                    && r.shifted == shifted
+                    && r.arm != crate::measure::BASELINE_AGAIN
+            })
             .map(|r| (r.log, r.se))
             .collect()
     }
@@ -165,10 +177,11 @@ mod tests {
     fn null(w: &str, seed: u64, log: f64) -> NullRecord {
         NullRecord {
             workload: w.into(),
-            arm: "release-aa".into(),
+            arm: "release/copy".into(),
             run_seed: seed,
             log,
             se: 0.001,
+            shifted: false,
         }
     }
 
@@ -202,9 +215,21 @@ mod tests {
             vec![null("w", 2, -0.001), null("w", 2, -0.001)],
             vec![layout(11, -0.02), layout(12, 0.0)],
         );
-        assert_eq!(h.nulls_of("w", 2), vec![(0.002, 0.001)]);
-        assert_eq!(h.nulls_of("w", 3).len(), 2);
-        assert!(h.nulls_of("other", 3).is_empty());
+        assert_eq!(h.nulls_of("w", 2, false), vec![(0.002, 0.001)]);
+        assert_eq!(h.nulls_of("w", 3, false).len(), 2);
+        assert!(h.nulls_of("other", 3, false).is_empty());
+        assert!(
+            h.nulls_of("w", 3, true).is_empty(),
+            "nulls of runs without shifted heaps are another population"
+        );
+        let mut aa = null("w", 4, 0.003);
+        aa.arm = crate::measure::BASELINE_AGAIN.into();
+        h.add(vec![aa], vec![]);
+        assert_eq!(
+            h.nulls_of("w", 5, false).len(),
+            2,
+            "the A/A arm, release's own file, is not a null in another file"
+        );
         assert_eq!(h.layouts_of("w", "abc", &[]).len(), 3);
         assert_eq!(
             h.layouts_of("w", "abc", &[12]),

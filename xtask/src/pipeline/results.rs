@@ -197,7 +197,8 @@ pub(super) fn report(
         &measure_cfg,
         &pooled,
     )?;
-    let (nulls, layouts, runs) = crate::analysis::sessions::records(&workloads, &pooled);
+    let (nulls, layouts, runs) =
+        crate::analysis::sessions::records(&workloads, &pooled, measure_cfg.shift_heap);
     history.add(nulls, layouts);
     history.add_runs(runs);
     history.save(&history_path)?;

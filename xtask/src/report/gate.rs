@@ -147,7 +147,7 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(
             f[0].starts_with(
-                "`agent_send_latency`: PGO median is 10.2 % faster, 95 % CI [9.6, 10.8]"
+                "`agent_send_latency`: PGO median is 10.2 % faster, 95 % CI [9.8, 10.6]"
             ),
             "{}",
             f[0]

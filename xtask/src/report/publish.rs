@@ -229,7 +229,7 @@ mod tests {
             .collect();
         assert_eq!(rows.len(), 1, "one row, in the table: {text}");
         assert!(
-            rows[0].contains("| 10.2 % faster, [9.6, 10.8] |"),
+            rows[0].contains("| 10.2 % faster, [9.8, 10.6] |"),
             "{}",
             rows[0]
         );

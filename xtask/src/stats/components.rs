@@ -4,13 +4,14 @@
 //!
 //!     y[s][r] = δ + a + u[s] + e[s][r]
 //!
-//! with δ the effect of the code, `a` the arm's own effect (its file, its arguments: what
-//! stays with an arm for a whole run; its place in the session is drawn anew every session,
-//! so that part moves into u), u[s] ~ (0, σ_s²) the session's (a process's addresses, the
+//! with δ the effect of the code, `a` the arm's own effect (its file: what stays with an arm
+//! for a whole run; its place in the session and its heap offsets are drawn anew every
+//! session, so those parts move into u), u[s] ~ (0, σ_s²) the session's (a process's addresses, the
 //! machine's state while it ran) and e[s][r] ~ (0, σ_r²) the round's. The sessions give δ + a
 //! with the stopping rule's interval; `a` is invisible to them. Its variance σ_a² is estimated
-//! from null arms, which have δ = 0 by construction (the A/A arm: release again; the copy:
-//! release's bytes in another file): a null's estimate d_k has E[d_k²] = σ_a² + se_k², and
+//! from null arms in other files, which have δ = 0 by construction (the copy: release's bytes
+//! in another file; the A/A arm, release's own file, has no `a` to show and is left out): a
+//! null's estimate d_k has E[d_k²] = σ_a² + se_k², and
 //! σ̂_a² = mean(d_k²), K degrees of freedom (the nulls are centred on 0 by construction, not
 //! on their mean). The nulls' own noise is left in on purpose: taken out (the method of
 //! moments), a handful of nulls often reads σ_a = 0 and the simulated coverage fell to 93 %. Nulls of earlier runs of the

@@ -92,10 +92,13 @@ fn recorded() -> Recorded {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// The arm component's truth in the simulation (log space): the 13 null arms recorded in
-/// docs/results (byte-identical copies, `ab` of two copies, A/A arms at fixed places) had an
-/// sd of 0.46 % with their own noise in it; 0.4 % is that less a typical se of 0.2 %.
-const ARM_SD: f64 = 0.004;
+/// The arm component's truth in the simulation (log space). Before arms' heaps were shifted
+/// (`measure.shift_heap`), the 13 null arms recorded in docs/results had an sd of 0.46 % with
+/// their own noise in it, and with 0.4 % here a first run's worst build covered 91 %. With
+/// shifted heaps, 9 copies (three runs, three single-thread workloads) had an RMS of 0.21 %
+/// against their own se of 0.28 %: no arm component seen, its 95 % upper bound 0.19 %. 0.3 %
+/// is beyond that bound.
+const ARM_SD: f64 = 0.003;
 
 /// How one simulated run treats its comparisons.
 struct Sim<'a> {
@@ -115,8 +118,8 @@ struct Sim<'a> {
 /// One simulated measurement under the stopping rule, each comparison stopped at its own
 /// count (sessions drawn with replacement; Stein's plan from the pilot, within `max`); each
 /// build's estimate shifted by an arm effect of sd [`ARM_SD`] and its interval widened by
-/// the component estimated from the null arms (this run's A/A arm and a copy, plus
-/// `history` earlier copies). Whether each interval covered its population's value.
+/// the component estimated from the nulls in other files (this run's copy and `history`
+/// earlier runs' copies). Whether each interval covered its population's value.
 fn simulate(sim: &Sim, rng: &mut SplitMix64) -> Vec<bool> {
     let population = sim.population;
     let k = sim.truth.len();
@@ -136,11 +139,11 @@ fn simulate(sim: &Sim, rng: &mut SplitMix64) -> Vec<bool> {
     let intervals: Vec<(f64, f64, usize)> = (0..k)
         .map(|c| interval_df(&column(&rows[..counts[c]], c), sim.pilot))
         .collect();
-    // The nulls: the A/A comparison (column 0, no arm effect: its place is drawn per
-    // session) and copies in other files (the same population, other sessions, an arm
-    // effect each): this run's and `history` earlier runs'.
+    // The nulls: copies in other files (the same population as the A/A comparison, column
+    // 0, other sessions, an arm effect each): this run's and `history` earlier runs'. The A/A
+    // arm is release's own file, with no arm effect to show: not one of them.
     let se = |(_, half, df): (f64, f64, usize)| half / t95(df);
-    let mut nulls = vec![(intervals[0].0 - sim.truth[0], se(intervals[0]))];
+    let mut nulls = Vec::new();
     for _ in 0..=sim.history {
         let copy = interval_df(&column(&draw(counts[0], rng), 0), sim.pilot);
         nulls.push((copy.0 - sim.truth[0] + ARM_SD * rng.normal(), se(copy)));
@@ -161,17 +164,17 @@ fn simulate(sim: &Sim, rng: &mut SplitMix64) -> Vec<bool> {
 }
 
 /// The stopping rule with the arm component keeps its coverage on real sessions: many
-/// measurements simulated by drawing sessions from a recorded run (100 sessions a workload;
-/// the contended one 20), each comparison stopped at its own count (a pilot of 12, then
+/// measurements simulated by drawing sessions from recorded runs (100 sessions a workload),
+/// each comparison stopped at its own count (a pilot of 12, then
 /// Stein's count, at most 300; the contended workload at its real settings, ±2 % and at most
 /// 30), at the default target (1 %) and the precise one (0.5 %), with and without an effect
 /// that differs from session to session (+2 % in a random half of them, so the population is
-/// no longer one hump), each build carrying an arm effect, on a first run (two nulls) and
-/// after ten runs (twelve). Each interval must contain its population's value.
+/// no longer one hump), each build carrying an arm effect, on a first run (one copy) and
+/// after ten runs (eleven). Each interval must contain its population's value.
 #[test]
 fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
     let data = recorded();
-    let trials = 600;
+    let trials = 2000;
     let mut rng = SplitMix64::new(20261201);
     let (mut hits, mut total) = (0usize, 0usize);
     let mut worst = (1.0f64, String::new());
@@ -229,7 +232,7 @@ fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
                             "{} {} (±{target} %, injected {inject}, {} nulls)",
                             w.name,
                             w.comparisons[i],
-                            2 + history
+                            1 + history
                         );
                         if share < worst.0 {
                             worst = (share, what.clone());
@@ -243,7 +246,7 @@ fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
                     lines.push(format!(
                         "{:>48} ±{target} % injected {inject:>5} nulls {:>2}: {:.1} % covered",
                         w.name,
-                        2 + history,
+                        1 + history,
                         100.0 * covered.iter().sum::<usize>() as f64
                             / (covered.len() * trials) as f64,
                     ));
@@ -253,7 +256,7 @@ fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
     }
     let coverage = hits as f64 / total as f64;
     eprintln!(
-        "{}\nall: {:.2} % of {total} intervals; worst comparison {:.1} %: {}; worst build {:.1} %: {}",
+        "{}\nall: {:.2} % of {total} intervals; worst comparison {:.2} %: {}; worst build {:.2} %: {}",
         lines.join("\n"),
         100.0 * coverage,
         100.0 * worst.0,
@@ -266,12 +269,12 @@ fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
         "coverage {:.2} % < 95 %",
         100.0 * coverage
     );
-    // Each comparison's own share, over 600 trials (binomial sd 0.9 %; the seed is fixed, so
-    // the figures are too). When this was written: 96.4 % pooled, the worst 90.2 % (a build at
-    // ±0.5 % on a first run, two nulls), short of the 93 % asked (docs/findings.md).
-    assert!(worst.0 >= 0.89, "{:.1} % for {}", 100.0 * worst.0, worst.1);
+    // Each comparison's own share, over 2000 trials (binomial sd 0.5 %; the seed is fixed, so
+    // the figures are too). When this was written: 97.1 % pooled, the worst 93.0 % (a versus
+    // pair at ±1 %), the worst build 94.0 % (the oracle at ±0.5 % on a first run, one copy).
+    assert!(worst.0 >= 0.93, "{:.1} % for {}", 100.0 * worst.0, worst.1);
     assert!(
-        worst_build.0 >= 0.89,
+        worst_build.0 >= 0.93,
         "{:.1} % for {}",
         100.0 * worst_build.0,
         worst_build.1
