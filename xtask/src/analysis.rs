@@ -887,6 +887,86 @@ mod tests {
         assert_eq!(Verdict::NotJudged.text(), "not judged (machine busy)");
     }
 
+    /// The arm component rests on release's copies in other files: this run's and earlier
+    /// shifted runs', not the A/A arm (release's own file) nor runs whose heaps were not
+    /// shifted; every build's interval carries it, and this run's copy is recorded as shifted.
+    #[test]
+    fn the_arm_component_comes_from_copies_of_shifted_runs() {
+        use super::history::{History, NullRecord};
+        let sessions = crate::fixtures::sessions_with(30, 20, &[("release/copy", 1.01)]);
+        let cfg = measure_config();
+        assert!(cfg.shift_heap, "on by default");
+        let record = |arm: &str, seed: u64, log: f64, shifted: bool| NullRecord {
+            workload: "agent_send_latency".into(),
+            arm: arm.into(),
+            run_seed: seed,
+            log,
+            se: 0.001,
+            shifted,
+        };
+        let history = History {
+            nulls: vec![
+                record("release/copy", 1, -0.01, true),
+                record("release/copy", 2, 0.05, false),
+                record("release-aa", 3, 0.0, true),
+            ],
+            ..History::default()
+        };
+        let analyse = |history: &History| {
+            let pooled = super::sessions::Pooled {
+                run_seed: 9,
+                ..super::sessions::Pooled::none(history)
+            };
+            let w = analyze_lockstep(
+                &["agent_send_latency".into()],
+                &builds(),
+                &sessions,
+                &[],
+                &cfg,
+                &pooled,
+            )
+            .unwrap()
+            .remove(0);
+            let (nulls, _, _) = super::sessions::records(std::slice::from_ref(&w), &pooled, true);
+            (w, nulls)
+        };
+        let (w, nulls) = analyse(&history);
+        let arm = w.arm.expect("an arm component");
+        // This run's copy (about +1 %) and the earlier shifted one (−1 %): RMS about 1 %.
+        assert_eq!(arm.nulls, 2, "{arm:?}");
+        assert!(arm.sd > 0.007 && arm.sd < 0.011, "{arm:?}");
+        let (alone, _) = analyse(&History::default());
+        assert_eq!(alone.arm.unwrap().nulls, 1);
+        let width = |w: &super::WorkloadAnalysis, b: &str| {
+            let e = &w.rows.iter().find(|r| r.build == b).unwrap();
+            let e = &e.vs_release.as_ref().unwrap().median.estimate;
+            e.ci_high_pct - e.ci_low_pct
+        };
+        let raw = w.raw.iter().find(|(b, _, _)| b == "lto").unwrap().2;
+        assert!(
+            width(&w, "lto") > 2.0 * 1.96 * 100.0 * raw,
+            "lto's interval carries the component: {} against its sessions' se {raw}",
+            width(&w, "lto")
+        );
+        assert_eq!(
+            nulls.len(),
+            1,
+            "the copy recorded, not the A/A arm: {nulls:?}"
+        );
+        assert_eq!(
+            (nulls[0].arm.as_str(), nulls[0].shifted),
+            ("release/copy", true)
+        );
+        let line = crate::report::nulls_line(&w);
+        assert!(
+            line.contains(&format!(
+                "arm component sd {:.2} % from 2 copies of release",
+                100.0 * arm.sd
+            )),
+            "{line}"
+        );
+    }
+
     /// lto and lto+pgo relinked too: a gain that holds in every layout is said so, one that
     /// depends on the layout is called layout luck; BOLT is paired with each random layout.
     #[test]

@@ -338,7 +338,7 @@ pub struct Measure {
     /// of several threads (whose figures depend on the load).
     #[serde(default = "ten")]
     pub max_other_cpu_pct: f64,
-    /// Seeds the arms' places and turn orders (and the capture's bootstrap). Unset (the
+    /// Seeds the arms' places, heap shifts and turn orders (and the capture's bootstrap). Unset (the
     /// default): drawn per run and recorded in report.json, so that no fixed order is
     /// replayed run after run; set (or `--seed N`): that run replayed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

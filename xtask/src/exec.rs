@@ -18,6 +18,46 @@ pub struct Cmd {
     cwd: Option<std::path::PathBuf>,
     /// The file read as its stdin (closed when `None`).
     stdin: Option<std::path::PathBuf>,
+    /// `(position, slashes)`: argv[position] (0: the program) runs as that path with
+    /// `slashes` more leading slashes (`workload::shifted`); shown without them.
+    shift: Option<(usize, usize)>,
+}
+
+/// Extra slashes [`shifted`] puts before a path are drawn below this: half a page of heap
+/// offsets (the whole path must stay under PATH_MAX, 4096 bytes).
+pub const MAX_SHIFT: usize = 2048;
+
+/// How many of `shift` slashes [`shifted`] puts before `path`: none before a bare name
+/// (looked up on PATH), and no more than keep the path under PATH_MAX.
+fn slashes_for(path: &[u8], shift: usize) -> usize {
+    if !path.contains(&b'/') {
+        return 0;
+    }
+    // PATH_MAX counts the terminating NUL; a relative path takes a `.` more.
+    let dot = usize::from(path[0] != b'/');
+    shift.min(4095usize.saturating_sub(path.len() + dot))
+}
+
+/// `exe` named with `shift` more slashes (`measure.shift_heap`): the same file, a path (and
+/// so an `argv[0]`) `shift` bytes longer (a relative one gets `./` first: one byte more). A
+/// bare name (looked up on PATH) is left alone; the shift is cut to keep the path under
+/// PATH_MAX.
+pub fn shifted(exe: &Path, shift: usize) -> std::path::PathBuf {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = exe.as_os_str().as_bytes();
+    let shift = slashes_for(bytes, shift);
+    if shift == 0 {
+        return exe.to_path_buf();
+    }
+    // `./` keeps a relative path relative; the slashes after its dot are the shift.
+    let mut out = if bytes[0] == b'/' {
+        Vec::new()
+    } else {
+        vec![b'.']
+    };
+    out.resize(out.len() + shift, b'/');
+    out.extend_from_slice(bytes);
+    std::ffi::OsString::from_vec(out).into()
 }
 
 /// How many lines of stderr an error shows.
@@ -32,7 +72,31 @@ impl Cmd {
             env_remove: Vec::new(),
             cwd: None,
             stdin: None,
+            shift: None,
         }
+    }
+
+    /// Runs argv[`position`] (0: the program), a path, with `slashes` more leading slashes:
+    /// the same file under a longer name (`measure.shift_heap`).
+    pub fn shift_path(mut self, position: usize, slashes: usize) -> Self {
+        self.shift = Some((position, slashes));
+        self
+    }
+
+    /// The program and arguments as run: the shift applied.
+    fn argv(&self) -> (String, Vec<String>) {
+        let (mut program, mut args) = (self.program.clone(), self.args.clone());
+        if let Some((position, slashes)) = self.shift {
+            let path = if position == 0 {
+                &mut program
+            } else {
+                &mut args[position - 1]
+            };
+            *path = shifted(Path::new(path.as_str()), slashes)
+                .display()
+                .to_string();
+        }
+        (program, args)
     }
 
     /// Runs it in `dir`.
@@ -79,11 +143,25 @@ impl Cmd {
         if let Some(file) = &self.stdin {
             parts.push(format!("< {}", quote(&file.display().to_string())));
         }
+        if let Some((position, shift)) = self.shift {
+            let path = if position == 0 {
+                &self.program
+            } else {
+                &self.args[position - 1]
+            };
+            let slashes = slashes_for(path.as_bytes(), shift);
+            if slashes > 0 {
+                parts[self.env.len() + position].push_str(&format!(
+                    " (its path run with {slashes} more leading slashes)"
+                ));
+            }
+        }
         parts.join(" ")
     }
 
     fn expression(&self) -> duct::Expression {
-        let mut expr = duct::cmd(&self.program, &self.args).unchecked();
+        let (program, args) = self.argv();
+        let mut expr = duct::cmd(program, args).unchecked();
         expr = match &self.stdin {
             Some(file) => expr.stdin_path(file),
             None => expr.stdin_null(),
@@ -179,9 +257,10 @@ impl Cmd {
     pub fn spawn_piped(&self) -> Result<std::process::Child> {
         use std::process::{Command, Stdio};
         self.log();
-        let mut command = Command::new(&self.program);
+        let (program, args) = self.argv();
+        let mut command = Command::new(program);
         command
-            .args(&self.args)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -249,11 +328,6 @@ pub fn stderr_tail(stderr: &str) -> String {
 }
 
 fn quote(s: &str) -> String {
-    // A path shifted by extra slashes (`workload::shifted`) is shown with one.
-    let s = match s.find(|c| c != '/') {
-        Some(rest) if rest > 2 => &s[rest - 1..],
-        _ => s,
-    };
     // CARGO_ENCODED_RUSTFLAGS separates flags with \x1f: shown, not swallowed.
     if s.contains('\x1f') {
         let escaped = s

@@ -228,7 +228,7 @@ pub fn spawn(
         let cmd = match workload.mode {
             // Paths already resolved against the workspace (`Ctx::measure_config`).
             Mode::Lockstep => crate::workload::with_setting(
-                crate::workload::pinned(&crate::workload::shifted(&arm.exe, shifts[i]), core)
+                crate::workload::pinned_shifted(&arm.exe, core, shifts[i])
                     .args(arm.args.iter().cloned()),
                 workload,
             ),

@@ -232,7 +232,14 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
         });
     }
     let shown = || {
-        std::iter::once(spec.exe.display().to_string())
+        let exe = match shift {
+            0 => spec.exe.display().to_string(),
+            n => format!(
+                "{} (its path run with {n} more leading slashes)",
+                spec.exe.display()
+            ),
+        };
+        std::iter::once(exe)
             .chain(spec.args.iter().cloned())
             .collect::<Vec<_>>()
             .join(" ")

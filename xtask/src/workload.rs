@@ -69,25 +69,7 @@ pub fn with_setting(mut cmd: Cmd, w: &Workload) -> Cmd {
     cmd
 }
 
-/// Extra slashes [`shifted`] puts before a path are drawn below this: half a page of heap
-/// offsets (the whole path must stay under PATH_MAX, 4096 bytes).
-pub const MAX_SHIFT: usize = 2048;
-
-/// `exe` named with `shift` more slashes (`measure.shift_heap`): the same file, a path (and
-/// so an `argv[0]`) `shift` bytes longer. A bare name (looked up on PATH) is left alone, and
-/// so is a path too long to take the shift.
-pub fn shifted(exe: &Path, shift: usize) -> std::path::PathBuf {
-    let text = exe.display().to_string();
-    if shift == 0 || !text.contains('/') || text.len() + shift + 1 >= 4096 {
-        return exe.to_path_buf();
-    }
-    if text.starts_with('/') {
-        format!("{}{text}", "/".repeat(shift)).into()
-    } else {
-        // `./` keeps a relative path relative; the slashes after it are the shift.
-        format!(".{}{text}", "/".repeat(shift)).into()
-    }
-}
+pub use crate::exec::{MAX_SHIFT, shifted};
 
 /// `exe`, pinned to `core` with `taskset -c` when one is given.
 pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {
@@ -101,6 +83,12 @@ pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {
     }
 }
 
+/// [`pinned`], `exe` run as its path with `shift` more leading slashes ([`shifted`]).
+pub fn pinned_shifted(exe: &Path, core: Option<usize>, shift: usize) -> Cmd {
+    let position = if core.is_some() { 3 } else { 0 };
+    pinned(exe, core).shift_path(position, shift)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,7 +99,6 @@ mod tests {
         let same =
             |p: &Path| std::fs::canonicalize(p).unwrap() == std::fs::canonicalize(&exe).unwrap();
         for shift in [0, 1, 7, MAX_SHIFT - 1] {
-            assert!(exe.as_os_str().len() + MAX_SHIFT < 4000);
             let path = shifted(&exe, shift);
             assert!(same(&path), "{}", path.display());
             assert_eq!(path.as_os_str().len(), exe.as_os_str().len() + shift);
@@ -126,5 +113,26 @@ mod tests {
             std::fs::canonicalize(&exe).unwrap()
         );
         assert_eq!(shifted(Path::new("sh"), 9), Path::new("sh"));
+        // Never past PATH_MAX: a long path takes what room is left.
+        let deep = format!("/{}", "d/".repeat(1500));
+        let longest = shifted(Path::new(&deep), MAX_SHIFT);
+        assert_eq!(longest.as_os_str().len(), 4095);
+        assert!(
+            std::fs::metadata(&longest).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        );
+        // Run pinned, the command shows the path as it is and says by how much it ran longer.
+        let cmd = pinned_shifted(&exe, Some(0), 12);
+        assert_eq!(
+            cmd.display(),
+            format!(
+                "taskset -c 0 {} (its path run with 12 more leading slashes)",
+                exe.display()
+            )
+        );
+        let out = pinned_shifted(Path::new("/bin/sh"), None, 5)
+            .args(["-c", "tr '\\0' '\\n' < /proc/$$/cmdline | head -n 1"])
+            .read()
+            .unwrap();
+        assert_eq!(out.trim(), "//////bin/sh", "what ran");
     }
 }

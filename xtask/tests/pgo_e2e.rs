@@ -530,7 +530,21 @@ fn ab_measures_two_executables_in_the_same_sessions() {
             "{w}"
         );
         assert!(w["sessions"].as_u64().unwrap() > 0, "{w}");
+        // NEW is another file: its interval carries the arm component, from OLD's copy.
+        assert!(
+            e["arm"]["nulls"].as_u64().unwrap_or(0) >= 1,
+            "no arm component: {w}"
+        );
     }
+    assert!(
+        ab["sessions"][0]["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "release/copy"),
+        "OLD's copy among the arms: {}",
+        ab["sessions"][0]["arms"]
+    );
     let missing = run.tmp.join("no-such-mty-bench");
     let out = xtask(
         &["pgo", "ab", old, missing.to_str().unwrap()],

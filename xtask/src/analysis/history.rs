@@ -222,6 +222,14 @@ mod tests {
             h.nulls_of("w", 3, true).is_empty(),
             "nulls of runs without shifted heaps are another population"
         );
+        let mut shifted = null("w", 6, 0.004);
+        shifted.shifted = true;
+        h.add(vec![shifted], vec![]);
+        assert_eq!(
+            h.nulls_of("w", 3, true),
+            vec![(0.004, 0.001)],
+            "a shifted run pools with shifted runs only"
+        );
         let mut aa = null("w", 4, 0.003);
         aa.arm = crate::measure::BASELINE_AGAIN.into();
         h.add(vec![aa], vec![]);

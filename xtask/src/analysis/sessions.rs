@@ -295,7 +295,7 @@ fn analyze_sessions(
     }
     // The arm component rests on the nulls in other files: the A/A arm is release's own file
     // (its place and heap drawn per session), with no arm effect to show, and counting it
-    // would pull the estimate toward 0 (the simulation's worst build fell to 91 %).
+    // would pull the estimate toward 0.
     let mut shifts = pooled
         .history
         .nulls_of(workload, pooled.run_seed, cfg.shift_heap);

@@ -1,8 +1,9 @@
 //! `cargo xtask pgo ab OLD NEW`: two `mty-bench` executables (two commits' release builds,
 //! say) as arms of the same lockstep sessions, OLD twice (its A/A arm) and NEW once, in a
 //! random order per round, for every measured workload: NEW's change against OLD with its
-//! 95 % interval, judged by the same rule as the pipeline's verdicts (beyond max(1 %, the A/A
-//! floor)). Side by side in one session is the only comparison this machine's drift allows;
+//! 95 % interval, judged by the same rule as the pipeline's verdicts (beyond the min effect,
+//! the interval carrying the arm component from a copy of OLD in another file, unless
+//! `measure.null_copy = false`). Side by side in one session is the only comparison this machine's drift allows;
 //! two runs' absolute figures never are. Writes `pgo-data/ab.json`.
 
 use std::path::{Path, PathBuf};
@@ -56,8 +57,15 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
         exe: exe.to_path_buf(),
         extra: Vec::new(),
     };
-    let arms = [arm(BASELINE, old), arm(BASELINE_AGAIN, old), arm(NEW, new)];
+    let mut arms = vec![arm(BASELINE, old), arm(BASELINE_AGAIN, old), arm(NEW, new)];
     let m = &ctx.measure_config();
+    // NEW is another file: OLD's bytes in another file are the null its arm component
+    // rests on, as release's copy is in the pipeline's sessions.
+    if m.null_copy {
+        let copy = ctx.data.join("copy").join("ab-old");
+        fsx::copy_atomic(old, &copy)?;
+        arms.push(arm(&measure::copy_arm(BASELINE), &copy));
+    }
     eprintln!(
         "ab: {} (old, twice) against {} (new), at most {} sessions per workload",
         old.display(),
@@ -67,7 +75,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
     let (sessions, stopped) = measure::run_lockstep(&arms, m)?;
     let names: Vec<String> = m.workloads.iter().map(|w| w.name.clone()).collect();
     let builds = [BASELINE.to_string(), NEW.to_string()];
-    // This workload's null arms of earlier pipeline runs pool with this run's A/A arm.
+    // This workload's copies of earlier pipeline runs pool with this run's copy of OLD.
     let history = crate::analysis::history::History::load(&ctx.data.join("history.json"))?;
     let pooled = analysis::sessions::Pooled {
         run_seed: m.seed.unwrap_or_default(),

@@ -528,12 +528,13 @@ fn protocol(md: &mut String, m: &crate::config::Measure, seed: u64) {
          release's bytes in another file: `release/copy`) and each other build live for the whole session, {}, started and warmed \
          up on another core while the session before takes its turns, moved onto their core, then {} rounds in which each arm \
          in a random order runs one batch of {} messages while the others wait; the spawn order, the order of the moves and \
-         every turn order are drawn per session from the run's seed ({seed}; `--seed {seed}` replays them). Per session, the \
+         every turn order are drawn per session from the run's seed ({seed}; `--seed {seed}` replays them), and so is each \
+         arm's heap offset where `measure.shift_heap` is on (its path run with 0–2047 more leading slashes). Per session, the \
          median over rounds of ln(arm batch / release batch of the same round) (robust to the machine's speed flips); the \
          estimate is the 20 % trimmed mean over sessions. Sessions stop by Stein's two-stage rule: a pilot of {} sessions, then \
          as many as its spread asks for a 95 % interval of ±{} % (a workload's own target where it has one) on every median \
          comparison (at most {} sessions, {} s a workload). Every build's interval also carries the arm component (what stays \
-         with an arm for a run: its file, its arguments), estimated from the null arms of this run and earlier ones \
+         with an arm for a run: its file), estimated from release's copy in another file, this run's and earlier ones' \
          (ARCHITECTURE.md, \"The statistical model\"); the null arms themselves are diagnostics whose intervals should hold 0. \
          Verdicts only beyond max({} %, and for a build laid out differently from release the layout floor where measured: \
          release relinked in random function orders, this run's and earlier runs' of the same executable, the farther bound \
