@@ -407,12 +407,14 @@ fn disturb_a_lockstep_arm(edits: &[(&str, &str)], provoke: impl FnOnce(u32)) -> 
             arm = descendants_with(xtask_pid, &needles)
                 .into_iter()
                 .find(|pid| {
-                    std::fs::read(format!("/proc/{pid}/cmdline"))
-                        .is_ok_and(|c| c.starts_with(lto_pgo.as_bytes()))
-                        && std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
-                            s.lines()
-                                .any(|l| l == format!("Cpus_allowed_list:\t{last}"))
-                        })
+                    // Its path is shifted by leading slashes (`measure.shift_heap`).
+                    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                        let path = c.iter().position(|&b| b != b'/').unwrap_or(0);
+                        c[path..].starts_with(lto_pgo.trim_start_matches('/').as_bytes())
+                    }) && std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+                        s.lines()
+                            .any(|l| l == format!("Cpus_allowed_list:\t{last}"))
+                    })
                 });
             arm.is_some()
         }),
