@@ -385,9 +385,15 @@ pub(crate) fn capture(
             .map(|(x, l)| x.iter().zip(l).map(|(x, l)| x - l).collect())
             .collect())
     };
+    // The sessions all three ran in (the oracle keeps lto and lto+pgo in its sessions; they
+    // may run on for their own comparisons).
+    let (mut pgo, mut oracle) = (against_lto(PGO)?, against_lto(ORACLE)?);
+    let common = pgo.len().min(oracle.len());
+    pgo.truncate(common);
+    oracle.truncate(common);
     Ok(stats::capture_nested(
-        &against_lto(PGO)?,
-        &against_lto(ORACLE)?,
+        &pgo,
+        &oracle,
         cfg.bootstrap_resamples,
         // The run's seed (the report stage sets the recorded one).
         cfg.seed.unwrap_or_default(),
@@ -587,6 +593,7 @@ mod tests {
             wilcoxon_p: 0.0,
             df: Some(7),
             arm: None,
+            alpha: None,
         };
         let mut floor = LayoutFloor {
             build: "release".into(),
@@ -659,6 +666,7 @@ mod tests {
             layout_seeds: &seeds,
             build_hashes: &[],
             other_files: true,
+            stops: &[],
         };
         let w = &analyze_lockstep(
             &["agent_send_latency".into()],
@@ -705,6 +713,7 @@ mod tests {
             layout_seeds: &seeds,
             build_hashes: &[],
             other_files: true,
+            stops: &[],
         };
         let w2 = &analyze_lockstep(
             &["agent_send_latency".into()],
@@ -751,6 +760,7 @@ mod tests {
                 layout_seeds: &[],
                 build_hashes: &hashes,
                 other_files: true,
+                stops: &[],
             };
             let w = analyze_lockstep(
                 &["agent_send_latency".into()],
@@ -1035,6 +1045,93 @@ mod tests {
             lines.iter().any(|x| x
                 .starts_with("lto+pgo+bolt against lto+pgo/L1 (a random layout of lto+pgo): 2.")),
             "{lines:?}"
+        );
+    }
+
+    /// Each watched comparison is read as the stopping rule left it: lto+pgo settled after 4
+    /// of the 10 sessions (its arm then left), lto ran to its planned count: their intervals
+    /// rest on their own sessions and spend the error recorded for them.
+    #[test]
+    fn each_comparison_is_read_at_its_own_stop_and_error() {
+        use crate::measure::{ComparisonStop, Role, StopReason, Stopping};
+        use crate::stats::sequential;
+        let mut sessions = crate::fixtures::sessions(10, 20);
+        for s in &mut sessions[5..] {
+            let i = s.arms.iter().position(|a| a == "lto+pgo").unwrap();
+            s.arms.remove(i);
+            s.batches.remove(i);
+            s.totals.remove(i);
+        }
+        let stop = |cand: &str, n: u32, reason, alpha| ComparisonStop {
+            cand: cand.into(),
+            base: "release".into(),
+            role: Role::Verdict,
+            target_half_width_pct: 1.0,
+            needed: Some(10),
+            sessions: n,
+            reason,
+            alpha,
+            threshold_pct: (reason == StopReason::Settled).then_some(1.0),
+        };
+        let stops = [Stopping {
+            workload: "agent_send_latency".into(),
+            target_half_width_pct: 1.0,
+            pilot: 4,
+            needed: Some(10),
+            sessions: 10,
+            reason: StopReason::Target,
+            secs: 1.0,
+            timing: Default::default(),
+            comparisons: vec![
+                stop("lto+pgo", 4, StopReason::Settled, sequential::look_alpha(0)),
+                stop("lto", 10, StopReason::Target, sequential::ALPHA_PLANNED),
+            ],
+        }];
+        let history = Default::default();
+        let pooled = crate::analysis::sessions::Pooled {
+            stops: &stops,
+            ..crate::analysis::sessions::Pooled::none(&history)
+        };
+        let w = &analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions,
+            &[],
+            &measure_config(),
+            &pooled,
+        )
+        .unwrap()[0];
+        let row = |b: &str| w.rows.iter().find(|r| r.build == b).unwrap();
+        let pgo = &row("lto+pgo").vs_release.as_ref().unwrap().median.estimate;
+        assert_eq!((pgo.pairs, pgo.alpha), (4, Some(sequential::look_alpha(0))));
+        // The sixth session, which lto+pgo also ran in, is not in its interval.
+        assert_eq!(row("lto+pgo").runs, 5);
+        let lto = &row("lto").vs_release.as_ref().unwrap().median.estimate;
+        assert_eq!(
+            (lto.pairs, lto.alpha),
+            (10, Some(sequential::ALPHA_PLANNED))
+        );
+        // The A/A arm was not watched here: every session, 5 %.
+        assert_eq!(
+            (w.aa.median.estimate.pairs, w.aa.median.estimate.alpha),
+            (10, None)
+        );
+        // An interval at 0.5 % is wider than the same sessions' at 5 %.
+        let plain = &analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions[..4],
+            &[],
+            &measure_config(),
+            &crate::analysis::sessions::Pooled::none(&history),
+        )
+        .unwrap()[0];
+        let plain_pgo = &plain.rows.iter().find(|r| r.build == "lto+pgo").unwrap();
+        let plain_pgo = &plain_pgo.vs_release.as_ref().unwrap().median.estimate;
+        assert_eq!(plain_pgo.mean_log_ratio, pgo.mean_log_ratio);
+        assert!(
+            pgo.ci_high_pct - pgo.ci_low_pct > plain_pgo.ci_high_pct - plain_pgo.ci_low_pct,
+            "{pgo:?} {plain_pgo:?}"
         );
     }
 

@@ -352,12 +352,21 @@ pub struct Measure {
     /// Bootstrap resamples for the oracle capture's interval (at least 10,000 for a stable
     /// 95 % interval).
     pub bootstrap_resamples: usize,
-    /// The stopping rule's target: each workload runs the sessions its pilot's spread asks for
-    /// every median comparison it reports (each build against release, the A/A arm, the
-    /// `versus` pairs, `--against`'s) to be at most this wide on either side, in % (0: no
-    /// target, `lockstep.sessions` unless `lockstep.max_secs` comes first).
+    /// The stopping rule's target: each median comparison a workload reports (each build
+    /// against release, the null arms, the `versus` pairs, `--against`'s) runs the sessions
+    /// its pilot's spread asks for to be at most this wide on either side, in %, unless it
+    /// settles earlier beyond every threshold (0: no target, `lockstep.sessions` unless
+    /// `lockstep.max_secs` comes first).
     #[serde(default = "one")]
     pub target_half_width_pct: f64,
+    /// The layout variants' own target (%), where wider than `target_half_width_pct`: the
+    /// floor rests on their spread, which needs less precision than a verdict.
+    #[serde(default = "default_layout_half_width")]
+    pub layout_half_width_pct: f64,
+    /// The oracle's own target (%), where wider than `target_half_width_pct`: the capture
+    /// share needs less precision than a verdict.
+    #[serde(default = "default_oracle_half_width")]
+    pub oracle_half_width_pct: f64,
     /// The smallest change called a change, in %: the verdict threshold is the larger of this
     /// and the A/A noise floor.
     pub min_effect_pct: f64,
@@ -414,6 +423,14 @@ pub struct Compare {
     pub seed: u64,
     /// Seconds each run may take.
     pub timeout_secs: u64,
+}
+
+fn default_layout_half_width() -> f64 {
+    1.5
+}
+
+fn default_oracle_half_width() -> f64 {
+    2.0
 }
 
 fn default_cross_thread_messages() -> u64 {

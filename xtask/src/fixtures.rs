@@ -129,6 +129,7 @@ pub fn report() -> Report {
                 batch_secs: 1.31,
                 close_secs: 0.08,
             },
+            comparisons: Vec::new(),
         }],
         against: None,
         stages: Vec::new(),
@@ -209,7 +210,7 @@ pub fn full_report() -> Report {
     .to_vec();
     r.versus_sessions = versus_sessions(1.08);
     r.versus =
-        crate::versus::analyze(&r.versus_sessions, &r.instructions, &versus_config()).unwrap();
+        crate::versus::analyze(&r.versus_sessions, &r.instructions, &versus_config(), &[]).unwrap();
     r
 }
 

@@ -116,18 +116,110 @@ pub fn groups(arms: &[MeasuredArm], cfg: &Measure) -> Vec<Group> {
         .collect()
 }
 
-/// Why a workload's sessions stopped.
+/// What a watched comparison is for: its target, and whether it may stop settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A build (another commit's, an injected cost, a workload against another) that gets a
+    /// verdict: `measure.target_half_width_pct`, and it may stop settled.
+    Verdict,
+    /// A null arm (release again, its copy): the target; its value is the point, so never
+    /// settled.
+    Null,
+    /// A layout variant (or a build relinked in a random layout): the floor's precision,
+    /// `measure.layout_half_width_pct`.
+    Layout,
+    /// The oracle: the capture's precision, `measure.oracle_half_width_pct`.
+    Oracle,
+}
+
+impl Role {
+    /// The role of the comparison of arm `cand`, from its name.
+    pub fn of(cand: &str) -> Role {
+        let layout = cand
+            .rsplit_once("/L")
+            .is_some_and(|(_, k)| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
+        if cand == BASELINE_AGAIN || cand == copy_arm(BASELINE) {
+            Role::Null
+        } else if layout {
+            Role::Layout
+        } else if cand == Build::Oracle.name() {
+            Role::Oracle
+        } else {
+            Role::Verdict
+        }
+    }
+
+    /// Its target half-width (%) in `workload`'s sessions: the verdict's target, and for the
+    /// oracle and the layouts their own where it is wider (a capture share and a floor need
+    /// less precision than a verdict).
+    pub fn target_in(self, workload: &Workload, cfg: &Measure) -> f64 {
+        let target = workload.target_in(cfg);
+        if target <= 0.0 {
+            return 0.0;
+        }
+        match self {
+            Role::Verdict | Role::Null => target,
+            Role::Layout => target.max(cfg.layout_half_width_pct),
+            Role::Oracle => target.max(cfg.oracle_half_width_pct),
+        }
+    }
+}
+
+/// Why a comparison (or a workload's sessions) stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
-    /// The count the pilot planned for the target half-width was run.
+    /// The count the pilot planned for its target half-width was run.
     Target,
+    /// At a look, its interval lay beyond every threshold by more than its half-width.
+    Settled,
     /// The target needed more than `lockstep.sessions` (or the workload's own `sessions`).
     SessionCap,
     /// `lockstep.max_secs` ran out first.
     TimeCap,
     /// No target (`target_half_width_pct = 0`): the fixed `sessions`.
     Fixed,
+}
+
+/// How one comparison stopped: after how many sessions, on what, and the error its interval
+/// spends (`stats/sequential.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonStop {
+    pub cand: String,
+    pub base: String,
+    pub role: Role,
+    pub target_half_width_pct: f64,
+    /// The sessions its pilot's spread asked for (Stein's count, before the caps).
+    pub needed: Option<u32>,
+    /// Its sessions: the first this many in which both arms ran.
+    pub sessions: u32,
+    pub reason: StopReason,
+    /// The error its interval spends: [`sequential::ALPHA_PLANNED`], or an early look's.
+    pub alpha: f64,
+    /// Settled: the threshold (%) its interval lay beyond.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_pct: Option<f64>,
+}
+
+impl ComparisonStop {
+    /// What it stopped on: "settled beyond ±1.0 % (0.50 % spent at this look)", "its target
+    /// ±2 % (the pilot asked for 38)", "session cap (±1 % asked for 900)".
+    pub fn why(&self) -> String {
+        let target = self.target_half_width_pct;
+        let asked = self.needed.unwrap_or(self.sessions);
+        match self.reason {
+            StopReason::Settled => format!(
+                "settled: beyond ±{:.1} % by more than its half-width ({:.2} % error spent at this look)",
+                self.threshold_pct.unwrap_or(0.0),
+                100.0 * self.alpha
+            ),
+            StopReason::Target => format!("its target ±{target} % (the pilot asked for {asked})"),
+            StopReason::SessionCap => format!("session cap (±{target} % asked for {asked})"),
+            StopReason::TimeCap => format!("time cap (±{target} % asked for {asked})"),
+            StopReason::Fixed => "fixed count (no target)".to_string(),
+        }
+    }
 }
 
 /// How one workload's sessions went: the stopping rule's plan, why it stopped, and where
@@ -138,14 +230,18 @@ pub struct Stopping {
     pub target_half_width_pct: f64,
     /// The pilot's sessions.
     pub pilot: u32,
-    /// The sessions the pilot's spread asked for (Stein's count, before the caps).
+    /// The most sessions a comparison's pilot asked for (Stein's count, before the caps).
     pub needed: Option<u32>,
     pub sessions: u32,
+    /// Why the last comparison to stop stopped.
     pub reason: StopReason,
     /// The sessions' time on the measured core(s), in seconds.
     pub secs: f64,
     /// Summed over the sessions.
     pub timing: Timing,
+    /// Each watched comparison's own stop.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<ComparisonStop>,
 }
 
 impl Stopping {
@@ -161,12 +257,26 @@ impl Stopping {
             StopReason::Target => {
                 format!("the count planned for ±{} %", self.target_half_width_pct)
             }
+            StopReason::Settled => "every comparison settled".to_string(),
             StopReason::SessionCap => "session cap".to_string(),
             StopReason::TimeCap => "time cap".to_string(),
             StopReason::Fixed => "fixed count (no target)".to_string(),
         };
+        let settled = self
+            .comparisons
+            .iter()
+            .filter(|c| c.reason == StopReason::Settled)
+            .count();
+        let early = if settled > 0 {
+            format!(
+                "; {settled} of {} comparisons settled early",
+                self.comparisons.len()
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{} sessions in {:.1} s: {why}{asked}",
+            "{} sessions in {:.1} s: {why}{asked}{early}",
             self.sessions, self.secs
         )
     }
@@ -177,6 +287,24 @@ impl Stopping {
         let t = &self.timing;
         (t.batch_secs > 0.0).then(|| 100.0 * (self.secs - t.batch_secs) / t.batch_secs)
     }
+
+    /// How the comparison of `cand` against `base` stopped, where watched.
+    pub fn of(&self, cand: &str, base: &str) -> Option<&ComparisonStop> {
+        self.comparisons
+            .iter()
+            .find(|c| c.cand == cand && c.base == base)
+    }
+}
+
+/// How a comparison's interval is to be made: the sessions numbered below the first value
+/// (its own, where it stopped) and the error it spends (`stats/sequential.rs`). An unwatched
+/// comparison (or one from a report that did not record its stop): every session, 5 %.
+pub fn spend(stops: &[Stopping], workload: &str, cand: &str, base: &str) -> (u32, f64) {
+    stops
+        .iter()
+        .filter(|s| s.workload == workload)
+        .find_map(|s| s.of(cand, base))
+        .map_or((u32::MAX, sequential::ALPHA), |c| (c.sessions, c.alpha))
 }
 
 /// Per workload, lockstep sessions of the arms taking turns (`lockstep.rs`) until the
@@ -185,32 +313,118 @@ pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<(Vec<Session>
     run_groups(&groups(arms, cfg), cfg)
 }
 
+/// One watched comparison in progress.
+struct Watch {
+    cand: String,
+    base: String,
+    role: Role,
+    target_pct: f64,
+    /// The arms it keeps in the sessions: its own two, and for the oracle lto and lto+pgo
+    /// (the capture compares their gains in the same sessions).
+    needs: Vec<String>,
+    needed: Option<u32>,
+    stop: Option<ComparisonStop>,
+}
+
+impl Watch {
+    /// Its values so far: each session's median log ratio, where both arms ran.
+    fn values(&self, done: &[Session]) -> Vec<f64> {
+        done.iter()
+            .filter_map(|s| s.median_log_ratio(&self.cand, &self.base))
+            .collect()
+    }
+
+    /// The count it runs to unless it settles: its plan within the caps.
+    fn planned(&self, pilot: u32, max: u32) -> u32 {
+        self.needed.map_or(max, |n| n.clamp(pilot, max))
+    }
+
+    fn stop(&mut self, sessions: u32, reason: StopReason, alpha: f64, threshold: Option<f64>) {
+        self.stop = Some(ComparisonStop {
+            cand: self.cand.clone(),
+            base: self.base.clone(),
+            role: self.role,
+            target_half_width_pct: self.target_pct,
+            needed: self.needed,
+            sessions,
+            reason,
+            alpha,
+            threshold_pct: threshold,
+        });
+    }
+}
+
 /// A group's progress through its sessions.
 struct Progress {
     started: u32,
     done: Vec<Session>,
     pilot: u32,
     max: u32,
-    /// The count the rule settled on, once the pilot is in.
-    plan: Option<(u32, StopReason)>,
-    needed: Option<u32>,
+    watches: Vec<Watch>,
+    /// Whether the pilot is in (each comparison has its plan).
+    planned: bool,
     secs: f64,
     timing: Timing,
 }
 
 impl Progress {
-    /// The sessions it may start: its pilot until planned, then its plan.
+    /// The sessions it may start: its pilot until planned, then the furthest plan among the
+    /// comparisons still open.
     fn limit(&self) -> u32 {
-        self.plan.map_or(self.pilot, |(n, _)| n)
+        if !self.planned {
+            return self.pilot;
+        }
+        self.watches
+            .iter()
+            .filter(|w| w.stop.is_none())
+            .map(|w| w.planned(self.pilot, self.max))
+            .max()
+            .unwrap_or(self.done.len() as u32)
+    }
+
+    /// The sessions it will have run, as far as is known now (for the progress bar).
+    fn expected(&self) -> u64 {
+        let done = self.done.len() as u32;
+        if self.ended() {
+            done as u64
+        } else {
+            self.limit().max(done) as u64
+        }
+    }
+
+    fn ended(&self) -> bool {
+        self.planned && self.watches.iter().all(|w| w.stop.is_some())
+    }
+
+    /// The arms of its next session: all of them in the pilot; then release, the arms an
+    /// open comparison needs, and any arm no comparison watches.
+    fn arms_of(&self, arms: &[Arm]) -> Vec<Arm> {
+        if !self.planned {
+            return arms.to_vec();
+        }
+        arms.iter()
+            .enumerate()
+            .filter(|(i, a)| {
+                *i == 0
+                    || self
+                        .watches
+                        .iter()
+                        .filter(|w| w.stop.is_none())
+                        .any(|w| w.needs.contains(&a.name))
+                    || !self.watches.iter().any(|w| w.needs.contains(&a.name))
+            })
+            .map(|(_, a)| a.clone())
+            .collect()
     }
 }
 
 /// The sessions of every group, round-robin among the groups still measuring (so a slow
-/// stretch of the machine is shared among them), each group stopping by the rule in
+/// stretch of the machine is shared among them), each comparison stopping by the rule in
 /// `stats::sequential`: a pilot of `lockstep.min_sessions`, then the count its spread asks
-/// for the target half-width, within `lockstep.sessions` and `lockstep.max_secs`. While one
-/// session takes its turns on the measured core, the next one's arms start and warm up on the
-/// other core.
+/// for its target half-width, within `lockstep.sessions` and `lockstep.max_secs`, or earlier
+/// at a look where it is settled; an arm leaves the sessions once every comparison that
+/// needs it has stopped. While one session takes its turns on the measured core, the next
+/// one's arms start and warm up on the other core.
 pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<Stopping>)> {
     let l = &cfg.lockstep;
     let mut progress: Vec<Progress> = groups
@@ -220,8 +434,32 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
             done: Vec::new(),
             pilot: g.workload.pilot_in(l),
             max: g.workload.sessions_in(l),
-            plan: None,
-            needed: None,
+            watches: g
+                .pairs
+                .iter()
+                .map(|(cand, base)| {
+                    let role = Role::of(cand);
+                    let mut needs = vec![cand.clone(), base.clone()];
+                    if role == Role::Oracle {
+                        // The capture: lto+pgo's gain over lto against the oracle's.
+                        for b in [Build::LtoPgo, Build::Lto].map(Build::name) {
+                            if g.arms.iter().any(|a| a.name == b) {
+                                needs.push(b.to_string());
+                            }
+                        }
+                    }
+                    Watch {
+                        cand: cand.clone(),
+                        base: base.clone(),
+                        role,
+                        target_pct: role.target_in(&g.workload, cfg),
+                        needs,
+                        needed: None,
+                        stop: None,
+                    }
+                })
+                .collect(),
+            planned: false,
             secs: 0.0,
             timing: Timing::default(),
         })
@@ -243,8 +481,8 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
     // session of a group still in its pilot (not run if the plan stops at the pilot).
     let mut next = |progress: &mut [Progress]| -> Option<(usize, u32)> {
         let n = progress.len();
-        let below = |p: &Progress| p.started < p.limit();
-        let speculative = |p: &Progress| p.plan.is_none() && p.started < p.max;
+        let below = |p: &Progress| !p.ended() && p.started < p.limit();
+        let speculative = |p: &Progress| !p.planned && p.started < p.max;
         let g = (0..n)
             .map(|k| (turn + k) % n)
             .find(|&g| below(&progress[g]))
@@ -257,10 +495,10 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
         progress[g].started += 1;
         Some((g, progress[g].started - 1))
     };
-    let start = |g: usize, index: u32| -> Result<lockstep::Spawned> {
+    let start = |g: usize, index: u32, arms: &[Arm]| -> Result<lockstep::Spawned> {
         let w = &groups[g].workload;
         let session_seed = session_seed(seed, &w.name, index);
-        lockstep::spawn(w, &groups[g].arms, cfg, session_seed, &bar)
+        lockstep::spawn(w, arms, cfg, session_seed, &bar)
             .with_context(|| format!("measuring `{}` (lockstep)", groups[g].workload.name))
     };
     let mut stopped = Vec::new();
@@ -269,9 +507,15 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
     loop {
         let (g, index, spawned) = match pending.take() {
             Some((g, index, Some(spawned))) => (g, index, spawned),
-            Some((g, index, None)) => (g, index, start(g, index)?),
+            Some((g, index, None)) => {
+                let arms = progress[g].arms_of(&groups[g].arms);
+                (g, index, start(g, index, &arms)?)
+            }
             None => match next(&mut progress) {
-                Some((g, index)) => (g, index, start(g, index)?),
+                Some((g, index)) => {
+                    let arms = progress[g].arms_of(&groups[g].arms);
+                    (g, index, start(g, index, &arms)?)
+                }
                 None => break,
             },
         };
@@ -284,7 +528,8 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
                 g2,
                 index2,
                 if early {
-                    Some(start(g2, index2)?)
+                    let arms = progress[g2].arms_of(&groups[g2].arms);
+                    Some(start(g2, index2, &arms)?)
                 } else {
                     None
                 },
@@ -301,47 +546,23 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
             add(&mut p.timing, &t);
         }
         p.done.push(session);
-        let done = p.done.len() as u32;
-        if p.plan.is_none() && done == p.pilot {
-            let target = group.workload.target_in(cfg);
-            let (plan, needed) = plan(group, &p.done, target, p.pilot, p.max);
-            p.plan = Some(plan);
-            p.needed = needed;
-            let more = (p.limit() - p.pilot) as u64 * rounds;
-            bar.inc_length(more);
-        }
-        if let Some((n, _)) = p.plan
-            && done < n
-            && done >= p.pilot
-            && p.secs >= l.max_secs
+        judge(p, group, cfg);
+        let total: u64 = progress.iter().map(Progress::expected).sum();
+        bar.set_length(total * rounds);
+        let p = &progress[g];
+        if p.ended()
+            && !stopped
+                .iter()
+                .any(|s: &Stopping| s.workload == group.workload.name)
         {
-            bar.set_length(
-                bar.length()
-                    .unwrap_or(0)
-                    .saturating_sub((n - done) as u64 * rounds),
-            );
-            p.plan = Some((done, StopReason::TimeCap));
-        }
-        if let Some((n, reason)) = p.plan
-            && done >= n
-        {
-            let s = Stopping {
-                workload: group.workload.name.clone(),
-                target_half_width_pct: group.workload.target_in(cfg),
-                pilot: p.pilot,
-                needed: p.needed,
-                sessions: done,
-                reason,
-                secs: p.secs,
-                timing: p.timing,
-            };
+            let s = stopping(p, group, cfg);
             bar.suspend(|| eprintln!("measure: {}: {}", s.workload, s.describe()));
             stopped.push(s);
         }
         // A session started for a group whose plan has since ended it is not run.
         if let Some((g2, index2, _)) = &pending
-            && progress[*g2].plan.is_some()
-            && *index2 >= progress[*g2].limit()
+            && progress[*g2].planned
+            && (progress[*g2].ended() || *index2 >= progress[*g2].limit())
         {
             progress[*g2].started -= 1;
             pending = None;
@@ -350,6 +571,105 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
     bar.finish_and_clear();
     let sessions = progress.into_iter().flat_map(|p| p.done).collect();
     Ok((sessions, stopped))
+}
+
+/// After each of a group's sessions: once the pilot is in, each comparison's plan (Stein's
+/// count for its target); then each open comparison stops at its planned count, at a cap,
+/// or (a build's, at a look) settled beyond every threshold its verdict could face.
+fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
+    let done = p.done.len() as u32;
+    if done < p.pilot {
+        return;
+    }
+    let pilot = p.pilot as usize;
+    if !p.planned {
+        p.planned = true;
+        for w in &mut p.watches {
+            w.needed = plan(&w.values(&p.done), w.target_pct);
+        }
+    }
+    let look = sequential::look_at(done as usize, pilot);
+    let threshold = look.map(|_| settle_threshold(p, group, cfg));
+    let timed_out = p.secs >= cfg.lockstep.max_secs;
+    let (pilot_n, max) = (p.pilot, p.max);
+    let done_sessions = &p.done;
+    for w in p.watches.iter_mut().filter(|w| w.stop.is_none()) {
+        let values = w.values(done_sessions);
+        let n = values.len() as u32;
+        let planned = w.planned(pilot_n, max);
+        let capped = w.needed.is_some_and(|needed| needed > max);
+        if w.target_pct <= 0.0 && n >= max {
+            w.stop(n, StopReason::Fixed, sequential::ALPHA_PLANNED, None);
+        } else if n >= planned {
+            let reason = if capped {
+                StopReason::SessionCap
+            } else {
+                StopReason::Target
+            };
+            w.stop(n, reason, sequential::ALPHA_PLANNED, None);
+        } else if let (Some(k), Some(t), Role::Verdict) = (look, threshold, w.role)
+            && w.target_pct > 0.0
+            && values.len() >= 2
+            && {
+                let (m, half, _) =
+                    sequential::interval_df(&values, pilot, sequential::look_alpha(k));
+                sequential::beyond(m, half, t)
+            }
+        {
+            w.stop(n, StopReason::Settled, sequential::look_alpha(k), Some(t));
+        } else if timed_out {
+            w.stop(n, StopReason::TimeCap, sequential::ALPHA_PLANNED, None);
+        }
+    }
+}
+
+/// The threshold a build's verdict could face, for settling early: the min effect, and in a
+/// group with layout variants the farthest end of their 95 % intervals so far (the layout
+/// floor the analysis sets is capped there below `VETO_LAYOUTS` layouts; a floor pooled
+/// with earlier runs' layouts may come out wider, and then a settled verdict may read
+/// "no detectable change", never a wrong one: its interval stays valid).
+fn settle_threshold(p: &Progress, group: &Group, cfg: &Measure) -> f64 {
+    let pct = |x: f64| (x.exp() - 1.0) * 100.0;
+    let pilot = p.pilot as usize;
+    let farthest = p
+        .watches
+        .iter()
+        .filter(|w| w.role == Role::Layout && w.base == group.arms[0].name)
+        .filter_map(|w| {
+            let values = w.values(&p.done);
+            (values.len() >= 2).then(|| {
+                let (m, half, _) = sequential::interval_df(&values, pilot, sequential::ALPHA);
+                pct(m - half).abs().max(pct(m + half).abs())
+            })
+        })
+        .fold(0.0, f64::max);
+    cfg.min_effect_pct.max(farthest)
+}
+
+/// The group's record once every comparison has stopped.
+fn stopping(p: &Progress, group: &Group, cfg: &Measure) -> Stopping {
+    let comparisons: Vec<ComparisonStop> =
+        p.watches.iter().filter_map(|w| w.stop.clone()).collect();
+    let last = comparisons
+        .iter()
+        .max_by_key(|c| c.sessions)
+        .map_or(StopReason::Target, |c| c.reason);
+    let target = group.workload.target_in(cfg);
+    Stopping {
+        workload: group.workload.name.clone(),
+        target_half_width_pct: target,
+        pilot: p.pilot,
+        needed: comparisons.iter().filter_map(|c| c.needed).max(),
+        sessions: p.done.len() as u32,
+        reason: if target <= 0.0 {
+            StopReason::Fixed
+        } else {
+            last
+        },
+        secs: p.secs,
+        timing: p.timing,
+        comparisons,
+    }
 }
 
 /// Session `index` of `workload`'s own seed, from the run's: its arms' places and turn
@@ -364,38 +684,13 @@ pub fn session_seed(run: u64, workload: &str, index: u32) -> u64 {
     mix.next_u64()
 }
 
-/// The stopping rule's plan for a group after its pilot: Stein's count for the widest of
-/// its comparisons (median batches), within the pilot and `max`; and that count uncapped.
-fn plan(
-    group: &Group,
-    pilot: &[Session],
-    target_pct: f64,
-    pilot_n: u32,
-    max: u32,
-) -> ((u32, StopReason), Option<u32>) {
-    if target_pct <= 0.0 {
-        return ((max, StopReason::Fixed), None);
-    }
-    let target = sequential::log_width(target_pct);
-    let needed = group
-        .pairs
-        .iter()
-        .filter_map(|(cand, base)| {
-            let values: Vec<f64> = pilot
-                .iter()
-                .filter_map(|s| s.median_log_ratio(cand, base))
-                .collect();
-            (values.len() >= 2)
-                .then(|| sequential::sessions_needed(&values, target).min(u32::MAX as usize) as u32)
-        })
-        .max()
-        .unwrap_or(pilot_n)
-        .max(pilot_n);
-    if needed > max {
-        ((max, StopReason::SessionCap), Some(needed))
-    } else {
-        ((needed, StopReason::Target), Some(needed))
-    }
+/// One comparison's plan after the pilot: Stein's count for `target_pct` from its pilot's
+/// values (`None` without a target or with fewer than two values).
+fn plan(pilot: &[f64], target_pct: f64) -> Option<u32> {
+    (target_pct > 0.0 && pilot.len() >= 2).then(|| {
+        sequential::sessions_needed(pilot, sequential::log_width(target_pct)).min(u32::MAX as usize)
+            as u32
+    })
 }
 
 fn add(sum: &mut Timing, t: &Timing) {
@@ -510,6 +805,85 @@ echo '{LINE}'"#
         assert_eq!(
             (stopped[0].sessions, stopped[0].reason, stopped[0].needed),
             (9, StopReason::Fixed, None)
+        );
+    }
+
+    /// Each comparison stops on its own and its arm leaves: a scattered build 2× slower than
+    /// release settles at the pilot (beyond ±1 % by far) and runs in no later session; lto
+    /// settles as well but stays, for the oracle's capture needs it; a null arm as far off
+    /// does not settle (its value is the point); the scattered oracle runs on to the session
+    /// cap at its own target. The analysis reads each one's sessions and error from the stops.
+    #[test]
+    fn comparisons_stop_on_their_own_and_their_arms_leave() {
+        let mut cfg = measure_config();
+        cfg.lockstep.rounds = 3;
+        (cfg.lockstep.min_sessions, cfg.lockstep.sessions) = (4, 9);
+        cfg.target_half_width_pct = 1.0;
+        let scattered = "800 + ($$ % 41) * 10";
+        let far = "2000 + ($$ % 41) * 10";
+        let g = Group {
+            workload: Workload::new("w", vec![]),
+            arms: vec![
+                sh_arm("release", "1000"),
+                sh_arm("lto+pgo+bolt", far),
+                sh_arm("lto", far),
+                sh_arm(BASELINE_AGAIN, "2000 + ($$ % 2)"),
+                sh_arm("oracle", scattered),
+            ],
+            pairs: ["lto+pgo+bolt", "lto", BASELINE_AGAIN, "oracle"]
+                .map(|c| (c.to_string(), "release".to_string()))
+                .to_vec(),
+        };
+        let (sessions, stopped) = run_groups(std::slice::from_ref(&g), &cfg).unwrap();
+        let s = &stopped[0];
+        let of = |c: &str| s.of(c, "release").unwrap();
+        for build in ["lto+pgo+bolt", "lto"] {
+            let b = of(build);
+            assert_eq!(
+                (b.role, b.reason, b.sessions, b.alpha),
+                (
+                    Role::Verdict,
+                    StopReason::Settled,
+                    4,
+                    sequential::look_alpha(0)
+                )
+            );
+            assert_eq!(b.threshold_pct, Some(1.0));
+            assert!(b.why().starts_with("settled: beyond ±1.0 %"), "{}", b.why());
+        }
+        let aa = of(BASELINE_AGAIN);
+        assert_eq!((aa.role, aa.alpha), (Role::Null, sequential::ALPHA_PLANNED));
+        assert_ne!(aa.reason, StopReason::Settled);
+        let oracle = of("oracle");
+        assert_eq!(
+            (oracle.role, oracle.reason, oracle.sessions),
+            (Role::Oracle, StopReason::SessionCap, 9)
+        );
+        assert_eq!(oracle.target_half_width_pct, 2.0, "the oracle's own target");
+        // BOLT's arm ran in the pilot only (and, at most, in the one session set up beside
+        // its last); lto and the oracle in all nine.
+        let with = |a: &str| sessions.iter().filter(|x| x.arm(a).is_some()).count();
+        assert!(
+            (4..=5).contains(&with("lto+pgo+bolt")),
+            "{}",
+            with("lto+pgo+bolt")
+        );
+        assert_eq!(
+            (with("oracle"), with("lto"), with("release"), s.sessions),
+            (9, 9, 9, 9)
+        );
+        assert!(
+            s.describe().contains("2 of 4 comparisons settled early"),
+            "{}",
+            s.describe()
+        );
+        assert_eq!(
+            spend(&stopped, "w", "lto", "release"),
+            (4, sequential::look_alpha(0))
+        );
+        assert_eq!(
+            spend(&stopped, "w", "nothing", "release"),
+            (u32::MAX, sequential::ALPHA)
         );
     }
 

@@ -38,6 +38,11 @@ pub struct Estimate {
     /// layout variant, workload against workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arm: Option<components::ArmSpread>,
+    /// The error the interval spends where the stopping rule gave it less than 5 %
+    /// (`sequential.rs`: 4 % at a comparison's planned count, less at an early look); `None`:
+    /// 5 %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
 }
 
 impl Estimate {
@@ -49,13 +54,18 @@ impl Estimate {
         let pct = |x: f64| (x.exp() - 1.0) * 100.0;
         let m = self.mean_log_ratio;
         let session_half = ((self.ci_high_pct / 100.0 + 1.0).ln() - m).max(0.0);
-        let half = components::widened(session_half, df as f64, arm);
+        let half = components::widened(session_half, df as f64, arm, self.alpha());
         Estimate {
             ci_low_pct: pct(m - half),
             ci_high_pct: pct(m + half),
             arm: Some(*arm),
             ..self.clone()
         }
+    }
+
+    /// The error its interval spends (two-sided).
+    pub fn alpha(&self) -> f64 {
+        self.alpha.unwrap_or(sequential::ALPHA)
     }
 
     /// The standard error of the sessions' estimate (log space), from their interval's
@@ -66,7 +76,7 @@ impl Estimate {
             return None;
         }
         let half = (self.ci_high_pct / 100.0 + 1.0).ln() - self.mean_log_ratio;
-        Some(half.max(0.0) / sequential::t95(df.max(1)))
+        Some(half.max(0.0) / sequential::t_two_sided(df.max(1), self.alpha()))
     }
 
     /// Whether the interval holds 0 (a null arm's should).
@@ -82,6 +92,12 @@ impl Estimate {
 /// differ by per-process effects, rounds within one do not sample those. The interval is the
 /// stopping rule's (`sequential::interval`), valid whatever number of sessions the rule chose.
 pub fn compare_sessions(sessions: &[Vec<f64>], pilot: usize) -> Result<Estimate> {
+    compare_sessions_at(sessions, pilot, sequential::ALPHA)
+}
+
+/// [`compare_sessions`] with an interval that misses with probability `alpha`: what the
+/// stopping rule spent on the comparison (`sequential.rs`).
+pub fn compare_sessions_at(sessions: &[Vec<f64>], pilot: usize, alpha: f64) -> Result<Estimate> {
     if sessions.len() < 2 {
         bail!(
             "{} session(s): an interval needs at least 2",
@@ -95,7 +111,7 @@ pub fn compare_sessions(sessions: &[Vec<f64>], pilot: usize) -> Result<Estimate>
         bail!("a round's ratio is not a finite number (a zero or negative latency?)");
     }
     let per_session: Vec<f64> = sessions.iter().map(|s| median_of(&mut s.clone())).collect();
-    let (m, half, df) = sequential::interval_df(&per_session, pilot);
+    let (m, half, df) = sequential::interval_df(&per_session, pilot, alpha);
     let pct = |x: f64| (x.exp() - 1.0) * 100.0;
     Ok(Estimate {
         pairs: sessions.len(),
@@ -108,6 +124,7 @@ pub fn compare_sessions(sessions: &[Vec<f64>], pilot: usize) -> Result<Estimate>
         wilcoxon_p: wilcoxon_signed_rank_p(&per_session),
         df: Some(df),
         arm: None,
+        alpha: (alpha != sequential::ALPHA).then_some(alpha),
     })
 }
 

@@ -100,6 +100,7 @@ pub fn analyze(
     sessions: &[Session],
     instructions: &[InstructionCount],
     cfg: &Measure,
+    stops: &[crate::measure::Stopping],
 ) -> Result<Vec<VersusResult>> {
     let mut out = Vec::new();
     for v in &cfg.versus {
@@ -110,6 +111,14 @@ pub fn analyze(
             if !mine.iter().any(|s| s.arm(&subject).is_some()) {
                 continue; // this build was not measured (e.g. a run without PGO)
             }
+            // The sessions the stopping rule gave this pair, at the error it spent; the pair
+            // leaves the sessions when it stops.
+            let (upto, alpha) = crate::measure::spend(stops, &name, &subject, &reference);
+            let mine: Vec<&Session> = mine
+                .iter()
+                .filter(|s| s.session < upto && s.arm(&subject).is_some())
+                .copied()
+                .collect();
             // Per session, per round: ln(subject batch / reference batch) of one statistic
             // (`None` when a batch lacks it).
             let ratios = |of: fn(&Batch) -> Option<f64>| {
@@ -133,7 +142,7 @@ pub fn analyze(
                         return Ok(None);
                     };
                     let pilot = cfg.lockstep.min_sessions.clamp(2, r.len().max(2) as u32);
-                    stats::compare_sessions(&r, pilot as usize)
+                    stats::compare_sessions_at(&r, pilot as usize, alpha)
                         .with_context(|| format!("`{name}` on {build}: the {what}"))
                         .map(Some)
                 };
@@ -252,7 +261,7 @@ mod tests {
                 ..InstructionCount::default()
             })
             .collect::<Vec<_>>();
-        let got = analyze(&versus_sessions(1.08), &instructions, &versus_config()).unwrap();
+        let got = analyze(&versus_sessions(1.08), &instructions, &versus_config(), &[]).unwrap();
         assert_eq!(got.len(), 1, "only release was measured: {got:?}");
         let r = &got[0];
         assert_eq!((r.build.as_str(), r.median.pairs), ("release", 12));
@@ -278,7 +287,7 @@ mod tests {
         for batch in s.iter_mut().flat_map(|s| s.batches.iter_mut().flatten()) {
             batch.p999_ns = None;
         }
-        let got = analyze(&s, &[], &versus_config()).unwrap();
+        let got = analyze(&s, &[], &versus_config(), &[]).unwrap();
         assert!(got[0].p99.is_some() && got[0].p999.is_none(), "{got:?}");
         let line = render_table(&got);
         assert!(line.contains("p99.9 not reported"), "{line}");
@@ -288,7 +297,9 @@ mod tests {
     fn a_session_missing_an_arm_is_an_error_naming_it() {
         let mut s = versus_sessions(1.0);
         s[3].arms[1] = "release:other".into();
-        let err = analyze(&s, &[], &versus_config()).unwrap_err().to_string();
+        let err = analyze(&s, &[], &versus_config(), &[])
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains(
                 "session 3 of `mailbox vs tokio` lacks the arm `release:mailbox` or `release:tokio`"

@@ -39,6 +39,9 @@ pub struct Pooled<'a> {
     /// then their intervals carry the arm component. `calibrate`'s injected arm is release's
     /// own file in a place drawn per session, with other arguments only: there it does not.
     pub other_files: bool,
+    /// How this run's comparisons stopped (`measure::Stopping`): each watched one's sessions
+    /// and the error its interval spends.
+    pub stops: &'a [measure::Stopping],
 }
 
 impl Pooled<'_> {
@@ -86,6 +89,7 @@ impl Pooled<'_> {
             layout_seeds: &[],
             build_hashes: &[],
             other_files: true,
+            stops: &[],
         }
     }
 }
@@ -219,18 +223,26 @@ fn machine_state<'a>(
     (Some(state), if left_out { kept } else { sessions.to_vec() })
 }
 
-/// The per-round log ratios of `cand` to the baseline, session by session, on `metric`.
+/// The per-round log ratios of `cand` to the baseline, session by session, on `metric`: the
+/// sessions `cand` ran in (an arm leaves once its comparisons have stopped: a prefix of them).
 pub fn round_ratios(
     sessions: &[&Session],
     cand: &str,
     metric: BatchMetric,
 ) -> Result<Vec<Vec<f64>>> {
+    if !sessions.iter().any(|s| s.arm(cand).is_some()) {
+        bail!(
+            "no session of `{}` has the arm `{cand}`",
+            sessions.first().map_or("", |s| s.workload.as_str())
+        );
+    }
     sessions
         .iter()
+        .filter(|s| s.arm(cand).is_some())
         .map(|s| {
-            let (Some(base), Some(c)) = (s.arm(BASELINE), s.arm(cand)) else {
+            let Some((base, c)) = s.arm(BASELINE).zip(s.arm(cand)) else {
                 bail!(
-                    "session {} of `{}` has no arm `{cand}` or `{BASELINE}`",
+                    "session {} of `{}` has no arm `{BASELINE}`",
                     s.session,
                     s.workload
                 );
@@ -242,6 +254,25 @@ pub fn round_ratios(
                 .collect())
         })
         .collect()
+}
+
+/// `cand` against release as the stopping rule watched it: the sessions up to its stop, at
+/// the error it spends (`measure::spend`).
+fn watched(
+    sessions: &[&Session],
+    stops: &[measure::Stopping],
+    cand: &str,
+    metric: BatchMetric,
+    pilot: usize,
+) -> Result<Estimate> {
+    let workload = sessions.first().map_or("", |s| s.workload.as_str());
+    let (upto, alpha) = measure::spend(stops, workload, cand, BASELINE);
+    let mine: Vec<&Session> = sessions
+        .iter()
+        .filter(|s| s.session < upto)
+        .copied()
+        .collect();
+    stats::compare_sessions_at(&round_ratios(&mine, cand, metric)?, pilot, alpha)
 }
 
 fn analyze_sessions(
@@ -272,16 +303,11 @@ fn analyze_sessions(
     }
     // The stopping rule's pilot: the first sessions, which always run whole.
     let pilot = cfg.lockstep.min_sessions.clamp(2, sessions.len() as u32) as usize;
-    let one = |cand: &str| -> Result<Estimate> {
-        stats::compare_sessions(&round_ratios(sessions, cand, BATCH_METRICS[0])?, pilot)
-    };
+    let one = |cand: &str| watched(sessions, pooled.stops, cand, BATCH_METRICS[0], pilot);
     let compare = |cand: &str| -> Result<[Estimate; 3]> {
         let mut out = Vec::new();
         for metric in BATCH_METRICS {
-            out.push(stats::compare_sessions(
-                &round_ratios(sessions, cand, metric)?,
-                pilot,
-            )?);
+            out.push(watched(sessions, pooled.stops, cand, metric, pilot)?);
         }
         Ok(out.try_into().expect("three metrics"))
     };
@@ -357,7 +383,13 @@ fn analyze_sessions(
             .for_each(withhold);
     }
     if let Some(l) = &mut layout {
-        l.gains = layout_gains(sessions, pilot, cfg.min_effect_pct, extra.as_ref())?;
+        l.gains = layout_gains(
+            sessions,
+            pooled.stops,
+            pilot,
+            cfg.min_effect_pct,
+            extra.as_ref(),
+        )?;
         l.bolt_vs_layouts = bolt_vs_layouts(sessions, pilot)?;
     }
     let capture = capture(builds, cfg, |b| round_ratios(sessions, b, BATCH_METRICS[0]))?;
@@ -415,8 +447,8 @@ fn layout_floor(
     }
     let mut estimates = Vec::new();
     for v in &variants {
-        let ratios = round_ratios(sessions, v, BATCH_METRICS[0])?;
-        estimates.push((v.to_string(), stats::compare_sessions(&ratios, pilot)?));
+        let estimate = watched(sessions, pooled.stops, v, BATCH_METRICS[0], pilot)?;
+        estimates.push((v.to_string(), estimate));
     }
     let mut shifts: Vec<(f64, f64)> = match pooled.release_hash {
         Some(hash) => {
@@ -462,6 +494,7 @@ fn layout_floor(
 /// own layout and in each of its variants, each judged against the min effect.
 fn layout_gains(
     sessions: &[&Session],
+    stops: &[measure::Stopping],
     pilot: usize,
     min_effect_pct: f64,
     arm: Option<&ArmSpread>,
@@ -477,11 +510,8 @@ fn layout_gains(
         }
         let mut layouts = Vec::new();
         for a in std::iter::once(build.as_str()).chain(variants) {
-            let ratios = round_ratios(sessions, a, BATCH_METRICS[0])?;
-            layouts.push((
-                a.to_string(),
-                stats::compare_sessions(&ratios, pilot)?.with_arm(arm),
-            ));
+            let estimate = watched(sessions, stops, a, BATCH_METRICS[0], pilot)?;
+            layouts.push((a.to_string(), estimate.with_arm(arm)));
         }
         let verdicts: Vec<Verdict> = layouts
             .iter()
@@ -550,7 +580,7 @@ fn session_row(
         .find(|i| i.workload == workload && i.build == build);
     Row {
         build: build.to_string(),
-        runs: sessions.len(),
+        runs: sessions.iter().filter(|s| s.arm(build).is_some()).count(),
         median_ns: fig(BATCH_METRICS[0]),
         p95_ns: fig(BATCH_METRICS[1]),
         p99_ns: fig(BATCH_METRICS[2]),
@@ -569,6 +599,7 @@ pub fn against(
     sessions: &[Session],
     pairs: &[(String, String)],
     cfg: &Measure,
+    stops: &[measure::Stopping],
 ) -> Result<Vec<super::AgainstResult>> {
     let mut out = Vec::new();
     for w in analysed {
@@ -578,9 +609,11 @@ pub fn against(
             .collect();
         let pilot = cfg.lockstep.min_sessions.clamp(2, mine.len().max(2) as u32) as usize;
         for (ours, theirs) in pairs {
+            let (upto, alpha) = measure::spend(stops, &w.workload, ours, theirs);
+            let upto: Vec<&Session> = mine.iter().filter(|s| s.session < upto).copied().collect();
             let (a, b) = (
-                round_ratios(&mine, ours, BATCH_METRICS[0])?,
-                round_ratios(&mine, theirs, BATCH_METRICS[0])?,
+                round_ratios(&upto, ours, BATCH_METRICS[0])?,
+                round_ratios(&upto, theirs, BATCH_METRICS[0])?,
             );
             // ln(ours / theirs) = ln(ours / release) − ln(theirs / release), round by round.
             let diff: Vec<Vec<f64>> = a
@@ -590,7 +623,8 @@ pub fn against(
                 .collect();
             // Two commits' builds are two files laid out differently: the arm component and
             // the layout floor apply.
-            let estimate = stats::compare_sessions(&diff, pilot)?.with_arm(w.extra().as_ref());
+            let estimate =
+                stats::compare_sessions_at(&diff, pilot, alpha)?.with_arm(w.extra().as_ref());
             out.push(super::AgainstResult {
                 workload: w.workload.clone(),
                 build: ours.clone(),

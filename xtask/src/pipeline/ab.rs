@@ -79,6 +79,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
     let history = crate::analysis::history::History::load(&ctx.data.join("history.json"))?;
     let pooled = analysis::sessions::Pooled {
         run_seed: m.seed.unwrap_or_default(),
+        stops: &stopped,
         ..analysis::sessions::Pooled::none(&history)
     };
     let analysed =

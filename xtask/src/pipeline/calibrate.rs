@@ -168,6 +168,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
             let pooled = Pooled {
                 run_seed: seed,
                 other_files: false,
+                stops: &stopped,
                 ..Pooled::none(&history)
             };
             let w = analysis::sessions::analyze_lockstep(

@@ -188,6 +188,7 @@ pub(super) fn report(
         layout_seeds: &layout_seeds,
         build_hashes: &build_hashes,
         other_files: true,
+        stops: &measured.stopped,
     };
     let workloads = crate::analysis::sessions::analyze_lockstep(
         &workload_names,
@@ -218,6 +219,7 @@ pub(super) fn report(
                     &measured.sessions,
                     &pairs,
                     &cfg.measure,
+                    &measured.stopped,
                 )?,
             })
         }
@@ -244,6 +246,7 @@ pub(super) fn report(
             &measured.versus_sessions,
             &measured.instructions,
             &cfg.measure,
+            &measured.stopped,
         )?,
         versus_sessions: measured.versus_sessions.clone(),
         stopped: measured.stopped.clone(),

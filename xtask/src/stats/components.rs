@@ -23,7 +23,7 @@
 //! by the nested one-way ANOVA's mean squares ([`components`]) and reported, the interval uses
 //! the sessions' robust estimate (`sequential.rs`), not these.
 
-use super::sequential::t95;
+use super::sequential::t_two_sided;
 
 /// The arm component, estimated from null arms.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -93,17 +93,18 @@ impl ArmSpread {
     }
 }
 
-/// The half-width of a 95 % interval from the sessions' half-width `half` (with `df` degrees
-/// of freedom) and the arm component: t(ν)·√(se² + σ_a²), ν by Welch–Satterthwaite.
-pub fn widened(half: f64, df: f64, arm: &ArmSpread) -> f64 {
+/// The half-width of an interval that misses with probability `alpha` from the sessions'
+/// half-width `half` (at the same `alpha`, with `df` degrees of freedom) and the arm
+/// component: t(ν)·√(se² + σ_a²), ν by Welch–Satterthwaite.
+pub fn widened(half: f64, df: f64, arm: &ArmSpread, alpha: f64) -> f64 {
     if arm.sd == 0.0 {
         return half;
     }
     let df = df.max(1.0);
-    let se = half / t95(df.round() as usize);
+    let se = half / t_two_sided(df.round() as usize, alpha);
     let (vs, va) = (se * se, arm.sd * arm.sd);
     let nu = (vs + va).powi(2) / (vs * vs / df + va * va / arm.nulls as f64);
-    t95(nu.floor().max(1.0) as usize) * (vs + va).sqrt()
+    t_two_sided(nu.floor().max(1.0) as usize, alpha) * (vs + va).sqrt()
 }
 
 /// The within-session (rounds) and between-session components of per-round values
@@ -203,7 +204,7 @@ mod tests {
         let quiet: Vec<(f64, f64)> = (0..50).map(|_| (0.001 * rng.normal(), 0.001)).collect();
         let q = ArmSpread::from_nulls(&quiet).unwrap();
         assert!(q.sd < 0.0013, "{q:?}");
-        assert!(widened(0.01, 20.0, &q) < 0.0105);
+        assert!(widened(0.01, 20.0, &q, 0.05) < 0.0105);
         // A real one widens it: ±1 % of sessions and an arm sd of 0.5 % from 13 nulls.
         let w = widened(
             0.01,
@@ -212,6 +213,7 @@ mod tests {
                 sd: 0.005,
                 nulls: 13,
             },
+            0.05,
         );
         assert!(w > 0.014 && w < 0.016, "{w}");
         assert!(ArmSpread::from_nulls(&[]).is_none());

@@ -61,17 +61,22 @@ fn layout_variants_are_checked_and_give_a_floor() {
     assert_eq!(floor["variants"].as_array().unwrap().len(), 2, "{floor}");
     let f = floor["floor_pct"].as_f64().unwrap();
     assert!(f > 0.0 && f.is_finite(), "{floor}");
-    // Two layouts (fewer than eight): every build's threshold there is the min effect or the
-    // farthest layout measured, never more than the floor.
+    // Two layouts (fewer than eight): every build's threshold there is the larger of the min
+    // effect and the farthest layout measured, capped at the floor (a floor below the min
+    // effect leaves the min effect).
     let farthest = floor["lowest_pct"]
         .as_f64()
         .unwrap()
         .abs()
         .max(floor["highest_pct"].as_f64().unwrap().abs());
     assert!(farthest <= f + 1e-9, "{floor}");
+    let min_effect = report["config"]["config"]["measure"]["min_effect_pct"]
+        .as_f64()
+        .unwrap();
     for row in tokio["rows"].as_array().unwrap() {
         if let Some(t) = row["vs_release"]["median"]["threshold_pct"].as_f64() {
-            assert!(t >= farthest.min(1.0) - 1e-9 && t <= f + 1e-9, "{row}");
+            let expected = min_effect.max(farthest.min(f));
+            assert!((t - expected).abs() < 1e-9, "{expected} {floor} {row}");
         }
     }
     // The copy in another file is a null arm of every workload.

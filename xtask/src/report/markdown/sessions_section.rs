@@ -26,6 +26,7 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
             crate::measure::StopReason::Target => {
                 format!("target ±{} %{asked}", s.target_half_width_pct)
             }
+            crate::measure::StopReason::Settled => "every comparison settled".to_string(),
             crate::measure::StopReason::SessionCap => format!("session cap{asked}"),
             crate::measure::StopReason::TimeCap => format!("time cap{asked}"),
             crate::measure::StopReason::Fixed => "fixed count".to_string(),
@@ -44,6 +45,39 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
             t.move_secs,
             t.turns_secs,
             t.close_secs,
+        );
+    }
+    let _ = writeln!(md);
+    let stops: Vec<(&str, &crate::measure::ComparisonStop)> = stopped
+        .iter()
+        .flat_map(|s| s.comparisons.iter().map(|c| (s.workload.as_str(), c)))
+        .collect();
+    if stops.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "Each comparison stopped on its own: at the count its pilot planned for its target, or earlier, at a look (the pilot, then \
+         each doubling), once its interval lay beyond every threshold its verdict could face by more than its half-width; an \
+         arm left the sessions when every comparison needing it had stopped. An interval spends 4 % of error at its planned \
+         count and less at a look, 5 % in all (`stats/sequential.rs`).\n\n\
+         | workload | comparison | for | sessions | stopped on |\n\
+         |---|---|---|---:|---|"
+    );
+    for (workload, c) in stops {
+        let role = match c.role {
+            crate::measure::Role::Verdict => "verdict",
+            crate::measure::Role::Null => "null",
+            crate::measure::Role::Layout => "layout floor",
+            crate::measure::Role::Oracle => "capture",
+        };
+        let _ = writeln!(
+            md,
+            "| `{workload}` | {} vs {} | {role} | {} | {} |",
+            c.cand,
+            c.base,
+            c.sessions,
+            c.why()
         );
     }
     let _ = writeln!(md);
