@@ -1069,6 +1069,7 @@ mod tests {
             target_half_width_pct: 1.0,
             needed: Some(10),
             sessions: n,
+            through: n,
             reason,
             alpha,
             threshold_pct: (reason == StopReason::Settled).then_some(1.0),

@@ -228,8 +228,9 @@ mod tests {
         // the measured core first.
         let total = |b: &Beside| b.measured_pct + b.setup_pct.unwrap_or(0.0);
         assert!(total(&beside) > 40.0, "{beside:?}");
-        // An arm: its time is the session's own.
-        assert!(total(&as_arm) < 25.0, "{as_arm:?}");
+        // An arm: its time is the session's own, on the measured core (the other core runs
+        // the other tests beside this one).
+        assert!(as_arm.measured_pct < 25.0, "{as_arm:?}");
         assert!(ticks(u32::MAX).is_none());
     }
 }

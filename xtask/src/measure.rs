@@ -192,8 +192,11 @@ pub struct ComparisonStop {
     pub target_half_width_pct: f64,
     /// The sessions its pilot's spread asked for (Stein's count, before the caps).
     pub needed: Option<u32>,
-    /// Its sessions: the first this many in which both arms ran.
+    /// Its sessions: the values it stopped on (sessions in which both arms ran, a disturbed
+    /// one of a workload of several threads left out).
     pub sessions: u32,
+    /// The workload's sessions run when it stopped: its values come from those.
+    pub through: u32,
     pub reason: StopReason,
     /// The error its interval spends: [`sequential::ALPHA_PLANNED`], or an early look's.
     pub alpha: f64,
@@ -304,7 +307,7 @@ pub fn spend(stops: &[Stopping], workload: &str, cand: &str, base: &str) -> (u32
         .iter()
         .filter(|s| s.workload == workload)
         .find_map(|s| s.of(cand, base))
-        .map_or((u32::MAX, sequential::ALPHA), |c| (c.sessions, c.alpha))
+        .map_or((u32::MAX, sequential::ALPHA), |c| (c.through, c.alpha))
 }
 
 /// Per workload, lockstep sessions of the arms taking turns (`lockstep.rs`) until the
@@ -322,31 +325,44 @@ struct Watch {
     /// The arms it keeps in the sessions: its own two, and for the oracle lto and lto+pgo
     /// (the capture compares their gains in the same sessions).
     needs: Vec<String>,
+    /// Whether its pilot is in (its plan made).
+    planned: bool,
     needed: Option<u32>,
     stop: Option<ComparisonStop>,
 }
 
 impl Watch {
-    /// Its values so far: each session's median log ratio, where both arms ran.
-    fn values(&self, done: &[Session]) -> Vec<f64> {
+    /// Its values so far: each session's median log ratio, where both arms ran; with
+    /// `limit_pct`, a session with more of other processes' CPU beside it is left out, as the
+    /// analysis leaves it out of a workload of several threads.
+    fn values(&self, done: &[Session], limit_pct: Option<f64>) -> Vec<f64> {
         done.iter()
+            .filter(|s| limit_pct.is_none_or(|l| s.machine.is_none_or(|m| m.measured_pct <= l)))
             .filter_map(|s| s.median_log_ratio(&self.cand, &self.base))
             .collect()
     }
 
-    /// The count it runs to unless it settles: its plan within the caps.
-    fn planned(&self, pilot: u32, max: u32) -> u32 {
+    /// The values it runs to unless it settles: its plan within the caps.
+    fn plan_count(&self, pilot: u32, max: u32) -> u32 {
         self.needed.map_or(max, |n| n.clamp(pilot, max))
     }
 
-    fn stop(&mut self, sessions: u32, reason: StopReason, alpha: f64, threshold: Option<f64>) {
+    fn stop(
+        &mut self,
+        values: usize,
+        through: usize,
+        reason: StopReason,
+        alpha: f64,
+        threshold: Option<f64>,
+    ) {
         self.stop = Some(ComparisonStop {
             cand: self.cand.clone(),
             base: self.base.clone(),
             role: self.role,
             target_half_width_pct: self.target_pct,
             needed: self.needed,
-            sessions,
+            sessions: values as u32,
+            through: through as u32,
             reason,
             alpha,
             threshold_pct: threshold,
@@ -361,25 +377,46 @@ struct Progress {
     pilot: u32,
     max: u32,
     watches: Vec<Watch>,
-    /// Whether the pilot is in (each comparison has its plan).
-    planned: bool,
+    /// A workload of several threads: disturbed sessions do not count (`max_other_cpu_pct`).
+    skip_over_pct: Option<f64>,
     secs: f64,
     timing: Timing,
 }
 
 impl Progress {
-    /// The sessions it may start: its pilot until planned, then the furthest plan among the
-    /// comparisons still open.
+    /// Whether every comparison's pilot is in.
+    fn planned(&self) -> bool {
+        self.watches.iter().all(|w| w.planned || w.stop.is_some())
+    }
+
+    /// The sessions it may start: its pilot (and one more at a time while a pilot lacks
+    /// undisturbed sessions), then as many more as the open comparison furthest from its
+    /// plan needs.
     fn limit(&self) -> u32 {
-        if !self.planned {
-            return self.pilot;
+        if self.watches.is_empty() {
+            return self.max;
         }
-        self.watches
+        let done = self.done.len() as u32;
+        let more = self
+            .watches
             .iter()
             .filter(|w| w.stop.is_none())
-            .map(|w| w.planned(self.pilot, self.max))
+            .map(|w| {
+                let n = w.values(&self.done, self.skip_over_pct).len() as u32;
+                if w.planned {
+                    w.plan_count(self.pilot, self.max).saturating_sub(n)
+                } else {
+                    self.pilot.saturating_sub(n).max(1)
+                }
+            })
             .max()
-            .unwrap_or(self.done.len() as u32)
+            .unwrap_or(0);
+        let limit = if self.done.is_empty() || !self.planned() {
+            (done + more).max(self.pilot)
+        } else {
+            done + more
+        };
+        limit.min(self.max)
     }
 
     /// The sessions it will have run, as far as is known now (for the progress bar).
@@ -393,13 +430,14 @@ impl Progress {
     }
 
     fn ended(&self) -> bool {
-        self.planned && self.watches.iter().all(|w| w.stop.is_some())
+        !self.watches.is_empty() && self.watches.iter().all(|w| w.stop.is_some())
+            || self.watches.is_empty() && self.done.len() as u32 >= self.max
     }
 
-    /// The arms of its next session: all of them in the pilot; then release, the arms an
-    /// open comparison needs, and any arm no comparison watches.
+    /// The arms of its next session: all of them until every pilot is in; then release, the
+    /// arms an open comparison needs, and any arm no comparison watches.
     fn arms_of(&self, arms: &[Arm]) -> Vec<Arm> {
-        if !self.planned {
+        if !self.planned() {
             return arms.to_vec();
         }
         arms.iter()
@@ -454,12 +492,13 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
                         role,
                         target_pct: role.target_in(&g.workload, cfg),
                         needs,
+                        planned: false,
                         needed: None,
                         stop: None,
                     }
                 })
                 .collect(),
-            planned: false,
+            skip_over_pct: (!g.workload.shares_core_in(l)).then_some(cfg.max_other_cpu_pct),
             secs: 0.0,
             timing: Timing::default(),
         })
@@ -482,7 +521,7 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
     let mut next = |progress: &mut [Progress]| -> Option<(usize, u32)> {
         let n = progress.len();
         let below = |p: &Progress| !p.ended() && p.started < p.limit();
-        let speculative = |p: &Progress| !p.planned && p.started < p.max;
+        let speculative = |p: &Progress| !p.planned() && p.started < p.max;
         let g = (0..n)
             .map(|k| (turn + k) % n)
             .find(|&g| below(&progress[g]))
@@ -561,7 +600,7 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
         }
         // A session started for a group whose plan has since ended it is not run.
         if let Some((g2, index2, _)) = &pending
-            && progress[*g2].planned
+            && progress[*g2].planned()
             && (progress[*g2].ended() || *index2 >= progress[*g2].limit())
         {
             progress[*g2].started -= 1;
@@ -573,52 +612,63 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
     Ok((sessions, stopped))
 }
 
-/// After each of a group's sessions: once the pilot is in, each comparison's plan (Stein's
-/// count for its target); then each open comparison stops at its planned count, at a cap,
-/// or (a build's, at a look) settled beyond every threshold its verdict could face.
+/// After each of a group's sessions, each open comparison: once its pilot is in, its plan
+/// (Stein's count for its target); then it stops at its planned count, at a cap, or (a
+/// build's, at a look) settled beyond every threshold its verdict could face.
 fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
-    let done = p.done.len() as u32;
-    if done < p.pilot {
-        return;
-    }
+    let done = p.done.len();
     let pilot = p.pilot as usize;
-    if !p.planned {
-        p.planned = true;
-        for w in &mut p.watches {
-            w.needed = plan(&w.values(&p.done), w.target_pct);
-        }
-    }
-    let look = sequential::look_at(done as usize, pilot);
-    let threshold = look.map(|_| settle_threshold(p, group, cfg));
-    let timed_out = p.secs >= cfg.lockstep.max_secs;
-    let (pilot_n, max) = (p.pilot, p.max);
+    let at_cap = done as u32 >= p.max;
+    let timed_out = p.secs >= cfg.lockstep.max_secs && done >= pilot;
+    let threshold = settle_threshold(p, group, cfg);
+    let (pilot_n, max, skip) = (p.pilot, p.max, p.skip_over_pct);
     let done_sessions = &p.done;
     for w in p.watches.iter_mut().filter(|w| w.stop.is_none()) {
-        let values = w.values(done_sessions);
-        let n = values.len() as u32;
-        let planned = w.planned(pilot_n, max);
-        let capped = w.needed.is_some_and(|needed| needed > max);
-        if w.target_pct <= 0.0 && n >= max {
-            w.stop(n, StopReason::Fixed, sequential::ALPHA_PLANNED, None);
-        } else if n >= planned {
-            let reason = if capped {
-                StopReason::SessionCap
-            } else {
-                StopReason::Target
+        let values = w.values(done_sessions, skip);
+        let n = values.len();
+        if !w.planned && n >= pilot {
+            w.planned = true;
+            w.needed = plan(&values[..pilot], w.target_pct);
+        }
+        let cap = if w.target_pct <= 0.0 {
+            StopReason::Fixed
+        } else {
+            StopReason::SessionCap
+        };
+        let look = sequential::look_at(n, pilot);
+        if w.planned && n as u32 >= w.plan_count(pilot_n, max) {
+            let reason = match w.needed {
+                Some(needed) if needed > max => StopReason::SessionCap,
+                Some(_) => StopReason::Target,
+                None => StopReason::Fixed,
             };
-            w.stop(n, reason, sequential::ALPHA_PLANNED, None);
-        } else if let (Some(k), Some(t), Role::Verdict) = (look, threshold, w.role)
+            w.stop(n, done, reason, sequential::ALPHA_PLANNED, None);
+        } else if let (Some(k), Role::Verdict) = (look, w.role)
+            && w.planned
             && w.target_pct > 0.0
-            && values.len() >= 2
             && {
                 let (m, half, _) =
                     sequential::interval_df(&values, pilot, sequential::look_alpha(k));
-                sequential::beyond(m, half, t)
+                sequential::beyond(m, half, threshold)
             }
         {
-            w.stop(n, StopReason::Settled, sequential::look_alpha(k), Some(t));
+            w.stop(
+                n,
+                done,
+                StopReason::Settled,
+                sequential::look_alpha(k),
+                Some(threshold),
+            );
+        } else if at_cap {
+            w.stop(n, done, cap, sequential::ALPHA_PLANNED, None);
         } else if timed_out {
-            w.stop(n, StopReason::TimeCap, sequential::ALPHA_PLANNED, None);
+            w.stop(
+                n,
+                done,
+                StopReason::TimeCap,
+                sequential::ALPHA_PLANNED,
+                None,
+            );
         }
     }
 }
@@ -636,7 +686,7 @@ fn settle_threshold(p: &Progress, group: &Group, cfg: &Measure) -> f64 {
         .iter()
         .filter(|w| w.role == Role::Layout && w.base == group.arms[0].name)
         .filter_map(|w| {
-            let values = w.values(&p.done);
+            let values = w.values(&p.done, p.skip_over_pct);
             (values.len() >= 2).then(|| {
                 let (m, half, _) = sequential::interval_df(&values, pilot, sequential::ALPHA);
                 pct(m - half).abs().max(pct(m + half).abs())
@@ -652,7 +702,7 @@ fn stopping(p: &Progress, group: &Group, cfg: &Measure) -> Stopping {
         p.watches.iter().filter_map(|w| w.stop.clone()).collect();
     let last = comparisons
         .iter()
-        .max_by_key(|c| c.sessions)
+        .max_by_key(|c| c.through)
         .map_or(StopReason::Target, |c| c.reason);
     let target = group.workload.target_in(cfg);
     Stopping {
