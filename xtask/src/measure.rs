@@ -74,6 +74,10 @@ pub struct Group {
     pub workload: Workload,
     pub arms: Vec<Arm>,
     pub pairs: Vec<(String, String)>,
+    /// Earlier runs' null shifts of this workload (estimate, se; `analysis::history`): with
+    /// this run's copy, the arm component a build's interval will carry, which a comparison
+    /// settling early must clear too.
+    pub prior_nulls: Vec<(f64, f64)>,
 }
 
 impl Group {
@@ -112,6 +116,7 @@ pub fn groups(arms: &[MeasuredArm], cfg: &Measure) -> Vec<Group> {
                 .skip(1)
                 .map(|a| (a.name.clone(), arms[0].name.clone()))
                 .collect(),
+            prior_nulls: Vec::new(),
         })
         .collect()
 }
@@ -620,7 +625,7 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
     let pilot = p.pilot as usize;
     let at_cap = done as u32 >= p.max;
     let timed_out = p.secs >= cfg.lockstep.max_secs && done >= pilot;
-    let threshold = settle_threshold(p, group, cfg);
+    let (threshold, arm) = settle_check(p, group, cfg);
     let (pilot_n, max, skip) = (p.pilot, p.max, p.skip_over_pct);
     let done_sessions = &p.done;
     for w in p.watches.iter_mut().filter(|w| w.stop.is_none()) {
@@ -647,8 +652,12 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
             && w.planned
             && w.target_pct > 0.0
             && {
-                let (m, half, _) =
-                    sequential::interval_df(&values, pilot, sequential::look_alpha(k));
+                let alpha = sequential::look_alpha(k);
+                let (m, half, df) = sequential::interval_df(&values, pilot, alpha);
+                let half = match &arm {
+                    Some(arm) => crate::stats::components::widened(half, df as f64, arm, alpha),
+                    None => half,
+                };
                 sequential::beyond(m, half, threshold)
             }
         {
@@ -677,23 +686,48 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
 /// group with layout variants the farthest end of their 95 % intervals so far (the layout
 /// floor the analysis sets is capped there below `VETO_LAYOUTS` layouts; a floor pooled
 /// with earlier runs' layouts may come out wider, and then a settled verdict may read
-/// "no detectable change", never a wrong one: its interval stays valid).
-fn settle_threshold(p: &Progress, group: &Group, cfg: &Measure) -> f64 {
+/// "no detectable change", never a wrong one: its interval stays valid). And the arm
+/// component a build's interval will carry (`stats::components`): from earlier runs' nulls
+/// and this run's copy so far, as the analysis estimates it.
+fn settle_check(
+    p: &Progress,
+    group: &Group,
+    cfg: &Measure,
+) -> (f64, Option<crate::stats::components::ArmSpread>) {
     let pct = |x: f64| (x.exp() - 1.0) * 100.0;
     let pilot = p.pilot as usize;
+    let release = &group.arms[0].name;
+    let interval = |w: &Watch| {
+        let values = w.values(&p.done, p.skip_over_pct);
+        (values.len() >= 2)
+            .then(|| sequential::interval_df(&values, pilot, sequential::ALPHA_PLANNED))
+    };
     let farthest = p
         .watches
         .iter()
-        .filter(|w| w.role == Role::Layout && w.base == group.arms[0].name)
+        .filter(|w| w.role == Role::Layout && &w.base == release)
         .filter_map(|w| {
-            let values = w.values(&p.done, p.skip_over_pct);
-            (values.len() >= 2).then(|| {
-                let (m, half, _) = sequential::interval_df(&values, pilot, sequential::ALPHA);
-                pct(m - half).abs().max(pct(m + half).abs())
-            })
+            let (m, half, _) = interval(w)?;
+            Some(pct(m - half).abs().max(pct(m + half).abs()))
         })
         .fold(0.0, f64::max);
-    cfg.min_effect_pct.max(farthest)
+    let mut nulls = group.prior_nulls.clone();
+    nulls.extend(
+        p.watches
+            .iter()
+            .filter(|w| w.cand == copy_arm(BASELINE) && &w.base == release)
+            .filter_map(|w| {
+                let (m, half, df) = interval(w)?;
+                Some((
+                    m,
+                    half / sequential::t_two_sided(df.max(1), sequential::ALPHA_PLANNED),
+                ))
+            }),
+    );
+    (
+        cfg.min_effect_pct.max(farthest),
+        crate::stats::components::ArmSpread::from_nulls(&nulls),
+    )
 }
 
 /// The group's record once every comparison has stopped.
@@ -785,6 +819,7 @@ echo '{LINE}'"#
             workload: Workload::new(name, vec![]),
             arms: vec![sh_arm("base", "1000"), sh_arm("cand", spread)],
             pairs: vec![("cand".into(), "base".into())],
+            prior_nulls: Vec::new(),
         }
     }
 
@@ -883,6 +918,7 @@ echo '{LINE}'"#
             pairs: ["lto+pgo+bolt", "lto", BASELINE_AGAIN, "oracle"]
                 .map(|c| (c.to_string(), "release".to_string()))
                 .to_vec(),
+            prior_nulls: Vec::new(),
         };
         let (sessions, stopped) = run_groups(std::slice::from_ref(&g), &cfg).unwrap();
         let s = &stopped[0];

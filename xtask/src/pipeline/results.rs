@@ -62,7 +62,10 @@ pub(super) fn measure(
         });
     }
     let mut groups = measure::groups(&arms, &measure_cfg);
+    // Earlier runs' nulls: the arm component a comparison settling early must clear too.
+    let history = crate::analysis::history::History::load(&ctx.data.join("history.json"))?;
     for g in &mut groups {
+        g.prior_nulls = history.nulls_of(&g.workload.name, seed, measure_cfg.shift_heap);
         g.pairs.extend(against_pairs.iter().cloned());
         // The layout variants, in the sessions of `layout.workloads`, each watched by the
         // stopping rule against release (the floor is measured to the target).

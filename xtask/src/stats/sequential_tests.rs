@@ -159,14 +159,25 @@ struct Sim<'a> {
 
 /// Where one comparison stops under the rule (`measure::judge`): its planned count (Stein's,
 /// within the pilot and `max`) at [`ALPHA_PLANNED`], or, settling, an earlier look at that
-/// look's error. Its session count and its interval's error.
-fn stop_of(values: &[f64], sim: &Sim, c: usize, shift: f64) -> (usize, f64) {
+/// look's error, its interval widened by the arm component `arm` a build carries. Its
+/// session count and its interval's error.
+fn stop_of(
+    values: &[f64],
+    sim: &Sim,
+    c: usize,
+    shift: f64,
+    arm: Option<&super::super::components::ArmSpread>,
+) -> (usize, f64) {
     let planned = sessions_needed(&values[..sim.pilot], sim.targets[c]).clamp(sim.pilot, sim.max);
     if sim.settles[c] {
         let mut n = sim.pilot;
         while n < planned {
             let k = look_at(n, sim.pilot).expect("a look");
-            let (m, half, _) = interval_df(&values[..n], sim.pilot, look_alpha(k));
+            let (m, half, df) = interval_df(&values[..n], sim.pilot, look_alpha(k));
+            let half = match arm {
+                Some(arm) => super::super::components::widened(half, df as f64, arm, look_alpha(k)),
+                None => half,
+            };
             if beyond(m + shift, half, sim.threshold_pct) {
                 return (n, look_alpha(k));
             }
@@ -201,25 +212,28 @@ fn simulate(sim: &Sim, rng: &mut SplitMix64) -> Vec<(bool, usize, bool)> {
             }
         })
         .collect();
-    let stops: Vec<(usize, f64)> = (0..k)
-        .map(|c| stop_of(&column(&rows, c), sim, c, shifts[c]))
-        .collect();
-    let intervals: Vec<(f64, f64, usize)> = (0..k)
-        .map(|c| interval_df(&column(&rows[..stops[c].0], c), sim.pilot, stops[c].1))
-        .collect();
     // The nulls: copies in other files (the same population as the A/A comparison, column
     // 0, other sessions, an arm effect each), each stopped at its planned count: this run's
     // and `history` earlier runs'. The A/A arm is release's own file, with no arm effect to
-    // show: not one of them.
+    // show: not one of them. (The rule sees this run's copy as it goes; here, whole.)
     let se = |(_, half, df): (f64, f64, usize)| half / t_two_sided(df, ALPHA_PLANNED);
     let mut nulls = Vec::new();
     for _ in 0..=sim.history {
         let copy = column(&draw(sim.max, rng), 0);
-        let n = stop_of(&copy, sim, 0, 0.0).0;
+        let n = stop_of(&copy, sim, 0, 0.0, None).0;
         let copy = interval_df(&copy[..n], sim.pilot, ALPHA_PLANNED);
         nulls.push((copy.0 - sim.truth[0] + ARM_SD * rng.normal(), se(copy)));
     }
     let arm = super::super::components::ArmSpread::from_nulls(&nulls).unwrap();
+    let stops: Vec<(usize, f64)> = (0..k)
+        .map(|c| {
+            let carried = sim.builds[c].then_some(&arm);
+            stop_of(&column(&rows, c), sim, c, shifts[c], carried)
+        })
+        .collect();
+    let intervals: Vec<(f64, f64, usize)> = (0..k)
+        .map(|c| interval_df(&column(&rows[..stops[c].0], c), sim.pilot, stops[c].1))
+        .collect();
     (0..k)
         .map(|c| {
             let (estimate, half, df) = intervals[c];
