@@ -8,10 +8,6 @@ use serde_json::Value;
 
 use super::support::*;
 
-/// The last commit of issue 21 (landed, CI green): a real earlier commit of this repository,
-/// whose mty-bench speaks the lockstep protocol.
-const EARLIER: &str = "3101642";
-
 fn git(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(dir);
@@ -38,66 +34,13 @@ fn results<'a>(report: &'a Value, workload: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// This tree against a real earlier commit: its worktree made under target/against/, its two
-/// builds trained and built there, four more arms in every session; one result per workload
-/// and build with its interval, in the terminal, report.json and report.md. The answer
-/// itself is whatever the code did between the two commits; here it is only read.
-#[test]
-fn against_an_earlier_commit_measures_both_in_the_same_sessions() {
-    let run = good_run();
-    let commit = git_out(git(&root()).args(["rev-parse", &format!("{EARLIER}^{{commit}}")]));
-    let out = xtask(&["pgo", "--against", EARLIER], &run.data, &run.target);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), stderr_of(&out));
-    assert!(out.status.success(), "{stderr}\n{stdout}");
-    let worktree = root().join("target/against").join(&commit[..12]);
-    assert_eq!(
-        git_out(git(&worktree).args(["rev-parse", "HEAD"])),
-        commit,
-        "the worktree is of that commit"
-    );
-    assert!(
-        stderr.contains(&format!("against: {EARLIER} is {commit}")),
-        "{stderr}"
-    );
-    let report = json(&run.data.join("report.json"));
-    assert_eq!(report["against"]["commit"], commit.as_str());
-    for s in report["sessions"].as_array().unwrap() {
-        let arms = s["arms"].as_array().unwrap();
-        for build in ["release", "lto+pgo"] {
-            let theirs = format!("{}:{build}", &commit[..12]);
-            assert!(arms.iter().any(|a| a == theirs.as_str()), "{s}");
-        }
-    }
-    let title = format!("this commit against {} ({EARLIER})", &commit[..12]);
-    assert!(stdout.contains(&title), "{stdout}");
-    for w in ["agent_send_latency", "tokio_mpsc_send_latency"] {
-        let mine = results(&report, w);
-        let builds: Vec<&str> = mine.iter().map(|r| r["build"].as_str().unwrap()).collect();
-        assert_eq!(builds, ["release", "lto+pgo"], "{w}");
-        for r in mine {
-            let e = &r["median"]["estimate"];
-            let (low, change, high) = (
-                e["ci_low_pct"].as_f64().unwrap(),
-                e["change_pct"].as_f64().unwrap(),
-                e["ci_high_pct"].as_f64().unwrap(),
-            );
-            assert!(low <= change && change <= high, "{r}");
-        }
-        assert!(
-            stdout
-                .lines()
-                .any(|l| l.trim_start().starts_with(&format!("{w}: release "))),
-            "{stdout}"
-        );
-    }
-    let md = std::fs::read_to_string(run.data.join("report.md")).unwrap();
-    assert!(md.contains(&format!("- **{title}**")), "{md}");
-}
-
 /// Against a commit made slower on purpose (HEAD's mailbox with a busy loop in `send`,
-/// committed in a worktree of its own; no branch moves): this commit comes out significantly
-/// faster than it on the mailbox's workload, on both builds, while an unknown revision is
-/// refused by name before anything runs.
+/// committed in a worktree of its own; no branch moves): its worktree made under
+/// target/against/, its two builds trained and built there, more arms in the sessions; one
+/// result per workload and build with its interval, in the terminal, report.json and
+/// report.md; this commit comes out significantly faster than it on the mailbox's workload,
+/// on both builds, while an unknown revision is refused by name before anything runs. (One
+/// run: each `--against` builds and trains the other commit cold.)
 #[test]
 fn against_a_deliberately_slower_commit_finds_the_slowdown() {
     let run = good_run();
@@ -146,7 +89,50 @@ fn against_a_deliberately_slower_commit_finds_the_slowdown() {
     let out = xtask(&["pgo", "--against", &commit], &run.data, &run.target);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), stderr_of(&out));
     assert!(out.status.success(), "{stderr}\n{stdout}");
+    let worktree = root().join("target/against").join(&commit[..12]);
+    assert_eq!(
+        git_out(git(&worktree).args(["rev-parse", "HEAD"])),
+        commit,
+        "the worktree is of that commit"
+    );
+    assert!(
+        stderr.contains(&format!("against: {commit} is {commit}")),
+        "{stderr}"
+    );
     let report = json(&run.data.join("report.json"));
+    assert_eq!(report["against"]["commit"], commit.as_str());
+    // Their arms ran in the pilot's sessions (quick.toml's four sessions are all pilot).
+    for s in report["sessions"].as_array().unwrap() {
+        let arms = s["arms"].as_array().unwrap();
+        for build in ["release", "lto+pgo"] {
+            let theirs = format!("{}:{build}", &commit[..12]);
+            assert!(arms.iter().any(|a| a == theirs.as_str()), "{s}");
+        }
+    }
+    let title = format!("this commit against {} ({commit})", &commit[..12]);
+    assert!(stdout.contains(&title), "{stdout}");
+    for w in ["agent_send_latency", "tokio_mpsc_send_latency"] {
+        let mine = results(&report, w);
+        let builds: Vec<&str> = mine.iter().map(|r| r["build"].as_str().unwrap()).collect();
+        assert_eq!(builds, ["release", "lto+pgo"], "{w}");
+        for r in mine {
+            let e = &r["median"]["estimate"];
+            let (low, change, high) = (
+                e["ci_low_pct"].as_f64().unwrap(),
+                e["change_pct"].as_f64().unwrap(),
+                e["ci_high_pct"].as_f64().unwrap(),
+            );
+            assert!(low <= change && change <= high, "{r}");
+        }
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{w}: release "))),
+            "{stdout}"
+        );
+    }
+    let md = std::fs::read_to_string(run.data.join("report.md")).unwrap();
+    assert!(md.contains(&format!("- **{title}**")), "{md}");
     for r in results(&report, "agent_send_latency") {
         assert_eq!(r["median"]["verdict"], "faster", "the slowdown found: {r}");
     }
