@@ -1070,6 +1070,8 @@ mod tests {
             needed: Some(10),
             sessions: n,
             through: n,
+            unit: crate::measure::Unit::Session,
+            pilot: 4,
             reason,
             alpha,
             threshold_pct: (reason == StopReason::Settled).then_some(1.0),

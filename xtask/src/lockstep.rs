@@ -96,13 +96,18 @@ impl Session {
     /// The session's value for `cand` against `base`: the median over its rounds of
     /// ln(cand batch median / base batch median); `None` without both arms.
     pub fn median_log_ratio(&self, cand: &str, base: &str) -> Option<f64> {
+        crate::stats::median(&self.round_log_ratios(cand, base)?)
+    }
+
+    /// Round by round, ln(cand batch median / base batch median); `None` without both arms.
+    pub fn round_log_ratios(&self, cand: &str, base: &str) -> Option<Vec<f64>> {
         let (c, b) = (self.arm(cand)?, self.arm(base)?);
-        let ratios: Vec<f64> = c
-            .iter()
-            .zip(b)
-            .map(|(c, b)| (c.median_ns / b.median_ns).ln())
-            .collect();
-        crate::stats::median(&ratios)
+        Some(
+            c.iter()
+                .zip(b)
+                .map(|(c, b)| (c.median_ns / b.median_ns).ln())
+                .collect(),
+        )
     }
 
     /// Arm `name`'s batches in round order.

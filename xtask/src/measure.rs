@@ -187,6 +187,17 @@ pub enum StopReason {
     Fixed,
 }
 
+/// What a comparison's values are: one per session (the median over its rounds), or one per
+/// turn (a whole-process workload whose sessions show no component of their own: every run
+/// is a new process already, so its turns are as independent as sessions).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    #[default]
+    Session,
+    Turn,
+}
+
 /// How one comparison stopped: after how many sessions, on what, and the error its interval
 /// spends (`stats/sequential.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -202,6 +213,11 @@ pub struct ComparisonStop {
     pub sessions: u32,
     /// The workload's sessions run when it stopped: its values come from those.
     pub through: u32,
+    /// What its values are, and how many its pilot gave (turns: the pilot sessions' rounds).
+    #[serde(default)]
+    pub unit: Unit,
+    #[serde(default)]
+    pub pilot: u32,
     pub reason: StopReason,
     /// The error its interval spends: [`sequential::ALPHA_PLANNED`], or an early look's.
     pub alpha: f64,
@@ -221,6 +237,10 @@ impl ComparisonStop {
                 "settled: beyond ±{:.1} % by more than its half-width ({:.2} % error spent at this look)",
                 self.threshold_pct.unwrap_or(0.0),
                 100.0 * self.alpha
+            ),
+            StopReason::Target if self.unit == Unit::Turn => format!(
+                "its target ±{target} %, turns as the unit (its sessions showed no component of their own; the pilot's {} turns asked for {asked})",
+                self.pilot
             ),
             StopReason::Target => format!("its target ±{target} % (the pilot asked for {asked})"),
             StopReason::SessionCap => format!("session cap (±{target} % asked for {asked})"),
@@ -304,15 +324,55 @@ impl Stopping {
     }
 }
 
-/// How a comparison's interval is to be made: the sessions numbered below the first value
-/// (its own, where it stopped) and the error it spends (`stats/sequential.rs`). An unwatched
-/// comparison (or one from a report that did not record its stop): every session, 5 %.
-pub fn spend(stops: &[Stopping], workload: &str, cand: &str, base: &str) -> (u32, f64) {
+/// How a comparison's interval is to be made: from the sessions numbered below `through`
+/// (where it stopped), its values per session or per turn, its pilot's count of them, and
+/// the error it spends (`stats/sequential.rs`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spend {
+    pub through: u32,
+    pub unit: Unit,
+    /// `None`: the analysis's own pilot of sessions.
+    pub pilot: Option<usize>,
+    pub alpha: f64,
+}
+
+impl Spend {
+    /// Per-session rounds of a comparison's log ratios, as its units: unchanged (the analysis
+    /// takes each session's median), or each turn a unit of its own.
+    pub fn units(&self, rounds: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
+        match self.unit {
+            Unit::Session => rounds,
+            Unit::Turn => rounds.into_iter().flatten().map(|x| vec![x]).collect(),
+        }
+    }
+
+    /// The pilot for its interval: its own count of values, else the analysis's sessions.
+    pub fn pilot_or(&self, sessions: usize) -> usize {
+        self.pilot.unwrap_or(sessions)
+    }
+}
+
+/// How `cand` against `base` on `workload` stopped ([`Spend`]). An unwatched comparison (or one
+/// from a report that did not record its stop): every session, one value each, 5 %.
+pub fn spend(stops: &[Stopping], workload: &str, cand: &str, base: &str) -> Spend {
     stops
         .iter()
         .filter(|s| s.workload == workload)
         .find_map(|s| s.of(cand, base))
-        .map_or((u32::MAX, sequential::ALPHA), |c| (c.through, c.alpha))
+        .map_or(
+            Spend {
+                through: u32::MAX,
+                unit: Unit::Session,
+                pilot: None,
+                alpha: sequential::ALPHA,
+            },
+            |c| Spend {
+                through: c.through,
+                unit: c.unit,
+                pilot: (c.pilot > 0).then_some(c.pilot as usize),
+                alpha: c.alpha,
+            },
+        )
 }
 
 /// Per workload, lockstep sessions of the arms taking turns (`lockstep.rs`) until the
@@ -330,26 +390,65 @@ struct Watch {
     /// The arms it keeps in the sessions: its own two, and for the oracle lto and lto+pgo
     /// (the capture compares their gains in the same sessions).
     needs: Vec<String>,
-    /// Whether its pilot is in (its plan made).
+    /// A whole-process workload's: its turns may be the unit (decided at its pilot).
+    whole_process: bool,
+    /// Whether its pilot is in (its plan made), and what its values are from then on.
     planned: bool,
+    unit: Unit,
+    /// Its values per session (1, or the rounds when the unit is the turn), and its pilot's.
+    per: u32,
+    pilot_values: usize,
     needed: Option<u32>,
     stop: Option<ComparisonStop>,
 }
 
 impl Watch {
-    /// Its values so far: each session's median log ratio, where both arms ran; with
-    /// `limit_pct`, a session with more of other processes' CPU beside it is left out, as the
-    /// analysis leaves it out of a workload of several threads.
+    /// Its values so far, where both arms ran: each session's median log ratio, or each
+    /// turn's (`Unit::Turn`); with `limit_pct`, a session with more of other processes' CPU
+    /// beside it is left out, as the analysis leaves it out of a workload of several threads.
     fn values(&self, done: &[Session], limit_pct: Option<f64>) -> Vec<f64> {
-        done.iter()
-            .filter(|s| limit_pct.is_none_or(|l| s.machine.is_none_or(|m| m.measured_pct <= l)))
-            .filter_map(|s| s.median_log_ratio(&self.cand, &self.base))
-            .collect()
+        let kept = done
+            .iter()
+            .filter(|s| limit_pct.is_none_or(|l| s.machine.is_none_or(|m| m.measured_pct <= l)));
+        match self.unit {
+            Unit::Session => kept
+                .filter_map(|s| s.median_log_ratio(&self.cand, &self.base))
+                .collect(),
+            Unit::Turn => kept
+                .filter_map(|s| s.round_log_ratios(&self.cand, &self.base))
+                .flatten()
+                .collect(),
+        }
     }
 
-    /// The values it runs to unless it settles: its plan within the caps.
-    fn plan_count(&self, pilot: u32, max: u32) -> u32 {
-        self.needed.map_or(max, |n| n.clamp(pilot, max))
+    /// Its plan, once `pilot` sessions have given it values: a whole-process workload's
+    /// turns become the unit where its sessions show no component of their own
+    /// (`components::no_session_component`); Stein's count for its target from the pilot's
+    /// values.
+    fn plan(&mut self, done: &[Session], limit_pct: Option<f64>, pilot: usize) {
+        self.planned = true;
+        if self.whole_process {
+            let rounds: Vec<Vec<f64>> = done
+                .iter()
+                .filter(|s| limit_pct.is_none_or(|l| s.machine.is_none_or(|m| m.measured_pct <= l)))
+                .filter_map(|s| s.round_log_ratios(&self.cand, &self.base))
+                .take(pilot)
+                .collect();
+            if crate::stats::components::no_session_component(&rounds) {
+                self.unit = Unit::Turn;
+                self.per = rounds.first().map_or(1, |r| r.len().max(1) as u32);
+            }
+        }
+        let values = self.values(done, limit_pct);
+        self.pilot_values = values.len().min(pilot * self.per as usize);
+        self.needed = plan(&values[..self.pilot_values], self.target_pct);
+    }
+
+    /// The values it runs to unless it settles: its plan within the caps (`max` sessions).
+    fn plan_count(&self, max: u32) -> u32 {
+        let max = max.saturating_mul(self.per);
+        self.needed
+            .map_or(max, |n| n.clamp(self.pilot_values as u32, max))
     }
 
     fn stop(
@@ -368,6 +467,8 @@ impl Watch {
             needed: self.needed,
             sessions: values as u32,
             through: through as u32,
+            unit: self.unit,
+            pilot: self.pilot_values as u32,
             reason,
             alpha,
             threshold_pct: threshold,
@@ -389,6 +490,50 @@ struct Progress {
 }
 
 impl Progress {
+    /// A group before its first session: every pair a comparison to watch.
+    fn of(g: &Group, cfg: &Measure) -> Progress {
+        let l = &cfg.lockstep;
+        Progress {
+            started: 0,
+            done: Vec::new(),
+            pilot: g.workload.pilot_in(l),
+            max: g.workload.sessions_in(l),
+            watches: g
+                .pairs
+                .iter()
+                .map(|(cand, base)| {
+                    let role = Role::of(cand);
+                    let mut needs = vec![cand.clone(), base.clone()];
+                    if role == Role::Oracle {
+                        // The capture: lto+pgo's gain over lto against the oracle's.
+                        for b in [Build::LtoPgo, Build::Lto].map(Build::name) {
+                            if g.arms.iter().any(|a| a.name == b) {
+                                needs.push(b.to_string());
+                            }
+                        }
+                    }
+                    Watch {
+                        cand: cand.clone(),
+                        base: base.clone(),
+                        role,
+                        target_pct: role.target_in(&g.workload, cfg),
+                        needs,
+                        whole_process: g.workload.mode == crate::config::Mode::Process,
+                        planned: false,
+                        unit: Unit::Session,
+                        per: 1,
+                        pilot_values: 0,
+                        needed: None,
+                        stop: None,
+                    }
+                })
+                .collect(),
+            skip_over_pct: (!g.workload.shares_core_in(l)).then_some(cfg.max_other_cpu_pct),
+            secs: 0.0,
+            timing: Timing::default(),
+        }
+    }
+
     /// Whether every comparison's pilot is in.
     fn planned(&self) -> bool {
         self.watches.iter().all(|w| w.planned || w.stop.is_some())
@@ -409,7 +554,7 @@ impl Progress {
             .map(|w| {
                 let n = w.values(&self.done, self.skip_over_pct).len() as u32;
                 if w.planned {
-                    w.plan_count(self.pilot, self.max).saturating_sub(n)
+                    w.plan_count(self.max).saturating_sub(n).div_ceil(w.per)
                 } else {
                     self.pilot.saturating_sub(n).max(1)
                 }
@@ -470,44 +615,7 @@ impl Progress {
 /// one's arms start and warm up on the other core.
 pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<Stopping>)> {
     let l = &cfg.lockstep;
-    let mut progress: Vec<Progress> = groups
-        .iter()
-        .map(|g| Progress {
-            started: 0,
-            done: Vec::new(),
-            pilot: g.workload.pilot_in(l),
-            max: g.workload.sessions_in(l),
-            watches: g
-                .pairs
-                .iter()
-                .map(|(cand, base)| {
-                    let role = Role::of(cand);
-                    let mut needs = vec![cand.clone(), base.clone()];
-                    if role == Role::Oracle {
-                        // The capture: lto+pgo's gain over lto against the oracle's.
-                        for b in [Build::LtoPgo, Build::Lto].map(Build::name) {
-                            if g.arms.iter().any(|a| a.name == b) {
-                                needs.push(b.to_string());
-                            }
-                        }
-                    }
-                    Watch {
-                        cand: cand.clone(),
-                        base: base.clone(),
-                        role,
-                        target_pct: role.target_in(&g.workload, cfg),
-                        needs,
-                        planned: false,
-                        needed: None,
-                        stop: None,
-                    }
-                })
-                .collect(),
-            skip_over_pct: (!g.workload.shares_core_in(l)).then_some(cfg.max_other_cpu_pct),
-            secs: 0.0,
-            timing: Timing::default(),
-        })
-        .collect();
+    let mut progress: Vec<Progress> = groups.iter().map(|g| Progress::of(g, cfg)).collect();
     let rounds = l.rounds as u64;
     let bar = ProgressBar::new(progress.iter().map(|p| p.pilot as u64).sum::<u64>() * rounds)
         .with_prefix("measure")
@@ -626,24 +734,23 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
     let at_cap = done as u32 >= p.max;
     let timed_out = p.secs >= cfg.lockstep.max_secs && done >= pilot;
     let (threshold, arm) = settle_check(p, group, cfg);
-    let (pilot_n, max, skip) = (p.pilot, p.max, p.skip_over_pct);
+    let (max, skip) = (p.max, p.skip_over_pct);
     let done_sessions = &p.done;
     for w in p.watches.iter_mut().filter(|w| w.stop.is_none()) {
+        if !w.planned && w.values(done_sessions, skip).len() >= pilot {
+            w.plan(done_sessions, skip, pilot);
+        }
         let values = w.values(done_sessions, skip);
         let n = values.len();
-        if !w.planned && n >= pilot {
-            w.planned = true;
-            w.needed = plan(&values[..pilot], w.target_pct);
-        }
         let cap = if w.target_pct <= 0.0 {
             StopReason::Fixed
         } else {
             StopReason::SessionCap
         };
-        let look = sequential::look_at(n, pilot);
-        if w.planned && n as u32 >= w.plan_count(pilot_n, max) {
+        let look = sequential::look_at(n, w.pilot_values);
+        if w.planned && n as u32 >= w.plan_count(max) {
             let reason = match w.needed {
-                Some(needed) if needed > max => StopReason::SessionCap,
+                Some(needed) if needed > max * w.per => StopReason::SessionCap,
                 Some(_) => StopReason::Target,
                 None => StopReason::Fixed,
             };
@@ -653,7 +760,7 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
             && w.target_pct > 0.0
             && {
                 let alpha = sequential::look_alpha(k);
-                let (m, half, df) = sequential::interval_df(&values, pilot, alpha);
+                let (m, half, df) = sequential::interval_df(&values, w.pilot_values, alpha);
                 let half = match &arm {
                     Some(arm) => crate::stats::components::widened(half, df as f64, arm, alpha),
                     None => half,
@@ -699,6 +806,7 @@ fn settle_check(
     let release = &group.arms[0].name;
     let interval = |w: &Watch| {
         let values = w.values(&p.done, p.skip_over_pct);
+        let pilot = if w.planned { w.pilot_values } else { pilot };
         (values.len() >= 2)
             .then(|| sequential::interval_df(&values, pilot, sequential::ALPHA_PLANNED))
     };
@@ -743,7 +851,16 @@ fn stopping(p: &Progress, group: &Group, cfg: &Measure) -> Stopping {
         workload: group.workload.name.clone(),
         target_half_width_pct: target,
         pilot: p.pilot,
-        needed: comparisons.iter().filter_map(|c| c.needed).max(),
+        // In sessions: a comparison of turns asked for turns.
+        needed: comparisons
+            .iter()
+            .filter_map(|c| match c.unit {
+                Unit::Session => c.needed,
+                Unit::Turn => {
+                    Some((c.needed? as u64 * p.pilot as u64).div_ceil(c.pilot.max(1) as u64) as u32)
+                }
+            })
+            .max(),
         sessions: p.done.len() as u32,
         reason: if target <= 0.0 {
             StopReason::Fixed
@@ -963,14 +1080,87 @@ echo '{LINE}'"#
             "{}",
             s.describe()
         );
+        let lto = spend(&stopped, "w", "lto", "release");
         assert_eq!(
-            spend(&stopped, "w", "lto", "release"),
-            (4, sequential::look_alpha(0))
+            (lto.through, lto.alpha, lto.unit, lto.pilot),
+            (4, sequential::look_alpha(0), Unit::Session, Some(4))
         );
+        let none = spend(&stopped, "w", "nothing", "release");
         assert_eq!(
-            spend(&stopped, "w", "nothing", "release"),
-            (u32::MAX, sequential::ALPHA)
+            (none.through, none.alpha, none.pilot),
+            (u32::MAX, sequential::ALPHA, None)
         );
+    }
+
+    /// A whole-process workload's comparison takes its turns as the unit where its sessions
+    /// show no component of their own, and stays with sessions where they do; either way
+    /// it stops at its planned count of values, and the analysis reads them the same way.
+    #[test]
+    fn a_whole_process_comparison_pools_its_turns_only_without_a_session_component() {
+        let mut cfg = measure_config();
+        (cfg.lockstep.min_sessions, cfg.lockstep.sessions) = (12, 60);
+        cfg.target_half_width_pct = 1.0;
+        let mut workload = Workload::new("w", vec![]);
+        workload.mode = crate::config::Mode::Process;
+        let g = Group {
+            workload,
+            arms: vec![sh_arm("release", "1"), sh_arm("lto", "1")],
+            pairs: vec![("lto".into(), "release".into())],
+            prior_nulls: Vec::new(),
+        };
+        let mut rng = crate::stats::SplitMix64::new(7);
+        // 20 turns a session, each run ±2 % on its own; `between`: each session's own shift.
+        let sessions = |effect: f64, between: f64, rng: &mut crate::stats::SplitMix64| {
+            let mut out = crate::fixtures::sessions(60, 20);
+            for s in &mut out {
+                s.arms = vec!["release".into(), "lto".into()];
+                s.batches.truncate(2);
+                s.totals.truncate(2);
+                let shift = between * rng.normal();
+                for r in 0..20 {
+                    s.batches[0][r].median_ns = 1000.0 * (0.02 * rng.normal()).exp();
+                    s.batches[1][r].median_ns =
+                        1000.0 * (effect + shift + 0.02 * rng.normal()).exp();
+                }
+            }
+            out
+        };
+        let run = |done: Vec<Session>| {
+            let mut p = Progress::of(&g, &cfg);
+            for s in done {
+                p.done.push(s);
+                judge(&mut p, &g, &cfg);
+                if p.ended() {
+                    break;
+                }
+            }
+            let w = &p.watches[0];
+            (w.unit, w.per, w.pilot_values, w.stop.clone().unwrap())
+        };
+        let (unit, per, pilot, stop) = run(sessions(-0.05, 0.0, &mut rng));
+        assert_eq!((unit, per, pilot), (Unit::Turn, 20, 240));
+        // 240 turns of ±2 % give ±0.3 %: the pilot's values are enough.
+        assert_eq!(
+            (stop.reason, stop.sessions, stop.through),
+            (StopReason::Target, 240, 12)
+        );
+        assert!(stop.why().contains("turns as the unit"), "{}", stop.why());
+        // No effect, sessions shifted by 3 %: sessions stay the unit, and ±1 % needs more
+        // than the pilot's 12.
+        let (unit, per, pilot, stop) = run(sessions(0.0, 0.03, &mut rng));
+        assert_eq!((unit, per, pilot), (Unit::Session, 1, 12));
+        assert!(
+            stop.sessions > 12 && stop.reason != StopReason::Settled,
+            "{stop:?}"
+        );
+        let spend = Spend {
+            through: 12,
+            unit: Unit::Turn,
+            pilot: Some(240),
+            alpha: sequential::ALPHA_PLANNED,
+        };
+        let units = spend.units(vec![vec![0.1, 0.2], vec![0.3]]);
+        assert_eq!(units, [vec![0.1], vec![0.2], vec![0.3]]);
     }
 
     /// Every session draws its arms' places and turn orders from the run's seed: recorded in

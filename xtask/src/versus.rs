@@ -115,10 +115,10 @@ pub fn analyze(
             }
             // The sessions the stopping rule gave this pair, at the error it spent; the pair
             // leaves the sessions when it stops.
-            let (upto, alpha) = crate::measure::spend(stops, &name, &subject, &reference);
+            let spend = crate::measure::spend(stops, &name, &subject, &reference);
             let mine: Vec<&Session> = mine
                 .iter()
-                .filter(|s| s.session < upto && s.arm(&subject).is_some())
+                .filter(|s| s.session < spend.through && s.arm(&subject).is_some())
                 .copied()
                 .collect();
             // Per session, per round: ln(subject batch / reference batch) of one statistic
@@ -144,7 +144,8 @@ pub fn analyze(
                         return Ok(None);
                     };
                     let pilot = cfg.lockstep.min_sessions.clamp(2, r.len().max(2) as u32);
-                    stats::compare_sessions_at(&r, pilot as usize, alpha)
+                    let pilot = spend.pilot_or(pilot as usize);
+                    stats::compare_sessions_at(&spend.units(r), pilot, spend.alpha)
                         .with_context(|| format!("`{name}` on {build}: the {what}"))
                         .map(Some)
                 };

@@ -266,13 +266,17 @@ fn watched(
     pilot: usize,
 ) -> Result<Estimate> {
     let workload = sessions.first().map_or("", |s| s.workload.as_str());
-    let (upto, alpha) = measure::spend(stops, workload, cand, BASELINE);
+    let spend = measure::spend(stops, workload, cand, BASELINE);
     let mine: Vec<&Session> = sessions
         .iter()
-        .filter(|s| s.session < upto)
+        .filter(|s| s.session < spend.through)
         .copied()
         .collect();
-    stats::compare_sessions_at(&round_ratios(&mine, cand, metric)?, pilot, alpha)
+    stats::compare_sessions_at(
+        &spend.units(round_ratios(&mine, cand, metric)?),
+        spend.pilot_or(pilot),
+        spend.alpha,
+    )
 }
 
 fn analyze_sessions(
@@ -609,8 +613,12 @@ pub fn against(
             .collect();
         let pilot = cfg.lockstep.min_sessions.clamp(2, mine.len().max(2) as u32) as usize;
         for (ours, theirs) in pairs {
-            let (upto, alpha) = measure::spend(stops, &w.workload, ours, theirs);
-            let upto: Vec<&Session> = mine.iter().filter(|s| s.session < upto).copied().collect();
+            let spend = measure::spend(stops, &w.workload, ours, theirs);
+            let upto: Vec<&Session> = mine
+                .iter()
+                .filter(|s| s.session < spend.through)
+                .copied()
+                .collect();
             let (a, b) = (
                 round_ratios(&upto, ours, BATCH_METRICS[0])?,
                 round_ratios(&upto, theirs, BATCH_METRICS[0])?,
@@ -624,7 +632,8 @@ pub fn against(
             // Two commits' builds are two files laid out differently: the arm component and
             // the layout floor apply.
             let estimate =
-                stats::compare_sessions_at(&diff, pilot, alpha)?.with_arm(w.extra().as_ref());
+                stats::compare_sessions_at(&spend.units(diff), spend.pilot_or(pilot), spend.alpha)?
+                    .with_arm(w.extra().as_ref());
             out.push(super::AgainstResult {
                 workload: w.workload.clone(),
                 build: ours.clone(),

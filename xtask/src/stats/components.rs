@@ -115,8 +115,49 @@ pub struct Components {
     pub sessions_sd: f64,
 }
 
-/// The components of `sessions` (at least two, each of at least two rounds).
-pub fn components(sessions: &[Vec<f64>]) -> Option<Components> {
+/// Whether `sessions[s][r]` show no between-session component: the one-way ANOVA's F =
+/// MS_between / MS_within is below its 75th percentile under none (a preliminary test at 25 %,
+/// the level Bancroft recommends for pooling; F's quantile by Paulson's normal approximation),
+/// on the values winsorized at the 20 % trimmed mean's bounds (a whole process that hit a
+/// hiccup is an outlier, not a session effect). Then the rounds (turns) can be the unit of
+/// inference, not the sessions. `false` for fewer than two sessions of two rounds.
+pub fn no_session_component(sessions: &[Vec<f64>]) -> bool {
+    let mut all: Vec<f64> = sessions.iter().flatten().copied().collect();
+    if all.len() < 4 {
+        return false;
+    }
+    all.sort_by(f64::total_cmp);
+    let k = (super::sequential::TRIM * all.len() as f64).floor() as usize;
+    let (lo, hi) = (all[k], all[all.len() - 1 - k]);
+    let winsorized: Vec<Vec<f64>> = sessions
+        .iter()
+        .map(|r| r.iter().map(|x| x.clamp(lo, hi)).collect())
+        .collect();
+    let Some(a) = anova(&winsorized) else {
+        return false;
+    };
+    if a.ms_within <= 0.0 {
+        return a.ms_between <= 0.0;
+    }
+    let f = a.ms_between / a.ms_within;
+    let (d1, d2) = (a.df_between as f64, a.df_within as f64);
+    let (c1, c2) = (2.0 / (9.0 * d1), 2.0 / (9.0 * d2));
+    let z = ((1.0 - c2) * f.cbrt() - (1.0 - c1)) / (c1 + f.cbrt().powi(2) * c2).sqrt();
+    z <= super::sequential::normal_quantile(0.75)
+}
+
+/// The one-way ANOVA of `sessions` (at least two, each of at least two rounds).
+struct Anova {
+    ms_between: f64,
+    ms_within: f64,
+    df_between: usize,
+    df_within: usize,
+    /// The rounds per session of the expected mean squares (unbalanced: the one-way
+    /// ANOVA's n0).
+    n0: f64,
+}
+
+fn anova(sessions: &[Vec<f64>]) -> Option<Anova> {
     let s = sessions.len();
     if s < 2 || sessions.iter().any(|r| r.len() < 2) {
         return None;
@@ -131,8 +172,6 @@ pub fn components(sessions: &[Vec<f64>]) -> Option<Components> {
         .map(|(r, m)| r.iter().map(|x| (x - m) * (x - m)).sum::<f64>())
         .sum();
     let n: usize = sessions.iter().map(Vec::len).sum();
-    let ms_within = within / (n - s) as f64;
-    // Unbalanced sessions: the harmonic-free n0 of the one-way ANOVA.
     let n0 = (n as f64
         - sessions
             .iter()
@@ -147,15 +186,59 @@ pub fn components(sessions: &[Vec<f64>]) -> Option<Components> {
         .map(|(r, m)| r.len() as f64 * (m - grand) * (m - grand))
         .sum::<f64>()
         / (s - 1) as f64;
+    Some(Anova {
+        ms_between,
+        ms_within: within / (n - s) as f64,
+        df_between: s - 1,
+        df_within: n - s,
+        n0,
+    })
+}
+
+/// The components of `sessions` (at least two, each of at least two rounds).
+pub fn components(sessions: &[Vec<f64>]) -> Option<Components> {
+    let a = anova(sessions)?;
     Some(Components {
-        rounds_sd: ms_within.sqrt(),
-        sessions_sd: ((ms_between - ms_within) / n0).max(0.0).sqrt(),
+        rounds_sd: a.ms_within.sqrt(),
+        sessions_sd: ((a.ms_between - a.ms_within) / a.n0).max(0.0).sqrt(),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pooling test: sessions of independent turns pool (at most about a quarter of the
+    /// time they do not, the test's level), sessions with a shift of their own as large as
+    /// a turn's spread do not; a few outlying turns do not make a session component.
+    #[test]
+    fn turns_pool_only_without_a_session_component() {
+        let mut rng = SplitMix64::new(11);
+        let draw = |between: f64, rng: &mut SplitMix64| -> Vec<Vec<f64>> {
+            (0..12)
+                .map(|_| {
+                    let b = between * rng.normal();
+                    (0..20).map(|_| b + 0.02 * rng.normal()).collect()
+                })
+                .collect()
+        };
+        let pooled = (0..400)
+            .filter(|_| no_session_component(&draw(0.0, &mut rng)))
+            .count();
+        assert!((260..=340).contains(&pooled), "{pooled} of 400");
+        let pooled = (0..400)
+            .filter(|_| no_session_component(&draw(0.02, &mut rng)))
+            .count();
+        assert!(pooled < 8, "{pooled} of 400");
+        let mut outliers = draw(0.0, &mut rng);
+        while !no_session_component(&outliers) {
+            outliers = draw(0.0, &mut rng);
+        }
+        outliers[3][5] = 1.0;
+        outliers[7][0] = -1.0;
+        assert!(no_session_component(&outliers));
+        assert!(!no_session_component(&[vec![0.1, 0.2]]));
+    }
     use crate::stats::SplitMix64;
     use crate::stats::sequential::sd;
 

@@ -421,3 +421,97 @@ fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
         worst_build.1
     );
 }
+
+/// Whole-process turns as the unit keep their coverage at each comparison's own stopping
+/// time: sessions of 20 turns, each run ±2 % or ±8 % (5 % of them 5 times as far, either
+/// way), each session shifted by a component of its own (none, small enough that the
+/// pooling test often misses it, or large), the effect far beyond the ±1 % threshold, near it, or none;
+/// the rule as `measure::judge` runs it (the pooling test at the pilot of 12 sessions,
+/// Stein's count in turns or sessions, looks at the pilot's doublings).
+#[test]
+fn whole_process_turns_keep_their_coverage() {
+    let (rounds, pilot, max, trials) = (20usize, 12usize, 60usize, 1000);
+    let target = log_width(1.0);
+    let mut rng = SplitMix64::new(20261203);
+    let (mut hits, mut total, mut pooled_total) = (0usize, 0usize, 0usize);
+    let mut worst = (1.0f64, String::new());
+    let mut lines = Vec::new();
+    for (sd, between) in [
+        (0.02, 0.0),
+        (0.02, 0.002),
+        (0.02, 0.01),
+        (0.08, 0.0),
+        (0.08, 0.008),
+        (0.08, 0.04),
+    ] {
+        for effect in [-0.05, -0.015, 0.0] {
+            let (mut covered, mut pooled, mut units) = (0usize, 0usize, 0usize);
+            for _ in 0..trials {
+                let sessions: Vec<Vec<f64>> = (0..max)
+                    .map(|_| {
+                        let b = between * rng.normal();
+                        (0..rounds)
+                            .map(|_| {
+                                let far = if rng.below(20) == 0 { 5.0 } else { 1.0 };
+                                effect + b + sd * far * rng.normal()
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let turns = super::super::components::no_session_component(&sessions[..pilot]);
+                let values: Vec<f64> = if turns {
+                    sessions.iter().flatten().copied().collect()
+                } else {
+                    sessions
+                        .iter()
+                        .map(|s| crate::stats::median(s).unwrap())
+                        .collect()
+                };
+                let per = if turns { rounds } else { 1 };
+                let pilot_values = pilot * per;
+                let planned =
+                    sessions_needed(&values[..pilot_values], target).clamp(pilot_values, max * per);
+                let mut stop = (planned, ALPHA_PLANNED);
+                let mut n = pilot_values;
+                while n < planned {
+                    let k = look_at(n, pilot_values).unwrap();
+                    let (m, half, _) = interval_df(&values[..n], pilot_values, look_alpha(k));
+                    if beyond(m, half, 1.0) {
+                        stop = (n, look_alpha(k));
+                        break;
+                    }
+                    n *= 2;
+                }
+                let (m, half, _) = interval_df(&values[..stop.0], pilot_values, stop.1);
+                covered += ((m - effect).abs() <= half) as usize;
+                pooled += turns as usize;
+                units += stop.0 / per;
+            }
+            let share = covered as f64 / trials as f64;
+            let what = format!("turns ±{sd}, between {between}, effect {effect}");
+            if share < worst.0 {
+                worst = (share, what.clone());
+            }
+            hits += covered;
+            total += trials;
+            pooled_total += pooled;
+            lines.push(format!(
+                "{what:>32}: {:.1} % covered, turns the unit in {:.0} %, {:.1} sessions",
+                100.0 * share,
+                100.0 * pooled as f64 / trials as f64,
+                units as f64 / trials as f64
+            ));
+        }
+    }
+    eprintln!(
+        "{}\nall: {:.2} %; worst {:.1} % ({})",
+        lines.join("\n"),
+        100.0 * hits as f64 / total as f64,
+        100.0 * worst.0,
+        worst.1
+    );
+    assert!(hits as f64 >= 0.95 * total as f64, "{hits} of {total}");
+    assert!(worst.0 >= 0.93, "{:.1} % ({})", 100.0 * worst.0, worst.1);
+    // Turns were the unit in most trials without a large component, or it was not tried.
+    assert!(pooled_total > total / 3, "{pooled_total} of {total}");
+}

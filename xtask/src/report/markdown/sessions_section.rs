@@ -73,10 +73,15 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
         };
         let _ = writeln!(
             md,
-            "| `{workload}` | {} vs {} | {role} | {} | {} |",
+            "| `{workload}` | {} vs {} | {role} | {}{} | {} |",
             c.cand,
             c.base,
             c.sessions,
+            if c.unit == crate::measure::Unit::Turn {
+                format!(" turns ({} sessions)", c.through)
+            } else {
+                String::new()
+            },
             c.why()
         );
     }
