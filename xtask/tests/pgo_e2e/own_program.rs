@@ -218,6 +218,45 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
             "{w}"
         );
     }
+    // Every comparison of a whole-process workload stopped with its unit: the turns (then
+    // its pilot is the pilot sessions' turns, 4 × 6, and its estimate rests on turns) where
+    // its sessions showed no component of their own, else the sessions.
+    let mut units = Vec::new();
+    for s in report["stopped"].as_array().unwrap() {
+        for c in s["comparisons"].as_array().unwrap() {
+            let (unit, pilot) = (c["unit"].as_str().unwrap(), c["pilot"].as_u64().unwrap());
+            match unit {
+                "turn" => assert_eq!(pilot, 24, "{c}"),
+                "session" => assert_eq!(pilot, 4, "{c}"),
+                _ => panic!("{c}"),
+            }
+            units.push((
+                s["workload"].clone(),
+                c["cand"].clone(),
+                unit.to_string(),
+                c["sessions"].clone(),
+            ));
+        }
+    }
+    for (w, cand, unit, n) in &units {
+        let Some(row) = report["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| &x["workload"] == w)
+            .and_then(|x| {
+                x["rows"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| &r["build"] == cand)
+            })
+        else {
+            continue;
+        };
+        let pairs = &row["vs_release"]["median"]["estimate"]["pairs"];
+        assert_eq!(pairs, n, "{w} {cand} ({unit}): {row}");
+    }
     // The layout floor of a whole-process workload: release relinked in four other function
     // orders, measured in held_out's sessions. From fewer than 8 layouts the floor vetoes no
     // verdict beyond every layout measured: each build is judged by its interval against
