@@ -1107,6 +1107,11 @@ mod tests {
         let row = |b: &str| w.rows.iter().find(|r| r.build == b).unwrap();
         let pgo = &row("lto+pgo").vs_release.as_ref().unwrap().median.estimate;
         assert_eq!((pgo.pairs, pgo.alpha), (4, Some(sequential::look_alpha(0))));
+        assert!(
+            crate::stats::describe(pgo).ends_with(" (settled after 4)"),
+            "{}",
+            crate::stats::describe(pgo)
+        );
         // The sixth session, which lto+pgo also ran in, is not in its interval.
         assert_eq!(row("lto+pgo").runs, 5);
         let lto = &row("lto").vs_release.as_ref().unwrap().median.estimate;

@@ -405,7 +405,15 @@ pub fn describe(e: &Estimate) -> String {
     } else {
         (e.ci_low_pct, e.ci_high_pct)
     };
-    format!("{x:.1} % {word}, 95 % CI [{a:.1}, {b:.1}]")
+    // A comparison that settled at an early look: its interval is the look's, wider than its
+    // target (`sequential.rs`).
+    let settled = match e.alpha {
+        Some(alpha) if alpha < sequential::ALPHA_PLANNED => {
+            format!(" (settled after {})", e.pairs)
+        }
+        _ => String::new(),
+    };
+    format!("{x:.1} % {word}, 95 % CI [{a:.1}, {b:.1}]{settled}")
 }
 
 /// The median of `values` (mean of the middle two for an even count); `None` when empty.
