@@ -285,7 +285,7 @@ impl Stopping {
             StopReason::Target => {
                 format!("the count planned for ±{} %", self.target_half_width_pct)
             }
-            StopReason::Settled => "every comparison settled".to_string(),
+            StopReason::Settled => "its last comparison settled at a look".to_string(),
             StopReason::SessionCap => "session cap".to_string(),
             StopReason::TimeCap => "time cap".to_string(),
             StopReason::Fixed => "fixed count (no target)".to_string(),
@@ -399,6 +399,9 @@ struct Watch {
     per: u32,
     pilot_values: usize,
     needed: Option<u32>,
+    /// The last look it was tested at: each look spends its error once (a disturbed session
+    /// leaves the count, and so the look, where it was).
+    looked: Option<u32>,
     stop: Option<ComparisonStop>,
 }
 
@@ -524,6 +527,7 @@ impl Progress {
                         per: 1,
                         pilot_values: 0,
                         needed: None,
+                        looked: None,
                         stop: None,
                     }
                 })
@@ -747,7 +751,7 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
         } else {
             StopReason::SessionCap
         };
-        let look = sequential::look_at(n, w.pilot_values);
+        let look = sequential::look_at(n, w.pilot_values).filter(|k| w.looked != Some(*k));
         if w.planned && n as u32 >= w.plan_count(max) {
             let reason = match w.needed {
                 Some(needed) if needed > max * w.per => StopReason::SessionCap,
@@ -759,6 +763,7 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
             && w.planned
             && w.target_pct > 0.0
             && {
+                w.looked = Some(k);
                 let alpha = sequential::look_alpha(k);
                 let (m, half, df) = sequential::interval_df(&values, w.pilot_values, alpha);
                 let half = match &arm {

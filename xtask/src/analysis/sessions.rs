@@ -399,9 +399,20 @@ fn analyze_sessions(
     let capture = capture(builds, cfg, |b| round_ratios(sessions, b, BATCH_METRICS[0]))?;
     // BOLT on top of PGO: ln(bolt / pgo) = ln(bolt / release) − ln(pgo / release), round by round.
     let bolt_vs_pgo = if builds.iter().any(|b| b == BOLT) && builds.iter().any(|b| b == PGO) {
+        // Watched on its own (`pipeline/results.rs`): its sessions and error from its stop.
+        let spend = measure::spend(pooled.stops, workload, BOLT, PGO);
+        let mine: Vec<&Session> = sessions
+            .iter()
+            .filter(|s| s.session < spend.through)
+            .copied()
+            .collect();
         Some(
-            stats::compare_sessions(&difference(sessions, BOLT, PGO)?, pilot)?
-                .with_arm(arm.as_ref()),
+            stats::compare_sessions_at(
+                &spend.units(difference(&mine, BOLT, PGO)?),
+                spend.pilot_or(pilot),
+                spend.alpha,
+            )?
+            .with_arm(arm.as_ref()),
         )
     } else {
         None
@@ -607,9 +618,15 @@ pub fn against(
 ) -> Result<Vec<super::AgainstResult>> {
     let mut out = Vec::new();
     for w in analysed {
+        // The sessions the workload's own analysis kept (a multi-thread workload's disturbed
+        // ones left out, as its stopping rule left them out).
+        let left_out: &[u32] = match &w.machine {
+            Some(m) if m.left_out => &m.disturbed,
+            _ => &[],
+        };
         let mine: Vec<&Session> = sessions
             .iter()
-            .filter(|s| s.workload == w.workload)
+            .filter(|s| s.workload == w.workload && !left_out.contains(&s.session))
             .collect();
         let pilot = cfg.lockstep.min_sessions.clamp(2, mine.len().max(2) as u32) as usize;
         for (ours, theirs) in pairs {

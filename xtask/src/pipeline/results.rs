@@ -9,7 +9,7 @@ use super::ctx::Ctx;
 
 use crate::analysis::history::History;
 use crate::analysis::sessions::Pooled;
-use crate::build::Built;
+use crate::build::{Build, Built};
 use crate::fsx;
 use crate::instructions;
 use crate::measure;
@@ -67,6 +67,15 @@ pub(super) fn measure(
     for g in &mut groups {
         g.prior_nulls = history.nulls_of(&g.workload.name, seed, measure_cfg.shift_heap);
         g.pairs.extend(against_pairs.iter().cloned());
+        // BOLT on top of PGO, watched on its own: its change is small, and its arm would
+        // otherwise leave with its settled comparison against release.
+        let (bolt, pgo) = (Build::Bolt.name(), Build::LtoPgo.name());
+        if [bolt, pgo]
+            .iter()
+            .all(|b| g.arms.iter().any(|a| a.name == *b))
+        {
+            g.pairs.push((bolt.to_string(), pgo.to_string()));
+        }
         // The layout variants, in the sessions of `layout.workloads`, each watched by the
         // stopping rule against release (the floor is measured to the target).
         if let Some(layout) = layout.filter(|l| l.workloads.contains(&g.workload.name)) {

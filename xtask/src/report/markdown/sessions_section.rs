@@ -26,7 +26,9 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
             crate::measure::StopReason::Target => {
                 format!("target ±{} %{asked}", s.target_half_width_pct)
             }
-            crate::measure::StopReason::Settled => "every comparison settled".to_string(),
+            crate::measure::StopReason::Settled => {
+                "its last comparison settled at a look".to_string()
+            }
             crate::measure::StopReason::SessionCap => format!("session cap{asked}"),
             crate::measure::StopReason::TimeCap => format!("time cap{asked}"),
             crate::measure::StopReason::Fixed => "fixed count".to_string(),
