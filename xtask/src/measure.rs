@@ -403,25 +403,30 @@ struct Watch {
     /// leaves the count, and so the look, where it was).
     looked: Option<u32>,
     stop: Option<ComparisonStop>,
+    /// Its values so far ([`Watch::refresh`]), from the first `seen` sessions.
+    vals: Vec<f64>,
+    seen: usize,
 }
 
 impl Watch {
-    /// Its values so far, where both arms ran: each session's median log ratio, or each
-    /// turn's (`Unit::Turn`); with `limit_pct`, a session with more of other processes' CPU
-    /// beside it is left out, as the analysis leaves it out of a workload of several threads.
-    fn values(&self, done: &[Session], limit_pct: Option<f64>) -> Vec<f64> {
-        let kept = done
+    /// Its values from the sessions done since the last call, where both arms ran: each
+    /// session's median log ratio, or each turn's (`Unit::Turn`); with `limit_pct`, a
+    /// session with more of other processes' CPU beside it is left out, as the analysis
+    /// leaves it out of a workload of several threads.
+    fn refresh(&mut self, done: &[Session], limit_pct: Option<f64>) {
+        let kept = done[self.seen.min(done.len())..]
             .iter()
             .filter(|s| limit_pct.is_none_or(|l| s.machine.is_none_or(|m| m.measured_pct <= l)));
-        match self.unit {
-            Unit::Session => kept
-                .filter_map(|s| s.median_log_ratio(&self.cand, &self.base))
-                .collect(),
-            Unit::Turn => kept
-                .filter_map(|s| s.round_log_ratios(&self.cand, &self.base))
-                .flatten()
-                .collect(),
+        for s in kept {
+            match self.unit {
+                Unit::Session => self.vals.extend(s.median_log_ratio(&self.cand, &self.base)),
+                Unit::Turn => self.vals.extend(
+                    s.round_log_ratios(&self.cand, &self.base)
+                        .unwrap_or_default(),
+                ),
+            }
         }
+        self.seen = done.len();
     }
 
     /// Its plan, once `pilot` sessions have given it values: a whole-process workload's
@@ -442,9 +447,12 @@ impl Watch {
                 self.per = rounds.first().map_or(1, |r| r.len().max(1) as u32);
             }
         }
-        let values = self.values(done, limit_pct);
-        self.pilot_values = values.len().min(pilot * self.per as usize);
-        self.needed = plan(&values[..self.pilot_values], self.target_pct);
+        if self.unit == Unit::Turn {
+            (self.vals, self.seen) = (Vec::new(), 0);
+            self.refresh(done, limit_pct);
+        }
+        self.pilot_values = self.vals.len().min(pilot * self.per as usize);
+        self.needed = plan(&self.vals[..self.pilot_values], self.target_pct);
     }
 
     /// The values it runs to unless it settles: its plan within the caps (`max` sessions).
@@ -529,6 +537,8 @@ impl Progress {
                         needed: None,
                         looked: None,
                         stop: None,
+                        vals: Vec::new(),
+                        seen: 0,
                     }
                 })
                 .collect(),
@@ -556,7 +566,7 @@ impl Progress {
             .iter()
             .filter(|w| w.stop.is_none())
             .map(|w| {
-                let n = w.values(&self.done, self.skip_over_pct).len() as u32;
+                let n = w.vals.len() as u32;
                 if w.planned {
                     w.plan_count(self.max).saturating_sub(n).div_ceil(w.per)
                 } else {
@@ -737,15 +747,18 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
     let pilot = p.pilot as usize;
     let at_cap = done as u32 >= p.max;
     let timed_out = p.secs >= cfg.lockstep.max_secs && done >= pilot;
-    let (threshold, arm) = settle_check(p, group, cfg);
     let (max, skip) = (p.max, p.skip_over_pct);
     let done_sessions = &p.done;
     for w in p.watches.iter_mut().filter(|w| w.stop.is_none()) {
-        if !w.planned && w.values(done_sessions, skip).len() >= pilot {
+        w.refresh(done_sessions, skip);
+    }
+    let (threshold, arm) = settle_check(p, group, cfg);
+    let done_sessions = &p.done;
+    for w in p.watches.iter_mut().filter(|w| w.stop.is_none()) {
+        if !w.planned && w.vals.len() >= pilot {
             w.plan(done_sessions, skip, pilot);
         }
-        let values = w.values(done_sessions, skip);
-        let n = values.len();
+        let n = w.vals.len();
         let cap = if w.target_pct <= 0.0 {
             StopReason::Fixed
         } else {
@@ -765,7 +778,7 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
             && {
                 w.looked = Some(k);
                 let alpha = sequential::look_alpha(k);
-                let (m, half, df) = sequential::interval_df(&values, w.pilot_values, alpha);
+                let (m, half, df) = sequential::interval_df(&w.vals, w.pilot_values, alpha);
                 let half = match &arm {
                     Some(arm) => crate::stats::components::widened(half, df as f64, arm, alpha),
                     None => half,
@@ -810,10 +823,9 @@ fn settle_check(
     let pilot = p.pilot as usize;
     let release = &group.arms[0].name;
     let interval = |w: &Watch| {
-        let values = w.values(&p.done, p.skip_over_pct);
         let pilot = if w.planned { w.pilot_values } else { pilot };
-        (values.len() >= 2)
-            .then(|| sequential::interval_df(&values, pilot, sequential::ALPHA_PLANNED))
+        (w.vals.len() >= 2)
+            .then(|| sequential::interval_df(&w.vals, pilot, sequential::ALPHA_PLANNED))
     };
     let farthest = p
         .watches
