@@ -228,9 +228,14 @@ mod tests {
         // the measured core first.
         let total = |b: &Beside| b.measured_pct + b.setup_pct.unwrap_or(0.0);
         assert!(total(&beside) > 40.0, "{beside:?}");
-        // An arm: its time is the session's own, on the measured core (the other core runs
-        // the other tests beside this one).
-        assert!(as_arm.measured_pct < 25.0, "{as_arm:?}");
+        // An arm: its time is the session's own. What is left on the measured core is other
+        // load (other tests beside this one, the hypervisor's steal) that the neighbour's
+        // watch saw too, so the arm's reading stays well below the neighbour's: a fixed
+        // bound failed at 35 % on a VM with 32 % steal.
+        assert!(
+            as_arm.measured_pct + 25.0 < total(&beside),
+            "{as_arm:?} against {beside:?}"
+        );
         assert!(ticks(u32::MAX).is_none());
     }
 }
