@@ -26,7 +26,7 @@ mod relink;
 mod report;
 mod rustflags;
 mod stage;
-mod stats;
+use mty_stats as stats;
 #[cfg(test)]
 mod testutil;
 #[cfg(test)]

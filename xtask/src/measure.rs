@@ -1,6 +1,6 @@
 //! The measured arms (each build under its name, release twice) and the schedule of lockstep
 //! sessions, each workload's taking turns with the others' (one session: `lockstep.rs`),
-//! until the stopping rule (`stats/sequential.rs`) is satisfied.
+//! until the stopping rule (`xtask/stats/src/sequential.rs`) is satisfied.
 
 use std::path::PathBuf;
 
@@ -199,7 +199,7 @@ pub enum Unit {
 }
 
 /// How one comparison stopped: after how many sessions, on what, and the error its interval
-/// spends (`stats/sequential.rs`).
+/// spends (`xtask/stats/src/sequential.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComparisonStop {
     pub cand: String,
@@ -326,7 +326,7 @@ impl Stopping {
 
 /// How a comparison's interval is to be made: from the sessions numbered below `through`
 /// (where it stopped), its values per session or per turn, its pilot's count of them, and
-/// the error it spends (`stats/sequential.rs`).
+/// the error it spends (`xtask/stats/src/sequential.rs`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spend {
     pub through: u32,

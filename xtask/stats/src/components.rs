@@ -2,7 +2,9 @@
 //!
 //! The model (log space, one comparison of arm c against release):
 //!
-//!     y[s][r] = δ + a + u[s] + e[s][r]
+//! ```text
+//! y[s][r] = δ + a + u[s] + e[s][r]
+//! ```
 //!
 //! with δ the effect of the code, `a` the arm's own effect (its file: what stays with an arm
 //! for a whole run; its place in the session and its heap offsets are drawn anew every
@@ -239,8 +241,8 @@ mod tests {
         assert!(no_session_component(&outliers));
         assert!(!no_session_component(&[vec![0.1, 0.2]]));
     }
-    use crate::stats::SplitMix64;
-    use crate::stats::sequential::sd;
+    use crate::SplitMix64;
+    use crate::sequential::sd;
 
     /// Simulated sessions with known components: the ANOVA recovers the rounds' and the
     /// sessions' sd, and null arms with a known arm sd give it back (with their own noise in:

@@ -72,7 +72,7 @@ pub fn pooled(shifts: &[(f64, f64)]) -> Option<Spread> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::SplitMix64;
+    use crate::SplitMix64;
 
     /// Sessions of a variant whose true shift is `shift`: per session, the rounds' log ratios
     /// (the machine's state flips cancel within a round's pair) around its processes' own

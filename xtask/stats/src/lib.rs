@@ -255,8 +255,7 @@ impl SplitMix64 {
     pub fn below(&mut self, n: usize) -> usize {
         (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
-    /// A standard normal draw (Box–Muller), for the simulations.
-    #[cfg(test)]
+    /// A standard normal draw (Box–Muller), for the simulations (here and in xtask's tests).
     pub fn normal(&mut self) -> f64 {
         let a = ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
         let b = ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;

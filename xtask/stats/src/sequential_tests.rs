@@ -2,7 +2,7 @@
 //! the coverage simulated on sessions recorded by a real run.
 
 use super::*;
-use crate::stats::SplitMix64;
+use crate::SplitMix64;
 
 #[test]
 fn quantiles_match_the_tables() {
@@ -281,11 +281,13 @@ fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
             .iter()
             .map(|c| !c.starts_with("release-aa") && !w.name.contains(" vs "))
             .collect();
-        let roles: Vec<crate::measure::Role> =
-            cands.iter().map(|c| crate::measure::Role::of(c)).collect();
-        let settles: Vec<bool> = roles
+        // The roles xtask's `measure::Role::of` gives these recorded arms: the A/A arm
+        // (`release-aa`) is a null that never settles, the oracle has its own target, and
+        // every other arm (builds, versus pairs) gets a verdict and may settle.
+        let oracle: Vec<bool> = cands.iter().map(|c| *c == "oracle").collect();
+        let settles: Vec<bool> = cands
             .iter()
-            .map(|r| *r == crate::measure::Role::Verdict)
+            .map(|c| *c != "oracle" && *c != "release-aa")
             .collect();
         for scenario in ["recorded", "injected", "near"] {
             let population: Vec<Vec<f64>> = w
@@ -325,12 +327,9 @@ fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
                 &[(1.0, 300), (0.5, 300)]
             };
             for &(target, max) in settings {
-                let targets: Vec<f64> = roles
+                let targets: Vec<f64> = oracle
                     .iter()
-                    .map(|r| match r {
-                        crate::measure::Role::Oracle => log_width(target.max(2.0)),
-                        _ => log_width(target),
-                    })
+                    .map(|&o| log_width(if o { target.max(2.0) } else { target }))
                     .collect();
                 for history in [0, 10] {
                     let sim = Sim {
@@ -462,10 +461,7 @@ fn whole_process_turns_keep_their_coverage() {
                 let values: Vec<f64> = if turns {
                     sessions.iter().flatten().copied().collect()
                 } else {
-                    sessions
-                        .iter()
-                        .map(|s| crate::stats::median(s).unwrap())
-                        .collect()
+                    sessions.iter().map(|s| crate::median(s).unwrap()).collect()
                 };
                 let per = if turns { rounds } else { 1 };
                 let pilot_values = pilot * per;

@@ -62,7 +62,7 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
         "Each comparison stopped on its own: at the count its pilot planned for its target, or earlier, at a look (the pilot, then \
          each doubling), once its interval lay beyond every threshold its verdict could face by more than its half-width; an \
          arm left the sessions when every comparison needing it had stopped. An interval spends 4 % of error at its planned \
-         count and less at a look, 5 % in all (`stats/sequential.rs`).\n\n\
+         count and less at a look, 5 % in all (`xtask/stats/src/sequential.rs`).\n\n\
          | workload | comparison | for | sessions | stopped on |\n\
          |---|---|---|---:|---|"
     );
