@@ -367,11 +367,12 @@ fn instructions_per_message_repeat_exactly() {
     assert_eq!(measure(), first);
 }
 
-/// The same optimize stage, fed a valid indexed profile of unrelated code, must refuse.
+/// The same optimize stage, fed a valid indexed profile of unrelated code, must refuse. On
+/// the small workspace, whose required prefix is `serde_json::`.
 #[test]
 fn an_unrelated_profile_fails_the_apply_check() {
-    let run = good_run();
-    let (data, target) = (&run.data, &run.target);
+    let run = own_program::own_run();
+    let data = &run.data;
     let dummy_text = run.tmp.join("unrelated.proftext");
     std::fs::write(
         &dummy_text,
@@ -394,7 +395,7 @@ fn an_unrelated_profile_fails_the_apply_check() {
     let mut merge = json(&data.join("stages/merge.json"));
     merge["path"] = Value::String(dummy.display().to_string());
     std::fs::write(data.join("stages/merge.json"), merge.to_string()).unwrap();
-    let out = xtask(&["pgo", "optimize"], data, target);
+    let out = own_program::own_xtask(&own_program::ws().join("pgo.toml"), &["pgo", "optimize"]);
     let stderr = stderr_of(&out);
     assert!(
         !out.status.success(),
@@ -406,14 +407,7 @@ fn an_unrelated_profile_fails_the_apply_check() {
     );
     let optimize = json(&data.join("stages/optimize.json"));
     assert!(
-        optimize["apply"]["per_crate"]["mty_runtime"]["missing"]
-            .as_u64()
-            .unwrap()
-            > 0,
-        "{optimize:#}"
-    );
-    assert!(
-        optimize["apply"]["per_crate"]["tokio"]["missing"]
+        optimize["apply"]["per_crate"]["serde_json"]["missing"]
             .as_u64()
             .unwrap()
             > 0,

@@ -1,28 +1,11 @@
 //! `cargo xtask pgo --against REV`, end to end: another commit's release and lto+pgo built in
 //! a worktree under target/against/ with its own training, measured in this run's sessions.
-
-use std::path::Path;
-use std::process::Command;
+//! On the small workspace of a registry crate's program, whose builds take seconds.
 
 use serde_json::Value;
 
+use super::own_program::{commit_all, git, own_config_edits, own_run, own_xtask, ws};
 use super::support::*;
-
-fn git(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir);
-    cmd
-}
-
-fn git_out(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// report.json's `against` results of `workload`, by build.
 fn results<'a>(report: &'a Value, workload: &str) -> Vec<&'a Value> {
@@ -34,64 +17,49 @@ fn results<'a>(report: &'a Value, workload: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// Against a commit made slower on purpose (HEAD's mailbox with a busy loop in `send`,
-/// committed in a worktree of its own; no branch moves): its worktree made under
-/// target/against/, its two builds trained and built there, more arms in the sessions; one
-/// result per workload and build with its interval, in the terminal, report.json and
-/// report.md; this commit comes out significantly faster than it on the mailbox's workload,
-/// on both builds, while an unknown revision is refused by name before anything runs. (One
-/// run: each `--against` builds and trains the other commit cold.)
+/// Against a commit made slower on purpose (the small workspace, a git repository of its
+/// own, its program with a busy loop per record, committed in a worktree of its own; no
+/// branch moves): its worktree made under the workspace's target/against/, its two builds
+/// trained and built there, more arms in the sessions; one result per workload and build
+/// with its interval, in the terminal, report.json and report.md; this commit comes out
+/// significantly faster than it on both builds, while an unknown revision is refused by name
+/// before anything runs. (One run: each `--against` builds and trains the other commit cold.)
 #[test]
 fn against_a_deliberately_slower_commit_finds_the_slowdown() {
-    let run = good_run();
+    let run = own_run();
+    let ws = ws();
     let slowed = run.tmp.join("slowed-worktree");
-    let _ = git(&root())
-        .args(["worktree", "remove", "--force"])
-        .arg(&slowed)
+    let slowed_dir = slowed.to_str().unwrap();
+    let _ = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&ws)
+        .args(["worktree", "remove", "--force", slowed_dir])
         .output();
-    git_out(
-        git(&root())
-            .args(["worktree", "add", "--detach", "--quiet"])
-            .arg(&slowed)
-            .arg("HEAD"),
+    git(
+        &ws,
+        &["worktree", "add", "--detach", "--quiet", slowed_dir, "HEAD"],
     );
-    let mailbox = slowed.join("runtime/src/mailbox.rs");
-    let text = std::fs::read_to_string(&mailbox).unwrap();
-    let anchor = "    pub async fn send(&self, msg: M) -> Result<(), SendError<M>> {\n";
+    let main = slowed.join("src/main.rs");
+    let text = std::fs::read_to_string(&main).unwrap();
+    let anchor = "        records += 1;\n";
     assert!(text.contains(anchor), "the anchor of the slowdown moved");
-    let slow = "        let mut spin = 0u64;\n        for i in 0..400 {\n            spin = std::hint::black_box(spin.wrapping_add(i));\n        }\n";
-    std::fs::write(&mailbox, text.replace(anchor, &format!("{anchor}{slow}"))).unwrap();
-    // A fixed date: the same HEAD gives the same commit, whose worktree a rerun reuses.
-    let commit = {
-        let mut cmd = git(&slowed);
-        cmd.args([
-            "-c",
-            "user.name=mty-test",
-            "-c",
-            "user.email=mty-test@localhost",
-            "commit",
-            "--quiet",
-            "--no-verify",
-            "-am",
-            "a deliberately slower send",
-        ])
-        .env("GIT_AUTHOR_DATE", "2026-12-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2026-12-01T00:00:00Z");
-        git_out(&mut cmd);
-        git_out(git(&slowed).args(["rev-parse", "HEAD"]))
-    };
-    git_out(
-        git(&root())
-            .args(["worktree", "remove", "--force"])
-            .arg(&slowed),
-    );
+    let slow = "        let mut spin = 0u64;\n        for i in 0..1000 {\n            spin = std::hint::black_box(spin.wrapping_add(i));\n        }\n";
+    std::fs::write(&main, text.replace(anchor, &format!("{anchor}{slow}"))).unwrap();
+    git(&slowed, &["add", "--all"]);
+    let commit = commit_all(&slowed, "a deliberately slower loop");
+    git(&ws, &["worktree", "remove", "--force", slowed_dir]);
 
-    let out = xtask(&["pgo", "--against", &commit], &run.data, &run.target);
+    // Without layout variants: they are not what this test is about.
+    let config = own_config_edits(
+        &run.tmp.join("against.toml"),
+        &[("variants = 4", "variants = 0")],
+    );
+    let out = own_xtask(&config, &["pgo", "--against", &commit]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), stderr_of(&out));
     assert!(out.status.success(), "{stderr}\n{stdout}");
-    let worktree = root().join("target/against").join(&commit[..12]);
+    let worktree = ws.join("target/against").join(&commit[..12]);
     assert_eq!(
-        git_out(git(&worktree).args(["rev-parse", "HEAD"])),
+        git(&worktree, &["rev-parse", "HEAD"]),
         commit,
         "the worktree is of that commit"
     );
@@ -101,7 +69,7 @@ fn against_a_deliberately_slower_commit_finds_the_slowdown() {
     );
     let report = json(&run.data.join("report.json"));
     assert_eq!(report["against"]["commit"], commit.as_str());
-    // Their arms ran in the pilot's sessions (quick.toml's four sessions are all pilot).
+    // Their arms ran in the pilot's sessions (the config's four sessions are all pilot).
     for s in report["sessions"].as_array().unwrap() {
         let arms = s["arms"].as_array().unwrap();
         for build in ["release", "lto+pgo"] {
@@ -111,7 +79,7 @@ fn against_a_deliberately_slower_commit_finds_the_slowdown() {
     }
     let title = format!("this commit against {} ({commit})", &commit[..12]);
     assert!(stdout.contains(&title), "{stdout}");
-    for w in ["agent_send_latency", "tokio_mpsc_send_latency"] {
+    for w in ["held_out", "held_out_own_clock"] {
         let mine = results(&report, w);
         let builds: Vec<&str> = mine.iter().map(|r| r["build"].as_str().unwrap()).collect();
         assert_eq!(builds, ["release", "lto+pgo"], "{w}");
@@ -123,6 +91,7 @@ fn against_a_deliberately_slower_commit_finds_the_slowdown() {
                 e["ci_high_pct"].as_f64().unwrap(),
             );
             assert!(low <= change && change <= high, "{r}");
+            assert_eq!(r["median"]["verdict"], "faster", "the slowdown found: {r}");
         }
         assert!(
             stdout
@@ -133,15 +102,8 @@ fn against_a_deliberately_slower_commit_finds_the_slowdown() {
     }
     let md = std::fs::read_to_string(run.data.join("report.md")).unwrap();
     assert!(md.contains(&format!("- **{title}**")), "{md}");
-    for r in results(&report, "agent_send_latency") {
-        assert_eq!(r["median"]["verdict"], "faster", "the slowdown found: {r}");
-    }
 
-    let out = xtask(
-        &["pgo", "--against", "no-such-revision"],
-        &run.data,
-        &run.target,
-    );
+    let out = own_xtask(&config, &["pgo", "--against", "no-such-revision"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = stderr_of(&out);
     assert!(

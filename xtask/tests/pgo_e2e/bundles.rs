@@ -7,6 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use super::own_program::{own_run, own_xtask, ws};
 use super::support::*;
 
 fn ok(out: &std::process::Output) -> String {
@@ -49,19 +50,19 @@ fn copy_bundle(from: &Path, to: &Path) {
     }
 }
 
+/// On the small workspace, where the lto+pgo build from the bundle takes seconds.
 #[test]
 fn an_exported_bundle_builds_the_pgo_binary_without_training() {
-    let run = good_run();
-    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
-    let bundle = tmp.join("exported");
-    ok(&xtask(
+    let run = own_run();
+    let (config, data) = (ws().join("pgo.toml"), &*run.data);
+    let bundle = run.tmp.join("exported");
+    ok(&own_xtask(
+        &config,
         &["pgo", "export", bundle.to_str().unwrap()],
-        data,
-        target,
     ));
     let m = json(&bundle.join("manifest.json"));
     assert_eq!(m["format"], 1);
-    assert_eq!(m["binary"], "mty-bench");
+    assert_eq!(m["binary"], "jsonsum");
     assert_eq!(
         m["instrumented_hash"],
         json(&data.join("stages/instrument.json"))["hash"],
@@ -78,11 +79,7 @@ fn an_exported_bundle_builds_the_pgo_binary_without_training() {
     assert_eq!(m["git_commit"].as_str().unwrap().len(), 40, "{m}");
     assert!(m["profile"]["functions"].as_u64().unwrap() > 100, "{m}");
 
-    let out = xtask(
-        &["pgo", "--profile", bundle.to_str().unwrap()],
-        data,
-        target,
-    );
+    let out = own_xtask(&config, &["pgo", "--profile", bundle.to_str().unwrap()]);
     let err = ok(&out);
     for stage in ["instrument", "train", "insight", "oracle"] {
         assert!(err.contains(&format!("{stage}: skipped (")), "{err}");
@@ -104,11 +101,12 @@ fn an_exported_bundle_builds_the_pgo_binary_without_training() {
         .iter()
         .map(|r| r["build"].as_str().unwrap())
         .collect();
-    let mut expected = vec!["release", "lto", "lto+pgo"];
-    if expect_bolt() {
-        expected.push("lto+pgo+bolt");
-    }
-    assert_eq!(builds, expected, "no oracle without a training");
+    // Its config turns BOLT off.
+    assert_eq!(
+        builds,
+        ["release", "lto", "lto+pgo"],
+        "no oracle without a training"
+    );
     assert!(
         !data.join("stages/insight.json").exists(),
         "an old insight would mislead"
@@ -182,25 +180,31 @@ fn bundles_of_two_trainings_merge_with_their_weights() {
     );
 }
 
+/// On the small workspace: its second instrumented build (another pgo-data) takes seconds.
 #[test]
 fn a_bundle_of_another_instrumented_binary_is_refused_naming_both() {
-    let run = good_run();
-    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
-    let (a, c) = (tmp.join("here"), tmp.join("elsewhere"));
-    ok(&xtask(
-        &["pgo", "export", a.to_str().unwrap()],
-        data,
-        target,
-    ));
+    let run = own_run();
+    let config = ws().join("pgo.toml");
+    let (a, c) = (run.tmp.join("here"), run.tmp.join("elsewhere"));
+    ok(&own_xtask(&config, &["pgo", "export", a.to_str().unwrap()]));
     // Another pgo-data is another raw-profile path compiled into the instrumented binary:
     // another executable (built in a target directory of its own, not to disturb the rest).
-    let (other_data, other_target) = (tmp.join("other-data"), tmp.join("other-target"));
-    ok(&xtask(
-        &["pgo", "train", "--bundle", c.to_str().unwrap()],
-        &other_data,
-        &other_target,
+    let (other_data, other_target) = (run.tmp.join("other-data"), run.tmp.join("other-target"));
+    ok(&own_xtask(
+        &config,
+        &[
+            "pgo",
+            "train",
+            "--bundle",
+            c.to_str().unwrap(),
+            "--pgo-data",
+            other_data.to_str().unwrap(),
+            "--target-dir",
+            other_target.to_str().unwrap(),
+        ],
     ));
-    let out = xtask(
+    let out = own_xtask(
+        &config,
         &[
             "pgo",
             "merge",
@@ -209,8 +213,6 @@ fn a_bundle_of_another_instrumented_binary_is_refused_naming_both() {
             "--input",
             c.to_str().unwrap(),
         ],
-        data,
-        target,
     );
     assert!(!out.status.success());
     let err = stderr_of(&out);

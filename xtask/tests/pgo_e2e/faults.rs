@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::own_program::{own_config_edits, own_run, own_xtask};
 use super::support::*;
 use super::testutil;
 
@@ -106,23 +107,21 @@ fn an_unknown_workload_is_named() {
     );
 }
 
-/// A stale profile (the training config changed): --allow-stale proceeds, the default retrains.
+/// A stale profile (the training config changed): --allow-stale proceeds, the default
+/// retrains. On the small workspace: the retraining rebuilds its instrumented and lto+pgo
+/// builds in seconds.
 #[test]
 fn a_stale_profile_retrains_or_proceeds_on_request() {
-    let run = good_run();
-    let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
-    let retrained = config_variant(
-        &tmp.join("retrained.toml"),
-        r#"["train", "--messages", "20000"]"#,
-        r#"["train", "--messages", "30000"]"#,
+    let run = own_run();
+    let retrained = own_config_edits(
+        &run.tmp.join("retrained.toml"),
+        &[(
+            r#"{ name = "orders", args = []"#,
+            r#"{ name = "orders", args = ["again"]"#,
+        )],
     );
-    let stale_fingerprint = json(&data.join("stages/merge.json"))["fingerprint"].clone();
-    let out = xtask_with(
-        &retrained,
-        &["pgo", "optimize", "--allow-stale"],
-        data,
-        target,
-    );
+    let stale_fingerprint = json(&run.data.join("stages/merge.json"))["fingerprint"].clone();
+    let out = own_xtask(&retrained, &["pgo", "optimize", "--allow-stale"]);
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");
     assert!(
@@ -130,7 +129,7 @@ fn a_stale_profile_retrains_or_proceeds_on_request() {
             && err.contains("(--allow-stale)"),
         "{err}"
     );
-    let out = xtask_with(&retrained, &["pgo", "optimize"], data, target);
+    let out = own_xtask(&retrained, &["pgo", "optimize"]);
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");
     assert!(
@@ -138,11 +137,11 @@ fn a_stale_profile_retrains_or_proceeds_on_request() {
         "{err}"
     );
     assert_ne!(
-        json(&data.join("stages/merge.json"))["fingerprint"],
+        json(&run.data.join("stages/merge.json"))["fingerprint"],
         stale_fingerprint,
         "retrained"
     );
-    let out = xtask_with(&retrained, &["pgo", "optimize"], data, target);
+    let out = own_xtask(&retrained, &["pgo", "optimize"]);
     assert!(
         !stderr_of(&out).contains("is stale"),
         "fresh after retraining: {}",

@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 use serde_json::Value;
 
@@ -88,9 +89,14 @@ fn corpus(seed: u64, records: usize) -> String {
     out
 }
 
-/// The workspace, made afresh under cargo's test directory (its target/ kept between runs).
+/// The workspace's directory (its target/ kept between `cargo test` runs).
+pub fn ws() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("own-program")
+}
+
+/// The workspace, made afresh (but its target/ and .git/).
 fn workspace() -> PathBuf {
-    let ws = Path::new(env!("CARGO_TARGET_TMPDIR")).join("own-program");
+    let ws = ws();
     for gone in ["pgo-data", "src", "corpus"] {
         let _ = std::fs::remove_dir_all(ws.join(gone));
     }
@@ -110,31 +116,143 @@ fn workspace() -> PathBuf {
         "[build]\nrustflags = [\"-Ctarget-cpu=x86-64-v3\"]\n",
     )
     .unwrap();
+    std::fs::write(ws.join(".gitignore"), "/target/\n/pgo-data/\n/Cargo.lock\n").unwrap();
     std::fs::write(ws.join("pgo.toml"), CONFIG).unwrap();
     std::fs::write(ws.join("corpus/train.jsonl"), corpus(1, 20_000)).unwrap();
     std::fs::write(ws.join("corpus/held-out.jsonl"), corpus(2, 40_000)).unwrap();
     ws
 }
 
+/// `cargo-mty mty ARGS` on the workspace (`--manifest-path`) with `config`, started from
+/// outside it, as its user would: its own pgo-data/ and target/, its own cargo config.
+pub fn own_command(config: &Path, args: &[&str]) -> Command {
+    let ws = ws();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-mty"));
+    cmd.arg("mty")
+        .args(args)
+        .arg("--manifest-path")
+        .arg(ws.join("Cargo.toml"))
+        .arg("--config")
+        .arg(config)
+        .current_dir(ws.parent().unwrap())
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        // Its own target/, as for a user of it: not the one `cargo test` may have been given.
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR");
+    cmd
+}
+
+/// [`own_command`] run to its end (bounded).
+pub fn own_xtask(config: &Path, args: &[&str]) -> std::process::Output {
+    bounded_output(&mut own_command(config, args))
+}
+
+/// The workspace's pgo.toml with each `from` replaced by its `to`, written to `path`.
+pub fn own_config_edits(path: &Path, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = CONFIG.to_string();
+    for (from, to) in edits {
+        assert!(
+            text.contains(from),
+            "the own program's config has no {from:?}"
+        );
+        text = text.replacen(from, to, 1);
+    }
+    std::fs::write(path, text).unwrap();
+    path.to_path_buf()
+}
+
+/// `git -C dir ARGS`, which must succeed: its output, trimmed.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Commits what is staged in `dir` with a fixed identity and date, so the same tree gives
+/// the same commit (whose `--against` worktree a rerun reuses); its hash.
+pub fn commit_all(dir: &Path, message: &str) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=mty-test",
+            "-c",
+            "user.email=mty-test@localhost",
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "-m",
+            message,
+        ])
+        .env("GIT_AUTHOR_DATE", "2026-12-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-12-01T00:00:00Z")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+static OWN_RUN: Slot = Mutex::new(None);
+
+/// The small workspace's good run (`cargo mty pgo` on its pgo.toml), shared by the tests
+/// that need a pipeline's artifacts but not Mighty's: its builds take seconds, not the
+/// half-minute of each fat-LTO build of `mty-bench`. Its tests take turns as on [`good_run`].
+pub fn own_run() -> Turn {
+    turn(&OWN_RUN, make_own_run)
+}
+
+fn make_own_run() -> Result<GoodRun, String> {
+    let ws = workspace();
+    let tmp = ws.parent().unwrap().join("own-program-scratch");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    // A git repository of its own (a bundle records its commit; `--against` checks out
+    // another), committed afresh when its files changed.
+    if !ws.join(".git").exists() {
+        git(&ws, &["init", "--quiet"]);
+    }
+    git(&ws, &["add", "--all"]);
+    if !git(&ws, &["status", "--porcelain"]).is_empty() {
+        commit_all(&ws, "the program");
+    }
+    let out = own_xtask(&ws.join("pgo.toml"), &["pgo"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr_of(&out),
+    );
+    if !out.status.success() {
+        return Err(format!("cargo mty pgo failed:\n{stderr}\n{stdout}"));
+    }
+    Ok(GoodRun {
+        tmp,
+        data: ws.join("pgo-data"),
+        target: ws.join("target/pgo"),
+        stdout,
+        stderr,
+    })
+}
+
 #[test]
 fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
-    let ws = workspace();
-    let out = bounded_output(
-        Command::new(env!("CARGO_BIN_EXE_cargo-mty"))
-            .args(["mty", "pgo", "--manifest-path"])
-            .arg(ws.join("Cargo.toml"))
-            .arg("--config")
-            .arg(ws.join("pgo.toml"))
-            .current_dir(ws.parent().unwrap())
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            // Its own target/, as for a user of it: not the one `cargo test` may have been given.
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("CARGO_BUILD_TARGET_DIR"),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = stderr_of(&out);
-    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let run = own_run();
+    let ws = ws();
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
     assert!(
         stderr.contains("doctor: the user's rustflags: -Ctarget-cpu=x86-64-v3 (from ")
             && stderr.contains("own-program/.cargo/config.toml"),

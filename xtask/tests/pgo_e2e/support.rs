@@ -8,16 +8,20 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 
-/// The artifacts of one good `cargo xtask pgo` on quick.toml.
+/// The artifacts of one good `cargo xtask pgo`: on quick.toml ([`good_run`]), or on the small
+/// workspace of a registry crate's program ([`super::own_program::own_run`]).
 pub struct GoodRun {
     pub tmp: PathBuf,
     pub data: PathBuf,
     pub target: PathBuf,
     /// What that run printed.
     pub stdout: String,
+    pub stderr: String,
 }
 
-static GOOD_RUN: Mutex<Option<Result<GoodRun, String>>> = Mutex::new(None);
+pub type Slot = Mutex<Option<Result<GoodRun, String>>>;
+
+static GOOD_RUN: Slot = Mutex::new(None);
 
 /// The good run, made by the first test that asks and shared by all of them: tests of one
 /// binary run on threads of one process, so they take turns, each holding this for its whole
@@ -25,9 +29,14 @@ static GOOD_RUN: Mutex<Option<Result<GoodRun, String>>> = Mutex::new(None);
 /// the guard drops, also when a test fails). Its target directory lives under cargo's
 /// `CARGO_TARGET_TMPDIR` and is kept between `cargo test` runs, so only the first is cold.
 pub fn good_run() -> Turn {
-    let mut slot = GOOD_RUN.lock().unwrap_or_else(PoisonError::into_inner);
+    turn(&GOOD_RUN, make_good_run)
+}
+
+/// A turn on the shared run held in `slot`, made by `make` if no test made it yet.
+pub fn turn(slot: &'static Slot, make: fn() -> Result<GoodRun, String>) -> Turn {
+    let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
     if slot.is_none() {
-        *slot = Some(make_good_run());
+        *slot = Some(make());
     }
     let data = match slot.as_ref().unwrap() {
         Ok(run) => run.data.clone(),
@@ -62,6 +71,7 @@ fn make_good_run() -> Result<GoodRun, String> {
         data,
         target,
         stdout,
+        stderr: stderr_of(&out),
     })
 }
 
