@@ -3,7 +3,9 @@
 //! once and shared (`support::good_run`). Then, each its own test on those artifacts, what
 //! the pipeline must refuse (an unrelated or raw profile) and the faults a release pipeline
 //! meets (`pgo_e2e/faults.rs`), each provoked for real. Each must fail loudly (or proceed
-//! where asked to) and leave the last good artifacts as they were.
+//! where asked to) and leave the last good artifacts as they were. Tests of a stage that
+//! need no Mighty code work on a second shared run, of a small registry-crate program
+//! (`own_program::own_run`), whose builds take seconds.
 
 use std::collections::BTreeMap;
 use std::process::Command;

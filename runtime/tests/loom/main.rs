@@ -144,10 +144,12 @@ fn try_send_racing_the_switch_keeps_the_capacity() {
 /// pushes one on the ring, clones, and sends one through the clone; so the receiver can find
 /// the clone's message in the shared lane while the ring's is still there (the stash). Then
 /// two more `try_send`s: with one received, at most one may succeed (before the fix the stash
-/// held its message outside the capacity, and both did).
+/// held its message outside the capacity, and both did). Bounded at 4 preemptions: 6,066
+/// interleavings in 0.6 s, against 1,426,934 in 122 s for all of them; with the fix reverted
+/// (the stash given no permit) it fails at every bound from 1 to 4.
 #[test]
 fn the_stash_holds_a_slot_when_a_clone_arrives_between_two_pops() {
-    model(ALL, || {
+    model(Some(4), || {
         let live = Live::new();
         let (tx, mut rx) = open(2, 100);
         let sender = {

@@ -1,5 +1,5 @@
 //! The faults a release pipeline meets, each its own test, provoked for real on the
-//! artifacts of the good run (which `support::Turn` puts back after each).
+//! artifacts of a shared good run (which `support::Turn` puts back after each).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
