@@ -137,23 +137,24 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
                     (steps::merge(&ctx, &tc, timer, source)?, Some(instrumented))
                 }
             };
-            // Stage 5: the PGO build, and the proof that the profile applied.
-            let optimized = steps::optimize(&ctx, &tc, timer, &merged, flags.allow_stale)?;
-            beside.count(&optimized.build);
-            // Stage 5b: BOLT after PGO, when llvm-bolt is there (or required).
-            let bolted = steps::bolt(&ctx, &tc, timer, &merged, &optimized)?;
-            if let Some(b) = &bolted {
-                beside.count(&b.build);
-            }
-            // Stages 6-7: why, and the oracle. Both need this run's instrumented build and
-            // training; on a stored profile their records of an earlier training are removed:
-            // they describe another profile than this run's.
-            let oracle = match &instrumented {
+            // Stages 6-7: why, and the oracle, beside stage 5 (they need the instrumented
+            // build and the training, not the PGO build; the fat-LTO builds leave a core
+            // idle in their single-threaded steps). On a stored profile their records of an
+            // earlier training are removed: they describe another profile than this run's.
+            let oracle = match instrumented {
                 Some(instrumented) => {
-                    let insight = steps::insight(&ctx, &tc, timer, instrumented, &merged)?;
-                    let oracle = steps::oracle(&ctx, &tc, timer, &insight)?;
-                    beside.count(&oracle.build);
-                    Some(oracle)
+                    let (ctx, tc, merged) = (&ctx, &tc, merged.clone());
+                    Some(scope.spawn(move || {
+                        let mut own = Timer::default();
+                        let oracle = (|| -> Result<_> {
+                            let insight =
+                                steps::insight(ctx, tc, &mut own, &instrumented, &merged)?;
+                            let oracle = steps::oracle(ctx, tc, &mut own, &insight)?;
+                            beside.count(&oracle.build);
+                            Ok(oracle)
+                        })();
+                        (oracle, own)
+                    }))
                 }
                 None => {
                     for stage in [Stage::Insight, Stage::Oracle] {
@@ -163,6 +164,26 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
                     None
                 }
             };
+            // Stage 5: the PGO build, and the proof that the profile applied.
+            let optimized = (|| -> Result<_> {
+                let optimized = steps::optimize(&ctx, &tc, timer, &merged, flags.allow_stale)?;
+                beside.count(&optimized.build);
+                // Stage 5b: BOLT after PGO, when llvm-bolt is there (or required).
+                let bolted = steps::bolt(&ctx, &tc, timer, &merged, &optimized)?;
+                if let Some(b) = &bolted {
+                    beside.count(&b.build);
+                }
+                Ok((optimized, bolted))
+            })();
+            let oracle = match oracle {
+                Some(thread) => {
+                    let (oracle, own) = thread.join().expect("the oracle's stages do not panic");
+                    timer.alongside(own);
+                    Some(oracle?)
+                }
+                None => None,
+            };
+            let (optimized, bolted) = optimized?;
             Ok((optimized, bolted, oracle))
         })();
         // Stage 8: what we compare against, built beside the chain.
