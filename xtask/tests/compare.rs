@@ -17,6 +17,14 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The end-to-end tests' target directory (`tests/pgo_e2e/support.rs`, `good_run`): the
+/// release build of `mty-bench` and the comparators this test builds are the ones the good
+/// run needs, so it finds them fresh instead of building them a second time (this file runs
+/// first in `cargo test`'s order).
+fn shared_target() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("pgo-e2e/target")
+}
+
 fn compare(tmp: &Path, env: &[(&str, &str)]) -> (std::process::Output, Vec<Value>) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-mty"));
     cmd.arg("compare")
@@ -25,7 +33,7 @@ fn compare(tmp: &Path, env: &[(&str, &str)]) -> (std::process::Output, Vec<Value
         .arg("--pgo-data")
         .arg(tmp.join("pgo-data"))
         .arg("--target-dir")
-        .arg(tmp.join("target"));
+        .arg(shared_target());
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -418,16 +418,17 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
     );
 
     // The command's own figure is its processing time: of the order of the run's wall time.
-    // The two are measured in different sessions, so they are not compared more tightly than
-    // that (a process's start is about 1 ms of 62, less than the drift between sessions: the
-    // own clock once read 62.5 ms against a wall of 61.5 ms).
+    // The two are measured in different sessions, and the other test thread may be building
+    // beside some of them, so they are compared within a factor of two: what this catches is
+    // the wrong number read (another key, another unit), not the process's start (about 1 ms
+    // of 62; the own clock once read 62.5 ms against a wall of 61.5 ms).
     let median = |w: usize| {
         report["workloads"][w]["rows"][0]["median_ns"]
             .as_f64()
             .unwrap()
     };
     assert!(
-        median(1) > 0.5 * median(0) && median(1) < 1.1 * median(0),
+        median(1) > 0.5 * median(0) && median(1) < 2.0 * median(0),
         "own clock {} vs wall {}",
         median(1),
         median(0)

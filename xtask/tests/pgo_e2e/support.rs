@@ -27,7 +27,8 @@ static GOOD_RUN: Slot = Mutex::new(None);
 /// binary run on threads of one process, so they take turns, each holding this for its whole
 /// length, and each finds the artifacts as the good run left them (they are put back when
 /// the guard drops, also when a test fails). Its target directory lives under cargo's
-/// `CARGO_TARGET_TMPDIR` and is kept between `cargo test` runs, so only the first is cold.
+/// `CARGO_TARGET_TMPDIR` and is kept between `cargo test` runs, so only the first is cold
+/// (`tests/compare.rs`, which runs before, builds release and the comparators into it).
 pub fn good_run() -> Turn {
     turn(&GOOD_RUN, make_good_run)
 }
