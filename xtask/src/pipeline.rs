@@ -175,16 +175,14 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
                 }
                 Ok((optimized, bolted))
             })();
-            let oracle = match oracle {
-                Some(thread) => {
-                    let (oracle, own) = thread.join().expect("the oracle's stages do not panic");
-                    timer.alongside(own);
-                    Some(oracle?)
-                }
-                None => None,
-            };
+            let oracle = oracle.map(|thread| {
+                let (oracle, own) = thread.join().expect("the oracle's stages do not panic");
+                timer.alongside(own);
+                oracle
+            });
+            // The PGO build's error first: its apply check is the run's verdict.
             let (optimized, bolted) = optimized?;
-            Ok((optimized, bolted, oracle))
+            Ok((optimized, bolted, oracle.transpose()?))
         })();
         // Stage 8: what we compare against, built beside the chain.
         let (base, theirs, own) = baselines
