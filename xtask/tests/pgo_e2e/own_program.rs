@@ -217,6 +217,16 @@ pub fn own_run() -> Turn {
     turn(&OWN_RUN, make_own_run)
 }
 
+/// Holds the small workspace's run without using it: nothing on it runs (builds, measures)
+/// until the guard drops. For a test on the good run whose measurements must not share the
+/// machine with the other test thread's work. Taken after the good run's own lock, never
+/// before it, so the two locks cannot deadlock.
+pub fn hold_own_run() -> std::sync::MutexGuard<'static, Option<Result<GoodRun, String>>> {
+    OWN_RUN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn make_own_run() -> Result<GoodRun, String> {
     let ws = workspace();
     let tmp = ws.parent().unwrap().join("own-program-scratch");
