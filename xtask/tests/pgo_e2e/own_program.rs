@@ -150,16 +150,7 @@ pub fn own_xtask(config: &Path, args: &[&str]) -> std::process::Output {
 
 /// The workspace's pgo.toml with each `from` replaced by its `to`, written to `path`.
 pub fn own_config_edits(path: &Path, edits: &[(&str, &str)]) -> PathBuf {
-    let mut text = CONFIG.to_string();
-    for (from, to) in edits {
-        assert!(
-            text.contains(from),
-            "the own program's config has no {from:?}"
-        );
-        text = text.replacen(from, to, 1);
-    }
-    std::fs::write(path, text).unwrap();
-    path.to_path_buf()
+    edited_config(CONFIG, "the own program's config", path, edits)
 }
 
 /// `git -C dir ARGS`, which must succeed: its output, trimmed.

@@ -289,9 +289,16 @@ pub fn config_variant(path: &Path, from: &str, to: &str) -> PathBuf {
 
 /// quick.toml with each `from` replaced by its `to`, written to `path`.
 pub fn config_edits(path: &Path, edits: &[(&str, &str)]) -> PathBuf {
-    let mut text = std::fs::read_to_string(root().join("profiles/quick.toml")).unwrap();
+    let quick = std::fs::read_to_string(root().join("profiles/quick.toml")).unwrap();
+    edited_config(&quick, "quick.toml", path, edits)
+}
+
+/// The config `text` (called `name` in a failure) with each `from` replaced by its `to`,
+/// written to `path`.
+pub fn edited_config(text: &str, name: &str, path: &Path, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = text.to_string();
     for (from, to) in edits {
-        assert!(text.contains(from), "quick.toml has no {from:?}");
+        assert!(text.contains(from), "{name} has no {from:?}");
         text = text.replacen(from, to, 1);
     }
     std::fs::write(path, text).unwrap();
