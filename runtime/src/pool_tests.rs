@@ -289,11 +289,13 @@ mod models {
     }
 
     /// Two waiters and a release: served in order of arrival, the budget never exceeded.
-    /// Bounded (three threads: unbounded, it runs for minutes).
+    /// Bounded at 2 preemptions (three threads: unbounded, it runs for minutes; at 3, 37 s).
+    /// With a waiter trying before it marks itself waiting (the lost wake-up `poll`'s "join,
+    /// then try" prevents), it deadlocks at this bound too.
     #[test]
     fn two_waiters_and_a_release_keep_the_budget() {
         let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(3);
+        builder.preemption_bound = Some(2);
         builder.check(|| {
             let pool = SlabPool::with_admission(100, Admission::Atomic);
             let held = pool.try_admit(70).unwrap();
