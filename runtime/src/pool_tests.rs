@@ -289,9 +289,9 @@ mod models {
     }
 
     /// Two waiters and a release: served in order of arrival, the budget never exceeded.
-    /// Bounded at 2 preemptions (three threads: unbounded, it runs for minutes; at 3, 37 s).
-    /// With a waiter trying before it marks itself waiting (the lost wake-up `poll`'s "join,
-    /// then try" prevents), it deadlocks at this bound too.
+    /// Bounded at 2 preemptions: three threads run for minutes unbounded. The bound still
+    /// catches a lost wake-up: with `Waiter::poll` trying before it marks itself waiting, the
+    /// model deadlocks (docs/results/2026-12-03-test-suite-time.md).
     #[test]
     fn two_waiters_and_a_release_keep_the_budget() {
         let mut builder = loom::model::Builder::new();
