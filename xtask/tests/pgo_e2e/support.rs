@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
 
 use serde_json::Value;
 
@@ -80,7 +81,7 @@ fn make_good_run() -> Result<GoodRun, String> {
 pub struct Turn {
     slot: MutexGuard<'static, Option<Result<GoodRun, String>>>,
     data: PathBuf,
-    snapshot: BTreeMap<PathBuf, Vec<u8>>,
+    snapshot: BTreeMap<PathBuf, (Vec<u8>, SystemTime)>,
 }
 
 impl std::ops::Deref for Turn {
@@ -96,17 +97,23 @@ impl Drop for Turn {
         for path in now.keys().filter(|p| !self.snapshot.contains_key(*p)) {
             let _ = std::fs::remove_file(path);
         }
-        for (path, bytes) in &self.snapshot {
-            if now.get(path) != Some(bytes) {
+        for (path, was) in &self.snapshot {
+            if now.get(path) != Some(was) {
                 let _ = std::fs::create_dir_all(path.parent().unwrap());
-                let _ = std::fs::write(path, bytes);
+                let _ = std::fs::write(path, &was.0);
+                // Its time too: cargo rebuilds what a profile newer than its build fed
+                // (rustc lists `-Cprofile-use`'s file among a crate's inputs), and a merge
+                // removes the profiles it replaced, so this one is written anew.
+                if let Ok(file) = std::fs::File::options().write(true).open(path) {
+                    let _ = file.set_modified(was.1);
+                }
             }
         }
     }
 }
 
-/// Every file under `dir` (but the build logs and the lock), with its bytes.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+/// Every file under `dir` (but the build logs and the lock), with its bytes and time.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, SystemTime)> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -122,8 +129,9 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
                 }
             } else if name != ".lock"
                 && let Ok(bytes) = std::fs::read(&path)
+                && let Ok(time) = entry.metadata().and_then(|m| m.modified())
             {
-                out.insert(path, bytes);
+                out.insert(path, (bytes, time));
             }
         }
     }
