@@ -314,6 +314,32 @@ pub struct Train {
     pub workloads: Vec<Workload>,
 }
 
+impl Train {
+    /// The training as it runs: the commands without their weights (a weight changes how
+    /// the raw profiles merge, not what is trained).
+    pub fn commands(&self) -> Train {
+        Train {
+            workloads: self
+                .workloads
+                .iter()
+                .map(|w| Workload {
+                    weight: None,
+                    ..w.clone()
+                })
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// Each training workload's name and weight (1 when not given), in order.
+    pub fn weights(&self) -> Vec<(String, u64)> {
+        self.workloads
+            .iter()
+            .map(|w| (w.name.clone(), w.weight.unwrap_or(1)))
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Measure {
@@ -602,7 +628,31 @@ pub fn parse(text: &str) -> Result<Config> {
             bail!("workload `{}`: `batch_messages` must be at least 1", w.name);
         }
     }
-    for w in &config.train.workloads {
+    for (i, w) in config.train.workloads.iter().enumerate() {
+        if w.name.is_empty()
+            || w.name.starts_with('.')
+            || !w
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            bail!(
+                "training workload `{}`: a training workload's name names its raw profiles' folder: letters, digits, `-`, `_` and `.` only, not first",
+                w.name
+            );
+        }
+        if config.train.workloads[..i].iter().any(|o| o.name == w.name) {
+            bail!(
+                "two training workloads are named `{}`: each one's raw profiles are kept apart by name",
+                w.name
+            );
+        }
+        if w.weight == Some(0) {
+            bail!(
+                "training workload `{}`: `weight` must be at least 1 (remove the workload to leave it out)",
+                w.name
+            );
+        }
         if w.mode != Mode::Lockstep || w.metric.is_some() {
             bail!(
                 "training workload `{}`: `mode` and `metric` are for measured workloads (a training command runs once, whole)",
@@ -611,6 +661,12 @@ pub fn parse(text: &str) -> Result<Config> {
         }
     }
     for w in &config.measure.workloads {
+        if w.weight.is_some() {
+            bail!(
+                "measured workload `{}`: `weight` is for training workloads (how much of the merged profile each makes)",
+                w.name
+            );
+        }
         if w.timeout_secs.is_some() {
             bail!(
                 "measured workload `{}`: `timeout_secs` is for training workloads; a measured one's turns are bounded by `measure.timeout_secs`",

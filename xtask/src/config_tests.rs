@@ -234,6 +234,53 @@ fn empty_or_duplicate_workloads_are_refused() {
 }
 
 #[test]
+fn training_weights_are_checked_and_kept_out_of_what_is_trained() {
+    let train = |list: &str| {
+        GOOD.replace(
+            r#"workloads = [{ name = "train", args = ["train"] }]"#,
+            &format!("workloads = [{list}]"),
+        )
+    };
+    let config = parse(&train(
+        r#"{ name = "a", args = ["train", "--phase", "tokio"], weight = 3 }, { name = "b", args = ["train"] }"#,
+    ))
+    .unwrap();
+    assert_eq!(
+        config.train.weights(),
+        [("a".to_string(), 3), ("b".to_string(), 1)]
+    );
+    // A weight is how the profiles merge: the commands trained do not carry it.
+    assert!(
+        config
+            .train
+            .commands()
+            .workloads
+            .iter()
+            .all(|w| w.weight.is_none())
+    );
+    assert_eq!(config.train.commands().workloads[0].args[2], "tokio");
+    check_err(
+        &train(r#"{ name = "a", args = ["train"], weight = 0 }"#),
+        &["training workload `a`: `weight` must be at least 1"],
+    );
+    check_err(
+        &train(r#"{ name = "a", args = ["x"] }, { name = "a", args = ["y"] }"#),
+        &["two training workloads are named `a`"],
+    );
+    check_err(
+        &train(r#"{ name = "../up", args = ["x"] }"#),
+        &["training workload `../up`: a training workload's name names its raw profiles' folder"],
+    );
+    check_err(
+        &GOOD.replace(
+            r#"{ name = "lat", args = ["agent_send_latency"] }"#,
+            r#"{ name = "lat", args = ["agent_send_latency"], weight = 2 }"#,
+        ),
+        &["measured workload `lat`: `weight` is for training workloads"],
+    );
+}
+
+#[test]
 fn bolt_enabled_is_auto_true_or_false() {
     assert_eq!(parse(GOOD).unwrap().bolt.enabled, BoltEnabled::Auto);
     for (text, want) in [

@@ -98,6 +98,7 @@ pub fn report() -> Report {
             fingerprint: "0123456789abcdef".into(),
             skipped_raw: Vec::new(),
             origin: String::new(),
+            parts: Vec::new(),
         },
         apply_check,
         insight: Some(insight()),

@@ -258,6 +258,18 @@ pub struct ProfileInfo {
     /// bundle (`--profile`), or bundles merged (`merge --input`).
     #[serde(default)]
     pub origin: String,
+    /// Trained here: each training workload's own profile and its weight in the merge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<TrainingPart>,
+}
+
+/// One training workload's part of a merged profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrainingPart {
+    pub workload: String,
+    pub weight: u64,
+    /// Its raw profiles merged alone (`pgo-data/train/<workload>.profdata`).
+    pub profile: PathBuf,
 }
 
 /// What the report stage records: where report.json is, and its content hash (the other

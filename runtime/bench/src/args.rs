@@ -6,7 +6,7 @@ pub const USAGE: &str = "\
 usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
                  [--untimed] [--emit-values] [--lockstep BATCH] [--inject-ns N]
                  [--senders N] [--workers N] [--budget-bytes N] [--admission locked|atomic]
-                 [--single-lane on|off] [--pin-workers]
+                 [--single-lane on|off] [--pin-workers] [--phase NAME]
 
 workloads:
   agent_send_latency       per-message send->recv latency through a Mighty mailbox (capacity 8)
@@ -17,7 +17,8 @@ workloads:
                            budget (--budget-bytes, default 4 messages' worth) binds first;
                            each message's latency from its send to its receipt
   train                    the PGO training mix: both policies, all payload kinds, several
-                           senders, agents, full-mailbox back-pressure
+                           senders, agents, full-mailbox back-pressure; each phase
+                           --messages long
 
 --untimed: no clock reads and no histogram, only the round trips (for counting instructions
            with callgrind: what is left repeats to the instruction); the figures are then 0.
@@ -38,6 +39,10 @@ workloads:
 
 --pin-workers: agent_send_contended's runtime threads each on a CPU of its own (thread i on
            CPU i mod the CPUs), so batches do not differ by where the scheduler put them.
+
+--phase NAME: train only: run one phase of the mix (mailbox-empty, mailbox-payloads, tokio,
+           pressure, contended, fill-and-drain, agents), so that each can be a training
+           command of its own, weighed by the pipeline; every phase when not given.
 
 --inject-ns N: add N ns to every measured round trip: a known effect, exactly, for
            `cargo xtask pgo calibrate` to check what the measurement detects. Lockstep
@@ -107,6 +112,8 @@ pub struct Args {
     pub single_lane: bool,
     /// `agent_send_contended`: each runtime thread pinned to a CPU of its own.
     pub pin_workers: bool,
+    /// `train` only: the one phase to run (`--phase`; every phase when not given).
+    pub phase: Option<crate::train::Phase>,
 }
 
 #[derive(Debug)]
@@ -159,6 +166,7 @@ impl Args {
             admission: None,
             single_lane: true,
             pin_workers: false,
+            phase: None,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -171,6 +179,17 @@ impl Args {
                 "--payload-bytes" => args.payload_bytes = number(&flag, &value()?)?,
                 "--untimed" => args.untimed = true,
                 "--pin-workers" => args.pin_workers = true,
+                "--phase" => {
+                    let name = value()?;
+                    args.phase = Some(crate::train::Phase::parse(&name).ok_or_else(|| {
+                        let names: Vec<&str> =
+                            crate::train::PHASES.iter().map(|p| p.name()).collect();
+                        ArgError(format!(
+                            "`--phase` takes one of {}, not `{name}`",
+                            names.join(", ")
+                        ))
+                    })?);
+                }
                 "--emit-values" => args.emit_values = true,
                 "--lockstep" => args.lockstep = Some(number(&flag, &value()?)?),
                 "--inject-ns" => args.inject_ns = number(&flag, &value()?)?,
@@ -215,6 +234,9 @@ impl Args {
         }
         if args.messages == 0 {
             return Err(ArgError("`--messages` must be at least 1".into()));
+        }
+        if args.phase.is_some() && args.workload != Workload::Train {
+            return Err(ArgError("`--phase` is for the `train` workload".into()));
         }
         if args.lockstep == Some(0) {
             return Err(ArgError("`--lockstep` must be at least 1".into()));
@@ -280,8 +302,26 @@ mod tests {
         );
         let d = parse("train").unwrap();
         assert_eq!(
-            (d.messages, d.warmup, d.policy),
-            (200_000, 10_000, PolicyArg::Block)
+            (d.messages, d.warmup, d.policy, d.phase),
+            (200_000, 10_000, PolicyArg::Block, None)
+        );
+    }
+
+    #[test]
+    fn a_training_phase_is_named_and_only_for_train() {
+        for phase in crate::train::PHASES {
+            let a = parse(&format!("train --phase {}", phase.name())).unwrap();
+            assert_eq!(a.phase, Some(phase));
+        }
+        let err = parse("train --phase warp").unwrap_err();
+        assert!(
+            err.contains("`--phase` takes one of mailbox-empty, mailbox-payloads,")
+                && err.contains("not `warp`"),
+            "{err}"
+        );
+        assert_eq!(
+            parse("agent_send_latency --phase tokio").unwrap_err(),
+            "`--phase` is for the `train` workload"
         );
     }
 

@@ -1,10 +1,11 @@
-//! `mty-bench train`: the PGO training mix.
+//! `mty-bench train`: the PGO training mix, in phases.
 //!
 //! Deliberately not the measured workload: it drives the same executable's mailbox and
 //! tokio channel code through both policies, every payload kind, several senders on one and
 //! on two worker threads, agents, and full-mailbox back-pressure on count and on bytes.
-//! `--messages N` scales every phase; `--policy` and `--payload-bytes` are ignored (the mix
-//! covers them all).
+//! `--phase NAME` runs one phase (each a training command of its own, so that the pipeline
+//! weighs them: `train.workloads[].weight`); without it every phase runs once. `--messages N`
+//! is each phase's size; `--policy` and `--payload-bytes` are ignored (the phases cover them).
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -12,12 +13,14 @@ use std::time::Instant;
 use mty_runtime::{Mailbox, MailboxSender, Policy, SendError, SmallPayload, spawn_agent};
 use serde::Serialize;
 
-use crate::args::Args;
+use crate::args::{Args, PolicyArg};
 use crate::latency::{self, CAPACITY};
 
 #[derive(Debug, Serialize)]
 pub struct TrainReport {
     pub workload: &'static str,
+    /// The phases run, in order.
+    pub phases: Vec<&'static str>,
     pub messages: u64,
     /// Messages received, over all phases.
     pub delivered: u64,
@@ -26,80 +29,127 @@ pub struct TrainReport {
     pub elapsed_ms: u64,
 }
 
-/// Payload sizes cycled through: empty (fast path), inline, and heap.
-const SIZES: [usize; 6] = [0, 1, 16, 64, 65, 512];
+/// A part of the training mix, run alone with `--phase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Round trips of empty messages through the mailbox, Block and Fail: the fast path
+    /// the latency workloads take.
+    MailboxEmpty,
+    /// Round trips of inline and heap payloads through the mailbox, Block and Fail.
+    MailboxPayloads,
+    /// Round trips through bare tokio mpsc (`send` and `try_send`), empty and with a payload.
+    Tokio,
+    /// Four Block senders against a byte budget that fills, on one thread and on two.
+    Pressure,
+    /// Four senders of 32-byte messages, a budget of four of them, on two workers.
+    Contended,
+    /// Fail policy: fill the mailbox until it refuses, then drain it.
+    FillAndDrain,
+    /// Agents: a handler per message, stopped explicitly and by dropping every sender.
+    Agents,
+}
+
+pub const PHASES: [Phase; 7] = [
+    Phase::MailboxEmpty,
+    Phase::MailboxPayloads,
+    Phase::Tokio,
+    Phase::Pressure,
+    Phase::Contended,
+    Phase::FillAndDrain,
+    Phase::Agents,
+];
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::MailboxEmpty => "mailbox-empty",
+            Phase::MailboxPayloads => "mailbox-payloads",
+            Phase::Tokio => "tokio",
+            Phase::Pressure => "pressure",
+            Phase::Contended => "contended",
+            Phase::FillAndDrain => "fill-and-drain",
+            Phase::Agents => "agents",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Phase> {
+        PHASES.into_iter().find(|p| p.name() == name)
+    }
+}
 
 pub fn run(args: &Args) -> TrainReport {
     let start = Instant::now();
-    let n = args.messages;
-    let mut delivered = 0;
-    let mut refused_full = 0;
-
-    // The per-message round trip the measured workloads make, within a mix of payload sizes
-    // and both policies. Empty payloads under Block belong in it: they are the runtime's fast
-    // path, and a mix without them made PGO lay that branch out as cold (measured: the PGO
-    // build ran 15 % fewer instructions per message yet was 16 % slower in wall time).
-    for (policy, bytes) in [
-        ("block", 0),
-        ("block", 1),
-        ("block", 200),
-        ("fail", 0),
-        ("fail", 64),
-    ] {
-        let mut a = args.clone();
-        // Empty payloads, one at a time, are the runtime's fast path and most of what a
-        // latency-bound user runs: eight times the weight of the other sizes. Measured: with
-        // equal weights the training got 57-70 % of an oracle profile's gain on the empty round
-        // trips (`Semaphore::try_acquire` at 0.8 % of the training's count against 7.7 % of the
-        // `try_send` loop's); at twice the weight, 97-118 %, until the single-sender lane made
-        // these round trips so cheap that the several-sender parts below outweighed them
-        // (`send_single` 1.0 % of the training's count against 10.7 % of the `send` loop's;
-        // 64-65 % of the oracle's gain).
-        a.messages = if bytes == 0 { n } else { n / 8 }.max(1);
-        a.warmup = 0;
-        a.payload_bytes = bytes;
-        a.policy = if policy == "block" {
-            crate::args::PolicyArg::Block
-        } else {
-            crate::args::PolicyArg::Fail
-        };
-        black_box(latency::mailbox(&a));
-        black_box(latency::tokio_mpsc(&a));
-        delivered += 2 * a.messages;
-    }
-
-    let current = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("a current-thread tokio runtime");
-    let multi = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .build()
-        .expect("a two-worker tokio runtime");
-
-    // Several Block senders against a byte budget that fills: back-pressure on bytes.
-    delivered += current.block_on(senders_under_pressure(4, n / 4, 1024, payload));
-    delivered += multi.block_on(senders_under_pressure(4, n / 4, 1024, payload));
-    // The same with 32-byte messages and a budget of four of them, on two workers: the shape
-    // of `agent_send_contended` (measured: without it, one training of two got 70 % [60, 83]
-    // of an oracle profile's gain on that workload).
-    delivered += multi.block_on(senders_under_pressure(4, n / 4, 128, inline32));
-
-    // Fail policy: fill the mailbox until it refuses, then drain it.
-    let (r_delivered, r_refused) = current.block_on(fill_and_drain(n / 4));
-    delivered += r_delivered;
-    refused_full += r_refused;
-
-    // Agents: a handler per message, stopped explicitly and by dropping every sender.
-    delivered += multi.block_on(agents(n / 4));
-
-    TrainReport {
+    let phases: Vec<Phase> = match args.phase {
+        Some(p) => vec![p],
+        None => PHASES.to_vec(),
+    };
+    let mut report = TrainReport {
         workload: "train",
-        messages: n,
-        delivered,
-        refused_full,
-        elapsed_ms: start.elapsed().as_millis() as u64,
+        phases: phases.iter().map(|p| p.name()).collect(),
+        messages: args.messages,
+        delivered: 0,
+        refused_full: 0,
+        elapsed_ms: 0,
+    };
+    for phase in phases {
+        let (delivered, refused) = run_phase(phase, args);
+        report.delivered += delivered;
+        report.refused_full += refused;
+    }
+    report.elapsed_ms = start.elapsed().as_millis() as u64;
+    report
+}
+
+/// One phase of `n` messages a part: (messages delivered, sends refused as full).
+fn run_phase(phase: Phase, args: &Args) -> (u64, u64) {
+    let n = args.messages;
+    let round_trips = |parts: &[(PolicyArg, usize)], tokio: bool| {
+        for &(policy, bytes) in parts {
+            let mut a = args.clone();
+            a.messages = n;
+            a.warmup = 0;
+            a.payload_bytes = bytes;
+            a.policy = policy;
+            if tokio {
+                black_box(latency::tokio_mpsc(&a));
+            } else {
+                black_box(latency::mailbox(&a));
+            }
+        }
+        (parts.len() as u64 * n, 0)
+    };
+    let current = || {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a current-thread tokio runtime")
+    };
+    let multi = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .expect("a two-worker tokio runtime")
+    };
+    use PolicyArg::{Block, Fail};
+    match phase {
+        Phase::MailboxEmpty => round_trips(&[(Block, 0), (Fail, 0)], false),
+        Phase::MailboxPayloads => round_trips(&[(Block, 1), (Block, 200), (Fail, 64)], false),
+        Phase::Tokio => round_trips(&[(Block, 0), (Fail, 0), (Block, 200)], true),
+        Phase::Pressure => {
+            let one = current().block_on(senders_under_pressure(4, n / 4, 1024, payload));
+            let two = multi().block_on(senders_under_pressure(4, n / 4, 1024, payload));
+            (one + two, 0)
+        }
+        Phase::Contended => (
+            multi().block_on(senders_under_pressure(4, n / 4, 128, inline32)),
+            0,
+        ),
+        Phase::FillAndDrain => current().block_on(fill_and_drain(n)),
+        Phase::Agents => (multi().block_on(agents(n)), 0),
     }
 }
+
+/// Payload sizes cycled through: empty (fast path), inline, and heap.
+const SIZES: [usize; 6] = [0, 1, 16, 64, 65, 512];
 
 fn inline32(_: u64) -> SmallPayload {
     SmallPayload::copy_from(&[0x5A; 32])

@@ -47,6 +47,10 @@ pub struct Workload {
     /// `train.timeout_secs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// Training workloads only: its weight in the merged profile (llvm-profdata's weighted
+    /// merge: its counts times this; default 1). Changing it merges again, without retraining.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u64>,
     /// Whole-process workloads only: the key of a number in the JSON object the command
     /// prints as its last line of stdout, in nanoseconds, taken as the sample instead of the
     /// wall time (a program that times its own work, without its start-up).
@@ -102,6 +106,7 @@ impl Workload {
             cwd: None,
             stdin: None,
             timeout_secs: None,
+            weight: None,
             metric: None,
             share_core: None,
             sessions: None,

@@ -87,14 +87,14 @@ pub fn remove_leftover_temps(data: &Path) -> Result<Vec<PathBuf>> {
     Ok(removed)
 }
 
-/// A hash of everything a profile depends on: the toolchain, the training config and binary,
-/// and the sources ([`super::fresh::sources`]). A profile whose fingerprint differs from the
+/// A hash of everything a profile depends on: the toolchain, the training commands and
+/// binary, and the sources ([`super::fresh::sources`]). A profile whose fingerprint differs from the
 /// current one is stale.
 pub fn fingerprint(sources: &str, rustc_vv: &str, config: &Config) -> Result<String> {
     let mut bytes = Vec::new();
     bytes.extend_from_slice(rustc_vv.as_bytes());
     bytes.extend_from_slice(config.binary.as_bytes());
-    bytes.extend_from_slice(serde_json::to_string(&config.train)?.as_bytes());
+    bytes.extend_from_slice(serde_json::to_string(&config.train.commands())?.as_bytes());
     bytes.extend_from_slice(sources.as_bytes());
     Ok(format!("{:016x}", fsx::fnv1a64(&bytes)))
 }

@@ -46,16 +46,17 @@ pub fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
 pub fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<Inputs> {
     Ok(Inputs::new()
         .built(&instrumented.0)?
-        .json("config.train", &ctx.config.config.train))
+        .json("config.train", &ctx.config.config.train.commands()))
 }
 
-pub fn merge(tc: &Toolchain, training: &TrainingRun, skip_bad: bool) -> Result<Inputs> {
+pub fn merge(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun, skip_bad: bool) -> Result<Inputs> {
     let mut inputs = Inputs::new()
         .text("llvm-profdata", tc.llvm_profdata_version.clone())
+        .json("weights", &ctx.config.config.train.weights())
         .text("skip_bad_profiles", skip_bad.to_string())
         .text("fingerprint", training.fingerprint.clone());
     for raw in &training.profraw {
-        let name = raw.file_name().unwrap_or_default().to_string_lossy();
+        let name = raw.strip_prefix(ctx.raw_dir()).unwrap_or(raw).display();
         inputs = inputs.file(&format!("raw/{name}"), raw)?;
     }
     Ok(inputs)

@@ -14,7 +14,7 @@ use crate::outputs::{InstrumentedBuild, MergedProfile, OptimizedBuild, TrainingR
 use crate::build::Build;
 use crate::exec::Cmd;
 use crate::fsx;
-use crate::outputs::ProfileInfo;
+use crate::outputs::{ProfileInfo, TrainingPart};
 use crate::stage::Stage;
 use crate::toolchain::Toolchain;
 use crate::warnings::ApplyReport;
@@ -58,6 +58,11 @@ pub(super) fn train(
         std::fs::remove_file(&old)
             .with_context(|| format!("cannot remove stale {}", old.display()))?;
     }
+    for entry in std::fs::read_dir(&raw)?.filter_map(|e| e.ok()) {
+        if entry.path().is_dir() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
     let train = &ctx.config.config.train;
     let bar = ProgressBar::new(train.workloads.len() as u64)
         .with_prefix("train")
@@ -71,9 +76,10 @@ pub(super) fn train(
     for workload in &train.workloads {
         bar.set_message(workload.name.clone());
         let timeout = Duration::from_secs(workload.timeout_secs.unwrap_or(train.timeout_secs));
+        // Each workload's raw profiles in a folder of its own: `merge` weighs them apart.
         let cmd = crate::workload::command(&instrumented.0.exe, workload, &ctx.ws.root).env(
             "LLVM_PROFILE_FILE",
-            format!("{}/%m_%p.profraw", raw.display()),
+            format!("{}/{}/%m_%p.profraw", raw.display(), workload.name),
         );
         bar.suspend(|| cmd.run_with_timeout(timeout))
             .with_context(|| format!("training workload `{}` failed", workload.name))?;
@@ -100,17 +106,31 @@ pub(super) fn train(
     })
 }
 
+/// The raw profiles in `dir` and in its folders (one a training workload).
 fn profraw_files(dir: &Path) -> Result<Vec<PathBuf>> {
     if !dir.exists() {
         return Ok(Vec::new());
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+    let mut files = Vec::new();
+    for path in std::fs::read_dir(dir)
         .with_context(|| format!("cannot list {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "profraw"))
-        .collect();
+    {
+        if path.is_dir() {
+            files.extend(profraw_files(&path)?);
+        } else if path.extension().is_some_and(|x| x == "profraw") {
+            files.push(path);
+        }
+    }
     files.sort();
     Ok(files)
+}
+
+/// The training workload a raw profile belongs to: the folder it was written in, under
+/// `raw`; `None` for one written by a training before workloads had folders.
+fn workload_of(raw: &Path, file: &Path) -> Option<String> {
+    let parent = file.parent()?;
+    (parent != raw).then(|| parent.file_name()?.to_str().map(str::to_string))?
 }
 
 /// `skip_bad`: merge the readable raw profiles when some are not (`--skip-bad-profiles`).
@@ -150,14 +170,19 @@ pub(super) fn merge(
             bad.join("\n  ")
         );
     }
+    let parts = merge_parts(ctx, tc, &good)?;
     let tmp = fsx::temp_path(&ctx.data.join("merged.profdata"));
     let cmd = Cmd::new(tc.llvm_profdata.display().to_string())
         .args(["merge", "-o"])
         .arg(tmp.display().to_string())
-        .args(good.iter().map(|p| p.display().to_string()));
+        .args(
+            parts
+                .iter()
+                .map(|p| format!("-weighted-input={},{}", p.weight, p.profile.display())),
+        );
     if let Err(err) = cmd.run_with_timeout(Duration::from_secs(300)) {
         let _ = std::fs::remove_file(&tmp);
-        return Err(err.context("cannot merge the raw profiles"));
+        return Err(err.context("cannot merge the training workloads' profiles"));
     }
     let bytes = std::fs::read(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?;
     // Content-addressed: cargo fingerprints the -Cprofile-use PATH, not the file's content,
@@ -197,7 +222,61 @@ pub(super) fn merge(
         info.max_function_count,
         info.total_count
     );
+    if parts.len() > 1 {
+        eprintln!(
+            "merge: weights {}",
+            parts
+                .iter()
+                .map(|p| format!("{} ×{}", p.workload, p.weight))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    info.parts = parts;
     Ok(MergedProfile(info))
+}
+
+/// Each training workload's raw profiles merged alone into `pgo-data/train/<name>.profdata`
+/// (what `insight` and `tune` read), with its weight from the config.
+fn merge_parts(ctx: &Ctx, tc: &Toolchain, raw: &[PathBuf]) -> Result<Vec<TrainingPart>> {
+    let weights = ctx.config.config.train.weights();
+    let mut groups: Vec<(String, Vec<&PathBuf>)> = Vec::new();
+    for file in raw {
+        let name = workload_of(&ctx.raw_dir(), file).unwrap_or_else(|| "train".to_string());
+        match groups.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, files)) => files.push(file),
+            None => groups.push((name, vec![file])),
+        }
+    }
+    let dir = ctx.data.join("train");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut parts = Vec::new();
+    for (workload, files) in groups {
+        let profile = dir.join(format!("{workload}.profdata"));
+        let tmp = fsx::temp_path(&profile);
+        let merged = Cmd::new(tc.llvm_profdata.display().to_string())
+            .args(["merge", "-o"])
+            .arg(tmp.display().to_string())
+            .args(files.iter().map(|p| p.display().to_string()))
+            .run_with_timeout(Duration::from_secs(300));
+        if let Err(err) = merged {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err.context(format!(
+                "cannot merge the raw profiles of training workload `{workload}`"
+            )));
+        }
+        fsx::rename(&tmp, &profile)?;
+        let weight = weights
+            .iter()
+            .find(|(n, _)| *n == workload)
+            .map_or(1, |(_, w)| *w);
+        parts.push(TrainingPart {
+            workload,
+            weight,
+            profile,
+        });
+    }
+    Ok(parts)
 }
 
 /// The summary `llvm-profdata show` prints.
@@ -216,6 +295,7 @@ pub fn parse_show(text: &str, path: PathBuf, hash: String) -> Result<ProfileInfo
         fingerprint: String::new(),
         skipped_raw: Vec::new(),
         origin: String::new(),
+        parts: Vec::new(),
     })
 }
 

@@ -109,7 +109,7 @@ pub fn merge(
             ctx,
             timer,
             Stage::Merge,
-            inputs::merge(tc, training, skip_bad)?,
+            inputs::merge(ctx, tc, training, skip_bad)?,
             || profile::merge(ctx, tc, training, skip_bad),
         )?,
         ProfileSource::Stored { path, allow_stale } => stages::run(
