@@ -40,6 +40,20 @@ pub struct Config {
     pub bolt: Bolt,
     #[serde(default)]
     pub layout: Layout,
+    /// Workloads the training's weights are tuned on (`cargo xtask pgo tune`), never the
+    /// measured ones: the measured workloads' capture stays held out.
+    #[serde(default)]
+    pub validate: Validate,
+}
+
+/// `[validate]`: the validation workloads of `cargo xtask pgo tune`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Validate {
+    /// Run whole on the instrumented binary, each profiled alone, like a measured workload's
+    /// insight profile; none may share an input with a measured workload.
+    #[serde(default)]
+    pub workloads: Vec<Workload>,
 }
 
 /// The `layout` stage: builds relinked with their functions in another order
@@ -191,6 +205,9 @@ impl<'de> Deserialize<'de> for BoltEnabled {
     }
 }
 
+/// `insight.min_agreement_pct`'s default: set from recorded runs (docs/findings.md).
+pub const AGREEMENT_WARNING_PCT: f64 = 80.0;
+
 /// The `insight` stage: what the profile holds, and whether the training looks like the
 /// measured workloads.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -198,16 +215,16 @@ impl<'de> Deserialize<'de> for BoltEnabled {
 pub struct Insight {
     /// How many of the hottest functions to list (training profile, and each workload's).
     pub top: usize,
-    /// A measured workload whose profile overlaps the training profile less than this (%,
-    /// `llvm-profdata overlap`'s program-level edge overlap) is warned about.
-    pub min_overlap_pct: f64,
+    /// A measured workload whose agreement with the training (`insight_data::agreement`,
+    /// the predictor of capture, %) is below this is warned about.
+    pub min_agreement_pct: f64,
 }
 
 impl Default for Insight {
     fn default() -> Self {
         Insight {
             top: 12,
-            min_overlap_pct: 30.0,
+            min_agreement_pct: AGREEMENT_WARNING_PCT,
         }
     }
 }
@@ -686,6 +703,23 @@ pub fn parse(text: &str) -> Result<Config> {
             );
         }
     }
+    for v in &config.validate.workloads {
+        if v.weight.is_some() || v.mode != Mode::Lockstep || v.metric.is_some() {
+            bail!(
+                "validation workload `{}`: `weight`, `mode` and `metric` are not for validation workloads (each runs once, whole, to be profiled)",
+                v.name
+            );
+        }
+        for m in &config.measure.workloads {
+            if let Some(input) = shared_input(v, m) {
+                bail!(
+                    "validation workload `{}` shares {input} with measured workload `{}`: tuning on it would tune on what the report measures (give it other inputs: other sizes, counts, files)",
+                    v.name,
+                    m.name
+                );
+            }
+        }
+    }
     let names: Vec<&str> = config
         .measure
         .workloads
@@ -766,6 +800,34 @@ pub fn parse(text: &str) -> Result<Config> {
         bail!("`layout.max_instructions_change_pct` must be a percentage, 0 or more");
     }
     Ok(config)
+}
+
+/// What a validation workload and a measured one share, if anything that makes them the same
+/// input: the same command (arguments, environment, directory, stdin), or a file named by
+/// both (an argument or stdin that names the same path).
+fn shared_input(v: &Workload, m: &Workload) -> Option<String> {
+    if v.args == m.args && v.env == m.env && v.cwd == m.cwd && v.stdin == m.stdin {
+        return Some("its command line".to_string());
+    }
+    let files = |w: &Workload| -> Vec<PathBuf> {
+        let dir = w.cwd.clone().unwrap_or_default();
+        w.args
+            .iter()
+            .filter(|a| {
+                !a.starts_with('-')
+                    && (a.contains('/')
+                        || a.rsplit_once('.')
+                            .is_some_and(|(_, ext)| ext.chars().any(|c| c.is_ascii_alphabetic())))
+            })
+            .map(|a| dir.join(a))
+            .chain(w.stdin.clone())
+            .collect()
+    };
+    let theirs = files(m);
+    files(v)
+        .into_iter()
+        .find(|f| theirs.contains(f))
+        .map(|f| format!("the input file `{}`", f.display()))
 }
 
 #[cfg(test)]

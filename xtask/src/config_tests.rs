@@ -281,6 +281,59 @@ fn training_weights_are_checked_and_kept_out_of_what_is_trained() {
 }
 
 #[test]
+fn a_validation_workload_sharing_an_input_with_a_measured_one_is_refused() {
+    let with = |validate: &str, measured: &str| {
+        GOOD.replace(
+            r#"workloads = [{ name = "lat", args = ["agent_send_latency"] }]"#,
+            &format!("workloads = [{measured}]"),
+        ) + &format!("[validate]\nworkloads = [{validate}]\n")
+    };
+    // Other inputs of the same code: accepted.
+    let config = parse(&with(
+        r#"{ name = "v", args = ["agent_send_latency", "--capacity", "32"] }"#,
+        r#"{ name = "lat", args = ["agent_send_latency"] }"#,
+    ))
+    .unwrap();
+    assert_eq!(config.validate.workloads[0].name, "v");
+    check_err(
+        &with(
+            r#"{ name = "v", args = ["agent_send_latency"] }"#,
+            r#"{ name = "lat", args = ["agent_send_latency"] }"#,
+        ),
+        &["validation workload `v` shares its command line with measured workload `lat`"],
+    );
+    check_err(
+        &with(
+            r#"{ name = "v", args = ["--fast", "docs/a.md"] }"#,
+            r#"{ name = "lat", args = ["--slow", "docs/a.md"] }"#,
+        ),
+        &["validation workload `v` shares the input file `docs/a.md` with measured workload `lat`"],
+    );
+    check_err(
+        &with(
+            r#"{ name = "v", args = ["-"], stdin = "in/b.json" }"#,
+            r#"{ name = "lat", args = ["x"], mode = "process", stdin = "in/b.json" }"#,
+        ),
+        &["shares the input file `in/b.json`"],
+    );
+    // A number is not a file.
+    parse(&with(
+        r#"{ name = "v", args = ["x", "0.5"] }"#,
+        r#"{ name = "lat", args = ["y", "0.5"] }"#,
+    ))
+    .unwrap();
+    check_err(
+        &with(
+            r#"{ name = "v", args = ["x"], weight = 2 }"#,
+            r#"{ name = "lat", args = ["y"] }"#,
+        ),
+        &[
+            "validation workload `v`: `weight`, `mode` and `metric` are not for validation workloads",
+        ],
+    );
+}
+
+#[test]
 fn bolt_enabled_is_auto_true_or_false() {
     assert_eq!(parse(GOOD).unwrap().bolt.enabled, BoltEnabled::Auto);
     for (text, want) in [

@@ -146,6 +146,7 @@ pub fn insight() -> crate::outputs::InsightReport {
         symbol: format!("_ZN{name}"),
         name: name.into(),
         count,
+        counters: vec![count],
     };
     let training = vec![
         f("mty_runtime::pool::PoolInner::lock", 2_172_987),
@@ -185,9 +186,15 @@ pub fn insight() -> crate::outputs::InsightReport {
                 },
             ],
             never_trained: Vec::new(),
+            agreement: Some(crate::insight_data::Agreement {
+                score_pct: 84.2,
+                hot_pct: 99.0,
+                shape_pct: 85.1,
+                lacking: Vec::new(),
+            }),
         }],
         previous_overlap_pct: Some(97.5),
-        min_overlap_pct: 40.0,
+        min_agreement_pct: 80.0,
         warnings: Vec::new(),
     }
 }

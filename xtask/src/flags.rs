@@ -189,6 +189,8 @@ pub struct PgoFlags {
     pub allow_stale: bool,
     /// `cargo xtask pgo calibrate`: the sensitivity check instead of the pipeline.
     pub calibrate: bool,
+    /// `cargo xtask pgo tune`: the training's weights chosen on the validation workloads.
+    pub tune: bool,
     /// `--force [STAGE]`: from this stage on (`doctor`: all), run although up to date.
     pub force: Option<Stage>,
     /// `--remeasure`: measure although the measurement's inputs are unchanged.
@@ -261,10 +263,12 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             let mut flags = PgoFlags::default();
             let mut stage = None;
             let mut calibrate = false;
+            let mut tune = false;
             // `export` takes the next positional word as its directory; `ab` the next two.
             let mut export: Option<Option<PathBuf>> = None;
             let mut ab: Option<Vec<PathBuf>> = None;
-            let help = parse_command(argv, "pgo", &mut |arg| match arg {
+            let help = parse_command(argv, "pgo", &mut |arg| {
+                match arg {
                 Arg::Flag(name, value) => {
                     if !flags.common.set(name, value.clone()) {
                         match name {
@@ -331,10 +335,17 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                         ab.as_mut().expect("checked").push(PathBuf::from(word));
                         Ok(())
                     }
-                    _ if stage.is_some() || calibrate || export.is_some() || ab.is_some() => Err(
-                        "give at most one stage (or `calibrate`, `export DIR`, `ab OLD NEW`)"
-                            .to_string(),
-                    ),
+                    _ if stage.is_some()
+                        || calibrate
+                        || tune
+                        || export.is_some()
+                        || ab.is_some() =>
+                    {
+                        Err(
+                            "give at most one stage (or `calibrate`, `tune`, `export DIR`, `ab OLD NEW`)"
+                                .to_string(),
+                        )
+                    }
                     _ if word == "export" => {
                         export = Some(None);
                         Ok(())
@@ -347,15 +358,21 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                         calibrate = true;
                         Ok(())
                     }
+                    _ if word == "tune" => {
+                        tune = true;
+                        Ok(())
+                    }
                     (Some(s), _) => {
                         stage = Some(s);
                         Ok(())
                     }
                     (None, _) => Err(format!("unknown stage `{word}`")),
                 },
+            }
             })?;
             flags.stage = stage;
             flags.calibrate = calibrate;
+            flags.tune = tune;
             if help.is_none() {
                 flags.export = match export {
                     Some(None) => {
@@ -518,6 +535,9 @@ pub fn command_help(command: &str) -> String {
              cargo xtask pgo calibrate: release against release with a known cost injected into\n\
              every timed round trip (config section [calibrate]): what it detects at each size, and\n\
              that nothing is detected when nothing is injected; --repeat R replicates it.\n\n\
+             cargo xtask pgo tune: the training workloads' weights chosen on the validation\n\
+             workloads (config section [validate]), never on the measured ones; kept in\n\
+             pgo-data/tune.json, which later runs merge with.\n\n\
              cargo xtask pgo ab OLD NEW: two executables of the binary (e.g. two commits' release\n\
              builds) as arms of the same lockstep sessions, with OLD's A/A arm: NEW's change\n\
              against OLD per measured workload, with its 95 % interval (pgo-data/ab.json).\n",

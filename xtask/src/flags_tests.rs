@@ -38,7 +38,7 @@ fn stages_flags_and_their_errors() {
     );
     assert_eq!(
         usage_error("pgo merge train"),
-        "give at most one stage (or `calibrate`, `export DIR`, `ab OLD NEW`)"
+        "give at most one stage (or `calibrate`, `tune`, `export DIR`, `ab OLD NEW`)"
     );
     assert_eq!(pgo("export out/b").export, Some(PathBuf::from("out/b")));
     assert_eq!(pgo("export out/b").stage, None);
@@ -52,7 +52,7 @@ fn stages_flags_and_their_errors() {
     );
     assert_eq!(
         usage_error("pgo ab a b c"),
-        "give at most one stage (or `calibrate`, `export DIR`, `ab OLD NEW`)"
+        "give at most one stage (or `calibrate`, `tune`, `export DIR`, `ab OLD NEW`)"
     );
     assert_eq!(
         usage_error("pgo export"),
@@ -109,7 +109,7 @@ fn stages_flags_and_their_errors() {
     );
     assert_eq!(
         usage_error("pgo calibrate merge"),
-        "give at most one stage (or `calibrate`, `export DIR`, `ab OLD NEW`)"
+        "give at most one stage (or `calibrate`, `tune`, `export DIR`, `ab OLD NEW`)"
     );
     assert_eq!(
         usage_error("pgo --pgo-data"),

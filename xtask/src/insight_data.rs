@@ -11,12 +11,13 @@ use crate::warnings::{crate_of, demangle};
 
 /// One function of a profile: its symbol as the profile names it (unique: closures and
 /// monomorphised copies demangle alike, so two profiles of one binary are matched on this),
-/// its demangled name, and the sum of its counters.
+/// its demangled name, the sum of its counters and the counters themselves.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FunctionCount {
     pub symbol: String,
     pub name: String,
     pub count: u64,
+    pub counters: Vec<u64>,
 }
 
 /// The functions of a profile in LLVM's text format (`llvm-profdata merge --text`): records
@@ -50,6 +51,7 @@ pub fn parse_text_profile(text: &str) -> Result<Vec<FunctionCount>, String> {
             .and_then(|l| l.trim().parse().ok())
             .ok_or_else(|| format!("the record of `{name}` has no counter count"))?;
         let mut count = 0u64;
+        let mut counters = Vec::with_capacity(n);
         for i in 0..n {
             let v: u64 = rest
                 .get(values_at + 1 + i)
@@ -58,6 +60,7 @@ pub fn parse_text_profile(text: &str) -> Result<Vec<FunctionCount>, String> {
                     format!("the record of `{name}` has fewer than {n} counter values")
                 })?;
             count = count.saturating_add(v);
+            counters.push(v);
         }
         // Local symbols come as `<file>;<symbol>`.
         let symbol = name.rsplit(';').next().unwrap_or(name);
@@ -65,6 +68,7 @@ pub fn parse_text_profile(text: &str) -> Result<Vec<FunctionCount>, String> {
             symbol: name.to_string(),
             name: demangle(symbol),
             count,
+            counters,
         });
     }
     Ok(out)
@@ -217,6 +221,138 @@ pub fn untrained_share(workload: &[FunctionCount], training: &[FunctionCount]) -
     }
 }
 
+/// LLVM's hot count of a profile: the smallest counter among the largest that together hold
+/// 99 % of the profile's count (`ProfileSummary`'s cutoff 990000). A block at or above it is
+/// hot to the optimiser; far below it, the optimiser lays the code out as cold.
+pub fn hot_threshold(functions: &[FunctionCount]) -> u64 {
+    let mut all: Vec<u64> = functions
+        .iter()
+        .flat_map(|f| f.counters.iter().copied())
+        .filter(|c| *c > 0)
+        .collect();
+    all.sort_unstable_by(|a, b| b.cmp(a));
+    let total: u128 = all.iter().map(|c| *c as u128).sum();
+    let mut sum = 0u128;
+    for c in &all {
+        sum += *c as u128;
+        if sum * 100 >= total * 99 {
+            return *c;
+        }
+    }
+    all.last().copied().unwrap_or(0)
+}
+
+/// How well a training profile stands for a workload's own, in what PGO reads of it: for
+/// the workload's counted code, whether the training calls the same blocks hot (its counters
+/// at or above the training's own hot count) and whether each function's counters fall in
+/// the same proportions (its branch weights). Each in % of the workload's count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Agreement {
+    /// The workload's count on counters the training also calls hot.
+    pub hot_pct: f64,
+    /// The workload's functions weighed by count, each by the overlap of its counters'
+    /// proportions in the two profiles (1 - half their L1 distance).
+    pub shape_pct: f64,
+    /// Both at once (each function's count times its hot share times its shape overlap):
+    /// the predictor of capture, the number the warning is set on.
+    pub score_pct: f64,
+    /// The functions that lose most of the score, largest loss first (at most 5).
+    pub lacking: Vec<Lacking>,
+}
+
+/// A function of the workload that the training does not stand for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lacking {
+    pub name: String,
+    /// Its share of the workload's count, %.
+    pub workload_share_pct: f64,
+    /// The score it loses, in points.
+    pub loss_pct: f64,
+}
+
+/// The [`Agreement`] of `training` with `workload` (two profiles of one executable).
+pub fn agreement(workload: &[FunctionCount], training: &[FunctionCount]) -> Agreement {
+    let hot = hot_threshold(training).max(1);
+    let by_symbol: BTreeMap<&str, &FunctionCount> =
+        training.iter().map(|f| (f.symbol.as_str(), f)).collect();
+    let total: u64 = workload.iter().map(|f| f.count).sum();
+    let (mut hot_sum, mut shape_sum, mut score_sum) = (0.0, 0.0, 0.0);
+    let mut lacking = Vec::new();
+    for f in workload.iter().filter(|f| f.count > 0) {
+        let share = f.count as f64 / total.max(1) as f64;
+        let (h, b) = match by_symbol.get(f.symbol.as_str()) {
+            Some(t) if t.count > 0 && t.counters.len() == f.counters.len() => {
+                let on_hot: u64 = f
+                    .counters
+                    .iter()
+                    .zip(&t.counters)
+                    .filter(|(_, tc)| **tc >= hot)
+                    .map(|(wc, _)| *wc)
+                    .sum();
+                let overlap: f64 = f
+                    .counters
+                    .iter()
+                    .zip(&t.counters)
+                    .map(|(wc, tc)| (*wc as f64 / f.count as f64).min(*tc as f64 / t.count as f64))
+                    .sum();
+                (on_hot as f64 / f.count as f64, overlap)
+            }
+            _ => (0.0, 0.0),
+        };
+        hot_sum += share * h;
+        shape_sum += share * b;
+        score_sum += share * h * b;
+        lacking.push(Lacking {
+            name: f.name.clone(),
+            workload_share_pct: 100.0 * share,
+            loss_pct: 100.0 * share * (1.0 - h * b),
+        });
+    }
+    lacking.sort_by(|a, b| b.loss_pct.total_cmp(&a.loss_pct));
+    lacking.truncate(5);
+    lacking.retain(|l| l.loss_pct >= 0.5);
+    Agreement {
+        hot_pct: 100.0 * hot_sum,
+        shape_pct: 100.0 * shape_sum,
+        score_pct: 100.0 * score_sum,
+        lacking,
+    }
+}
+
+/// Profiles of one executable summed with weights, function by function (what llvm-profdata's
+/// weighted merge makes of them, without running it): the tuner's candidate trainings.
+pub fn weighted_sum(parts: &[(&[FunctionCount], u64)]) -> Vec<FunctionCount> {
+    let mut out: Vec<FunctionCount> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for (functions, weight) in parts {
+        for f in *functions {
+            match index.get(&f.symbol) {
+                Some(&i) if out[i].counters.len() == f.counters.len() => {
+                    let o = &mut out[i];
+                    for (a, b) in o.counters.iter_mut().zip(&f.counters) {
+                        *a = a.saturating_add(b.saturating_mul(*weight));
+                    }
+                    o.count = o.count.saturating_add(f.count.saturating_mul(*weight));
+                }
+                Some(_) => {}
+                None => {
+                    index.insert(f.symbol.clone(), out.len());
+                    out.push(FunctionCount {
+                        count: f.count.saturating_mul(*weight),
+                        counters: f
+                            .counters
+                            .iter()
+                            .map(|c| c.saturating_mul(*weight))
+                            .collect(),
+                        ..f.clone()
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Counts by symbol.
 fn by_symbol(functions: &[FunctionCount]) -> BTreeMap<&str, u64> {
     let mut out: BTreeMap<&str, u64> = BTreeMap::new();
@@ -338,6 +474,7 @@ Program level:
             symbol: symbol.into(),
             name: name.into(),
             count,
+            counters: vec![count],
         };
         let w = vec![
             f("_ZN1s", "mty_runtime::mailbox::send", 90),
@@ -358,5 +495,63 @@ Program level:
         assert_eq!(untrained_share(&w, &t), 10.0);
         assert_eq!(hot.len(), 2, "functions the workload never ran are not hot");
         assert_eq!(untrained_share(&t, &t), 0.0);
+    }
+
+    fn counted(symbol: &str, counters: &[u64]) -> FunctionCount {
+        FunctionCount {
+            symbol: symbol.into(),
+            name: symbol.into(),
+            count: counters.iter().sum(),
+            counters: counters.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_hot_count_holds_99_percent_of_the_profile() {
+        // 900 + 90 = 990 of 1000: 99 % reached at the counter of 90.
+        let p = vec![counted("a", &[900, 5]), counted("b", &[90, 5, 0])];
+        assert_eq!(hot_threshold(&p), 90);
+        assert_eq!(hot_threshold(&[]), 0);
+    }
+
+    #[test]
+    fn agreement_sees_blocks_the_training_calls_cold_and_other_branch_shapes() {
+        let w = vec![counted("f", &[50, 50]), counted("g", &[100, 0])];
+        // The same profile, scaled: full agreement.
+        let same = vec![counted("f", &[500, 500]), counted("g", &[1000, 0])];
+        let a = agreement(&w, &same);
+        assert!((a.score_pct - 100.0).abs() < 1e-9, "{a:?}");
+        assert!(a.lacking.is_empty(), "{a:?}");
+        // `g` trained far below the training's hot count: its half of the work is lost, and
+        // it is named first.
+        let cold_g = vec![
+            counted("f", &[500, 500]),
+            counted("g", &[1, 0]),
+            counted("x", &[1000]),
+        ];
+        let a = agreement(&w, &cold_g);
+        assert!((a.hot_pct - 50.0).abs() < 1e-9, "{a:?}");
+        assert_eq!(a.lacking[0].name, "g");
+        // `f` trained with every count on its first branch: shape 0.5 on its half.
+        let skewed = vec![counted("f", &[1000, 0]), counted("g", &[1000, 0])];
+        let a = agreement(&w, &skewed);
+        assert!((a.shape_pct - 75.0).abs() < 1e-9, "{a:?}");
+        // A function the training never ran, or ran in another build (other counters).
+        let other = vec![counted("f", &[1, 2, 3]), counted("g", &[1000, 0])];
+        let a = agreement(&w, &other);
+        assert!((a.score_pct - 50.0).abs() < 1e-9, "{a:?}");
+    }
+
+    #[test]
+    fn a_weighted_sum_is_what_a_weighted_merge_makes() {
+        let a = vec![counted("f", &[1, 2]), counted("g", &[3])];
+        let b = vec![counted("f", &[10, 20]), counted("h", &[5])];
+        let sum = weighted_sum(&[(&a, 3), (&b, 2)]);
+        let by: BTreeMap<&str, &FunctionCount> =
+            sum.iter().map(|f| (f.symbol.as_str(), f)).collect();
+        assert_eq!(by["f"].counters, [23, 46]);
+        assert_eq!(by["f"].count, 69);
+        assert_eq!(by["g"].counters, [9]);
+        assert_eq!(by["h"].counters, [10]);
     }
 }

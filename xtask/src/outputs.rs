@@ -188,7 +188,9 @@ pub struct InsightReport {
     pub workloads: Vec<WorkloadInsight>,
     /// This training's overlap with the previous run's profile (when there was one), in %.
     pub previous_overlap_pct: Option<f64>,
-    pub min_overlap_pct: f64,
+    /// The agreement (%) below which a workload is warned about (`insight.min_agreement_pct`).
+    #[serde(default)]
+    pub min_agreement_pct: f64,
     /// What deserves a look, in words (also printed).
     pub warnings: Vec<String>,
 }
@@ -214,6 +216,10 @@ pub struct WorkloadInsight {
     pub hot: Vec<HotFunction>,
     /// Functions of the required paths the workload ran and the training never did.
     pub never_trained: Vec<String>,
+    /// How well the training stands for this workload in what PGO reads (the predictor of
+    /// capture); absent in records made before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<crate::insight_data::Agreement>,
 }
 
 /// The stage's output.

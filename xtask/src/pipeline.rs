@@ -25,6 +25,7 @@ mod results;
 mod shipped;
 mod stages;
 mod steps;
+mod tune;
 
 use crate::flags::PgoFlags;
 use crate::fsx;
@@ -80,6 +81,9 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
     }
     if let Some(dir) = &flags.export {
         return timer.section_named("export", || shipped::export(&ctx, &tc, dir));
+    }
+    if flags.tune {
+        return tune::run(&ctx, &tc, timer).map(drop);
     }
     if let Some(only) = flags.stage {
         return one_stage(&ctx, &tc, flags, timer, only);

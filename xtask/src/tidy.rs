@@ -426,8 +426,10 @@ fn the_codemap_names_every_file_and_no_file_that_is_gone() {
 /// the error serde gives for an unknown key; the tables among those fields are walked in turn.
 fn schema_keys() -> BTreeSet<String> {
     // Tables and arrays of tables, by dotted path ("[]" for an array's elements).
-    const TABLES: [&str; 13] = [
+    const TABLES: [&str; 15] = [
         "",
+        "validate",
+        "validate.workloads[]",
         "train",
         "train.workloads[]",
         "measure",

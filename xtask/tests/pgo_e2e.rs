@@ -32,6 +32,8 @@ mod rerun;
 mod support;
 #[path = "../src/testutil.rs"]
 mod testutil;
+#[path = "pgo_e2e/tuning.rs"]
+mod tuning;
 #[path = "pgo_e2e/userflags.rs"]
 mod userflags;
 

@@ -6,7 +6,7 @@ pub const USAGE: &str = "\
 usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
                  [--untimed] [--emit-values] [--lockstep BATCH] [--inject-ns N]
                  [--senders N] [--workers N] [--budget-bytes N] [--admission locked|atomic]
-                 [--single-lane on|off] [--pin-workers] [--phase NAME]
+                 [--single-lane on|off] [--pin-workers] [--phase NAME] [--capacity N]
 
 workloads:
   agent_send_latency       per-message send->recv latency through a Mighty mailbox (capacity 8)
@@ -39,6 +39,9 @@ workloads:
 
 --pin-workers: agent_send_contended's runtime threads each on a CPU of its own (thread i on
            CPU i mod the CPUs), so batches do not differ by where the scheduler put them.
+
+--capacity N: the channel's capacity in messages (8 by default): another input of the same
+           code, for validation workloads that must not be the measured ones.
 
 --phase NAME: train only: run one phase of the mix (mailbox-empty, mailbox-payloads, tokio,
            pressure, contended, fill-and-drain, agents), so that each can be a training
@@ -114,6 +117,8 @@ pub struct Args {
     pub pin_workers: bool,
     /// `train` only: the one phase to run (`--phase`; every phase when not given).
     pub phase: Option<crate::train::Phase>,
+    /// The channel's capacity in messages (`--capacity`).
+    pub capacity: usize,
 }
 
 #[derive(Debug)]
@@ -167,6 +172,7 @@ impl Args {
             single_lane: true,
             pin_workers: false,
             phase: None,
+            capacity: crate::latency::CAPACITY,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -179,6 +185,7 @@ impl Args {
                 "--payload-bytes" => args.payload_bytes = number(&flag, &value()?)?,
                 "--untimed" => args.untimed = true,
                 "--pin-workers" => args.pin_workers = true,
+                "--capacity" => args.capacity = number(&flag, &value()?)?,
                 "--phase" => {
                     let name = value()?;
                     args.phase = Some(crate::train::Phase::parse(&name).ok_or_else(|| {
@@ -234,6 +241,9 @@ impl Args {
         }
         if args.messages == 0 {
             return Err(ArgError("`--messages` must be at least 1".into()));
+        }
+        if args.capacity == 0 {
+            return Err(ArgError("`--capacity` must be at least 1".into()));
         }
         if args.phase.is_some() && args.workload != Workload::Train {
             return Err(ArgError("`--phase` is for the `train` workload".into()));
@@ -293,6 +303,17 @@ mod tests {
         assert_eq!((a.messages, a.warmup, a.payload_bytes), (5, 1, 9));
         assert_eq!(a.policy, PolicyArg::Fail);
         assert!(parse("agent_send_latency --untimed").unwrap().untimed);
+        assert_eq!(parse("agent_send_latency").unwrap().capacity, 8);
+        assert_eq!(
+            parse("tokio_mpsc_send_latency --capacity 32")
+                .unwrap()
+                .capacity,
+            32
+        );
+        assert_eq!(
+            parse("agent_send_latency --capacity 0").unwrap_err(),
+            "`--capacity` must be at least 1"
+        );
         let l = parse("agent_send_latency --lockstep 5000 --inject-ns 7").unwrap();
         assert_eq!((l.lockstep, l.inject_ns), (Some(5000), 7));
         assert!(

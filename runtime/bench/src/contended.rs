@@ -21,7 +21,7 @@ use mty_lockstep::{Summary, Usage, clock_overhead_ns, new_histogram};
 use mty_runtime::{MailboxReceiver, MailboxSender, SmallPayload};
 
 use crate::args::Args;
-use crate::latency::{CAPACITY, LatencyReport, report, serve_lockstep};
+use crate::latency::{LatencyReport, report, serve_lockstep};
 
 /// `mty-bench agent_send_contended`.
 pub fn run(args: &Args) -> LatencyReport {
@@ -37,7 +37,7 @@ pub fn run(args: &Args) -> LatencyReport {
     }
     let rt = builder.build().expect("a multi-thread tokio runtime");
     let budget = args.budget_bytes.unwrap_or(4 * args.payload_bytes);
-    let (tx, rx) = args.mailbox(CAPACITY, budget).open::<SmallPayload>();
+    let (tx, rx) = args.mailbox(args.capacity, budget).open::<SmallPayload>();
     let mut load = Load {
         tx,
         rx: Some(rx),

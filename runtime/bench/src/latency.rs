@@ -46,7 +46,7 @@ pub fn mailbox(args: &Args) -> LatencyReport {
         PolicyArg::Fail => Policy::Fail,
     };
     let (tx, mut rx) = args
-        .mailbox(CAPACITY, BYTE_BUDGET.max(args.payload_bytes))
+        .mailbox(args.capacity, BYTE_BUDGET.max(args.payload_bytes))
         .policy(policy)
         .open::<SmallPayload>();
     // Under Policy::Fail, `send` is `try_send`: the policy decides, as a user would see it.
@@ -58,7 +58,7 @@ pub fn mailbox(args: &Args) -> LatencyReport {
 
 /// `mty-bench tokio_mpsc_send_latency`: the same protocol on a bare tokio channel.
 pub fn tokio_mpsc(args: &Args) -> LatencyReport {
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<SmallPayload>(CAPACITY);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<SmallPayload>(args.capacity);
     match args.policy {
         PolicyArg::Block => run(args, async |msg| {
             tx.send(msg).await.expect("the receiver is alive");
@@ -167,7 +167,7 @@ pub fn report(args: &Args, summary: Summary, values_ns: Option<Vec<u64>>) -> Lat
         warmup: args.warmup,
         policy: args.policy.name(),
         payload_bytes: args.payload_bytes,
-        capacity: CAPACITY,
+        capacity: args.capacity,
         summary,
         values_ns,
     }

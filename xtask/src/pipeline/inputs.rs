@@ -52,7 +52,7 @@ pub fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<Inputs> {
 pub fn merge(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun, skip_bad: bool) -> Result<Inputs> {
     let mut inputs = Inputs::new()
         .text("llvm-profdata", tc.llvm_profdata_version.clone())
-        .json("weights", &ctx.config.config.train.weights())
+        .json("weights", &super::profile::weights(ctx)?)
         .text("skip_bad_profiles", skip_bad.to_string())
         .text("fingerprint", training.fingerprint.clone());
     for raw in &training.profraw {

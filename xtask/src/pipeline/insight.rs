@@ -46,6 +46,12 @@ pub(super) fn insight(
             }
         })
         .collect();
+    // Each training workload's own profile, to say which one runs what a workload lacks.
+    let mut parts = Vec::new();
+    for part in &merged.0.parts {
+        let text = dir.join(format!("train-{}.proftext", part.workload));
+        parts.push((part, functions(tc, &part.profile, &text)?));
+    }
     let mut warnings = Vec::new();
     let mut workloads = Vec::new();
     for w in &cfg.measure.workloads {
@@ -55,22 +61,28 @@ pub(super) fn insight(
         let (hot, never_trained) =
             insight::compare_hot(&mine, &training, &cfg.apply_check.required, cfg.insight.top);
         let untrained_share_pct = insight::untrained_share(&mine, &training);
-        if overlap_pct < cfg.insight.min_overlap_pct {
-            let under: Vec<&str> = hot
+        let agreement = insight::agreement(&mine, &training);
+        if agreement.score_pct < cfg.insight.min_agreement_pct {
+            let lacking: Vec<String> = agreement
+                .lacking
                 .iter()
-                .filter(|h| h.under_weighted())
                 .take(3)
-                .map(|h| h.name.as_str())
+                .map(|l| {
+                    format!(
+                        "{} ({:.1} % of its count, {:.1} points lost; {})",
+                        l.name,
+                        l.workload_share_pct,
+                        l.loss_pct,
+                        runs_most(&parts, &mine, &l.name)
+                    )
+                })
                 .collect();
             warnings.push(format!(
-                "the training is not representative of `{}`: edge overlap {overlap_pct:.1} % (insight.min_overlap_pct {:.1} %){}",
+                "the training stands for `{}` at {:.1} % (insight.min_agreement_pct {:.1} %): PGO will lay its hot code out from other proportions than it runs; lacking most: {}",
                 w.name,
-                cfg.insight.min_overlap_pct,
-                if under.is_empty() {
-                    String::new()
-                } else {
-                    format!("; under-weighted or never trained: {}", under.join(", "))
-                }
+                agreement.score_pct,
+                cfg.insight.min_agreement_pct,
+                lacking.join("; ")
             ));
         }
         if !never_trained.is_empty() {
@@ -88,6 +100,7 @@ pub(super) fn insight(
             untrained_share_pct,
             hot,
             never_trained,
+            agreement: Some(agreement),
         });
     }
     let previous = ctx.data.join(super::profile::PREVIOUS_PROFILE);
@@ -101,16 +114,63 @@ pub(super) fn insight(
         required,
         workloads,
         previous_overlap_pct,
-        min_overlap_pct: cfg.insight.min_overlap_pct,
+        min_agreement_pct: cfg.insight.min_agreement_pct,
         warnings,
     };
     Ok(out)
+}
+
+/// Which training workload runs the function `name` (of the workload's profile `mine`) the
+/// most, by its share of that workload's count, in words for a warning.
+fn runs_most(
+    parts: &[(&crate::outputs::TrainingPart, Vec<FunctionCount>)],
+    mine: &[FunctionCount],
+    name: &str,
+) -> String {
+    let Some(symbol) = mine.iter().find(|f| f.name == name).map(|f| &f.symbol) else {
+        return String::new();
+    };
+    let share = |functions: &[FunctionCount]| {
+        let total: u64 = functions.iter().map(|f| f.count).sum();
+        let mine: u64 = functions
+            .iter()
+            .filter(|f| &f.symbol == symbol)
+            .map(|f| f.count)
+            .sum();
+        mine as f64 / total.max(1) as f64
+    };
+    let best = parts
+        .iter()
+        .map(|(part, functions)| (part, share(functions)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    match best {
+        Some((part, s)) if s > 0.0 => format!(
+            "run most by training workload `{}` ({:.2} % of its count, weight {}): weigh it more, or `cargo xtask pgo tune`",
+            part.workload,
+            100.0 * s,
+            part.weight
+        ),
+        _ => "no training workload runs it: add one that does".to_string(),
+    }
 }
 
 /// What the insight found, on the terminal: each workload's overlap with the training and its
 /// hottest functions, the overlap with the previous training, the warnings.
 pub(super) fn summarize(found: &InsightReport) {
     for w in &found.workloads {
+        if let Some(a) = &w.agreement {
+            eprintln!(
+                "insight: `{}` agreement with the training {:.1} % (hot blocks {:.1} %, branch shape {:.1} %){}",
+                w.workload,
+                a.score_pct,
+                a.hot_pct,
+                a.shape_pct,
+                match a.lacking.first() {
+                    Some(l) => format!("; loses most in {} ({:.1} points)", l.name, l.loss_pct),
+                    None => String::new(),
+                }
+            );
+        }
         eprintln!(
             "insight: `{}` overlaps the training profile {:.1} %, {:.1} % of its count in functions never trained; its hottest: {}",
             w.workload,
@@ -170,7 +230,7 @@ pub(super) fn oracle(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Resu
 
 /// Runs one measured workload on the instrumented binary into a directory of its own and
 /// merges what it wrote: that workload's own profile.
-fn profile_workload(
+pub(super) fn profile_workload(
     ctx: &Ctx,
     tc: &Toolchain,
     instrumented: &InstrumentedBuild,
@@ -212,7 +272,7 @@ fn profile_workload(
 }
 
 /// A profile's functions, via its text dump written to `text`.
-fn functions(tc: &Toolchain, profile: &Path, text: &Path) -> Result<Vec<FunctionCount>> {
+pub(super) fn functions(tc: &Toolchain, profile: &Path, text: &Path) -> Result<Vec<FunctionCount>> {
     Cmd::new(tc.llvm_profdata.display().to_string())
         .args(["merge", "--text", "-o"])
         .arg(text.display().to_string())

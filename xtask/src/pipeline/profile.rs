@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
 
 use super::ctx::Ctx;
 
 use crate::outputs::{InstrumentedBuild, MergedProfile, OptimizedBuild, TrainingRun};
 
 use crate::build::Build;
+use crate::config::Config;
 use crate::exec::Cmd;
 use crate::fsx;
 use crate::outputs::{ProfileInfo, TrainingPart};
@@ -21,6 +23,59 @@ use crate::warnings::ApplyReport;
 
 /// The training profile of the run before this one (kept by `merge`, compared by `insight`).
 pub const PREVIOUS_PROFILE: &str = "previous.profdata";
+
+/// Where the tuned weights are kept, in pgo-data.
+pub const TUNED: &str = "tune.json";
+
+/// What `tune` chose, and on what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tuned {
+    /// Each training workload's weight, in the config's order.
+    pub weights: Vec<(String, u64)>,
+    /// The training commands the weights are for (hashed, without weights): a training of
+    /// other commands ignores them.
+    pub commands: String,
+    /// Each validation workload's agreement (%) at the config's weights and at these.
+    pub validation: Vec<Scored>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scored {
+    pub workload: String,
+    pub before_pct: f64,
+    pub after_pct: f64,
+}
+
+/// The hash of the training commands, without weights.
+pub fn commands_hash(config: &Config) -> Result<String> {
+    let text = serde_json::to_string(&config.train.commands())?;
+    Ok(format!("{:016x}", crate::fsx::fnv1a64(text.as_bytes())))
+}
+
+/// The tuned weights, when `tune` made them for this config's training commands.
+pub fn tuned_weights(ctx: &Ctx) -> Result<Option<Vec<(String, u64)>>> {
+    let path = ctx.data.join(TUNED);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let tuned: Tuned = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is corrupt: delete it, or run `cargo xtask pgo tune` again",
+            path.display()
+        )
+    })?;
+    Ok((tuned.commands == commands_hash(&ctx.config.config)?).then_some(tuned.weights))
+}
+
+/// The weights `merge` uses: the tuned ones when there are, else the config's.
+pub fn weights(ctx: &Ctx) -> Result<Vec<(String, u64)>> {
+    Ok(match tuned_weights(ctx)? {
+        Some(w) => w,
+        None => ctx.config.config.train.weights(),
+    })
+}
 
 /// The marker of LLVM's profiling runtime in an instrumented executable.
 const PROFILE_RUNTIME_MARKER: &[u8] = b"__llvm_profile";
@@ -239,7 +294,14 @@ pub(super) fn merge(
 /// Each training workload's raw profiles merged alone into `pgo-data/train/<name>.profdata`
 /// (what `insight` and `tune` read), with its weight from the config.
 fn merge_parts(ctx: &Ctx, tc: &Toolchain, raw: &[PathBuf]) -> Result<Vec<TrainingPart>> {
-    let weights = ctx.config.config.train.weights();
+    let tuned = tuned_weights(ctx)?;
+    if tuned.is_some() {
+        eprintln!(
+            "merge: the weights `cargo xtask pgo tune` chose ({}), not the config's",
+            ctx.data.join(TUNED).display()
+        );
+    }
+    let weights = tuned.unwrap_or_else(|| ctx.config.config.train.weights());
     let mut groups: Vec<(String, Vec<&PathBuf>)> = Vec::new();
     for file in raw {
         let name = workload_of(&ctx.raw_dir(), file).unwrap_or_else(|| "train".to_string());

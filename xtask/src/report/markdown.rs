@@ -273,16 +273,20 @@ fn insight(md: &mut String, report: &Report) {
     let _ = writeln!(md, "Required paths: {}.\n", required.join("; "));
     let _ = writeln!(
         md,
-        "Each measured workload profiled alone on the instrumented binary (never merged into the training), against the training \
-         (`llvm-profdata overlap`, program-level edge overlap; a warning below {:.0} %):\n\n\
-         | workload | overlap with the training | its count in functions never trained | required functions it runs that the training never ran |\n|---|---:|---:|---|",
-        i.min_overlap_pct
+        "Each measured workload profiled alone on the instrumented binary (never merged into the training), against the training: \
+         the agreement in what PGO reads (its count on blocks the training also calls hot, each function weighed by how alike its \
+         counters' proportions are; a warning below {:.0} %), and `llvm-profdata overlap`'s program-level edge overlap:\n\n\
+         | workload | agreement | overlap with the training | its count in functions never trained | required functions it runs that the training never ran |\n|---|---:|---:|---:|---|",
+        i.min_agreement_pct
     );
     for w in &i.workloads {
         let _ = writeln!(
             md,
-            "| {} | {:.1} % | {:.1} % | {} |",
+            "| {} | {} | {:.1} % | {:.1} % | {} |",
             w.workload,
+            w.agreement
+                .as_ref()
+                .map_or("–".to_string(), |a| format!("{:.1} %", a.score_pct)),
             w.overlap_pct,
             w.untrained_share_pct,
             if w.never_trained.is_empty() {

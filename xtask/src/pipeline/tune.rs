@@ -1,0 +1,226 @@
+//! `cargo xtask pgo tune`: the training's weights chosen by the tool, on validation workloads
+//! (`[validate]`), never on the measured ones. Each training workload's profile and each
+//! validation workload's are read once; a candidate mix is their weighted sum, scored by its
+//! agreement with each validation workload ([`insight::agreement`], the predictor of
+//! capture); the weights that maximise the smallest score are written to
+//! `pgo-data/tune.json`, which `merge` then uses. The measured workloads' capture, which the
+//! tuning never saw, is what the next `cargo xtask pgo` reports.
+
+use anyhow::{Context, Result, bail};
+
+use super::ctx::Ctx;
+use super::profile::{Scored, TUNED, Tuned, commands_hash};
+use super::stages::Timer;
+use super::steps::{self, ProfileSource};
+
+use crate::insight_data::{self as insight, FunctionCount};
+use crate::toolchain::Toolchain;
+
+pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Tuned> {
+    let cfg = &ctx.config.config;
+    if cfg.validate.workloads.is_empty() {
+        bail!(
+            "`cargo xtask pgo tune` needs validation workloads: a `[validate]` section in {} with `workloads = [...]`, \
+             like `[measure]`'s but with other inputs (other sizes, counts, files)",
+            ctx.config.path.display()
+        );
+    }
+    if cfg.train.workloads.len() < 2 {
+        bail!(
+            "`cargo xtask pgo tune` weighs training workloads against each other: {} has one (`train.workloads`); split the training into several commands",
+            ctx.config.path.display()
+        );
+    }
+    let instrumented = steps::instrument(ctx, tc, timer)?;
+    let training = steps::train(ctx, tc, timer, &instrumented)?;
+    let source = ProfileSource::Training {
+        training: &training,
+        skip_bad: false,
+    };
+    let merged = steps::merge(ctx, tc, timer, source)?;
+    let dir = ctx.data.join("validate");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut parts = Vec::new();
+    for part in &merged.0.parts {
+        let text = dir.join(format!("train-{}.proftext", part.workload));
+        parts.push((
+            part.workload.clone(),
+            super::insight::functions(tc, &part.profile, &text)?,
+        ));
+    }
+    let mut validation = Vec::new();
+    for w in &cfg.validate.workloads {
+        let profile = super::insight::profile_workload(ctx, tc, &instrumented, w, &dir)?;
+        let text = dir.join(format!("{}.proftext", w.name));
+        validation.push((
+            w.name.clone(),
+            super::insight::functions(tc, &profile, &text)?,
+        ));
+    }
+    let start: Vec<u64> = parts
+        .iter()
+        .map(|(name, _)| {
+            cfg.train
+                .weights()
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(1, |(_, w)| *w)
+        })
+        .collect();
+    let (best, _) = search(&parts, &validation, &start);
+    let before = scores(&parts, &validation, &start);
+    let after = scores(&parts, &validation, &best);
+    let tuned = Tuned {
+        weights: parts
+            .iter()
+            .zip(&best)
+            .map(|((name, _), w)| (name.clone(), *w))
+            .collect(),
+        commands: commands_hash(cfg)?,
+        validation: validation
+            .iter()
+            .zip(before.iter().zip(&after))
+            .map(|((name, _), (b, a))| Scored {
+                workload: name.clone(),
+                before_pct: *b,
+                after_pct: *a,
+            })
+            .collect(),
+    };
+    let path = ctx.data.join(TUNED);
+    crate::fsx::write_atomic(&path, serde_json::to_string_pretty(&tuned)?.as_bytes())?;
+    print(&tuned, &start, &path);
+    Ok(tuned)
+}
+
+fn print(tuned: &Tuned, start: &[u64], path: &std::path::Path) {
+    eprintln!("tune: weights (config → tuned):");
+    for ((name, w), s) in tuned.weights.iter().zip(start) {
+        eprintln!("  {name:<24} {s:>3} → {w}");
+    }
+    eprintln!("tune: agreement with each validation workload (config's weights → tuned):");
+    for v in &tuned.validation {
+        eprintln!(
+            "  {:<24} {:5.1} % → {:5.1} %",
+            v.workload, v.before_pct, v.after_pct
+        );
+    }
+    eprintln!(
+        "tune: kept in {}; `cargo xtask pgo` merges with them from now on (to keep them in the \
+         config instead, set each training workload's `weight` and delete that file)",
+        path.display()
+    );
+}
+
+/// Each validation workload's agreement (%) with the mix of `parts` at `weights`.
+pub fn scores(
+    parts: &[(String, Vec<FunctionCount>)],
+    validation: &[(String, Vec<FunctionCount>)],
+    weights: &[u64],
+) -> Vec<f64> {
+    let mix: Vec<(&[FunctionCount], u64)> = parts
+        .iter()
+        .zip(weights)
+        .map(|((_, f), w)| (f.as_slice(), *w))
+        .collect();
+    let training = insight::weighted_sum(&mix);
+    validation
+        .iter()
+        .map(|(_, w)| insight::agreement(w, &training).score_pct)
+        .collect()
+}
+
+/// The largest weight tried: weights are relative, and llvm-profdata's are integers.
+const MAX_WEIGHT: u64 = 64;
+
+/// Coordinate ascent on the weights: each in turn doubled, halved, one more or one less,
+/// kept when the smallest score rises (the mean breaks ties), until none helps; from the
+/// config's weights and from equal ones, the better end kept.
+pub fn search(
+    parts: &[(String, Vec<FunctionCount>)],
+    validation: &[(String, Vec<FunctionCount>)],
+    start: &[u64],
+) -> (Vec<u64>, f64) {
+    let objective = |w: &[u64]| {
+        let s = scores(parts, validation, w);
+        let min = s.iter().copied().fold(f64::INFINITY, f64::min);
+        let mean = s.iter().sum::<f64>() / s.len().max(1) as f64;
+        (min, mean)
+    };
+    let better =
+        |a: (f64, f64), b: (f64, f64)| a.0 > b.0 + 1e-9 || (a.0 > b.0 - 1e-9 && a.1 > b.1 + 1e-9);
+    let mut best: Option<(Vec<u64>, (f64, f64))> = None;
+    for origin in [start.to_vec(), vec![1; start.len()]] {
+        let mut w = origin;
+        let mut at = objective(&w);
+        for _pass in 0..20 {
+            let mut moved = false;
+            for k in 0..w.len() {
+                let now = w[k];
+                for next in [now * 2, now / 2, now + 1, now.saturating_sub(1)] {
+                    if next == 0 || next > MAX_WEIGHT || next == w[k] {
+                        continue;
+                    }
+                    let mut candidate = w.clone();
+                    candidate[k] = next;
+                    let score = objective(&candidate);
+                    if better(score, at) {
+                        (w, at, moved) = (candidate, score, true);
+                    }
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        if best.as_ref().is_none_or(|(_, b)| better(at, *b)) {
+            best = Some((w, at));
+        }
+    }
+    let (w, (min, _)) = best.expect("two starts were tried");
+    (w, min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counted(symbol: &str, counters: &[u64]) -> FunctionCount {
+        FunctionCount {
+            symbol: symbol.into(),
+            name: symbol.into(),
+            count: counters.iter().sum(),
+            counters: counters.to_vec(),
+        }
+    }
+
+    /// Two training parts, each running one function; validation needs both. Started with
+    /// the first starved (1 against 64), the search gives it its weight back.
+    #[test]
+    fn a_starved_part_gets_its_weight_back() {
+        let parts = vec![
+            ("fast-path".to_string(), vec![counted("f", &[100, 1])]),
+            ("pressure".to_string(), vec![counted("g", &[1000, 10])]),
+        ];
+        let validation = vec![
+            ("uses-f".to_string(), vec![counted("f", &[100, 1])]),
+            (
+                "uses-both".to_string(),
+                vec![counted("f", &[50, 1]), counted("g", &[50, 1])],
+            ),
+        ];
+        let start = [1, 64];
+        let before = scores(&parts, &validation, &start);
+        assert!(before[0] < 5.0, "f is cold in the starved mix: {before:?}");
+        let (best, min) = search(&parts, &validation, &start);
+        let after = scores(&parts, &validation, &best);
+        assert!(
+            min > 90.0 && after.iter().all(|s| *s > 90.0),
+            "{best:?} {after:?}"
+        );
+        assert!(
+            best[0] * 4 >= best[1],
+            "the starved part's weight came back: {best:?}"
+        );
+    }
+}
