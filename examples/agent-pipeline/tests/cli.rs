@@ -125,6 +125,7 @@ fn the_committed_inputs_are_what_gen_writes() {
         ("train-1.jsonl", "1", "600", "train"),
         ("train-2.jsonl", "2", "600", "train"),
         ("heldout-1.jsonl", "101", "800", "heldout"),
+        ("validate-1.jsonl", "201", "800", "heldout"),
     ] {
         let out = run(
             &["gen", "--seed", seed, "--records", records, "--mix", mix],

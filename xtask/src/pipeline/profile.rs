@@ -338,6 +338,8 @@ fn merge_parts(ctx: &Ctx, tc: &Toolchain, raw: &[PathBuf]) -> Result<Vec<Trainin
             profile,
         });
     }
+    // In the config's order (the raw files come sorted by name).
+    parts.sort_by_key(|p| weights.iter().position(|(n, _)| *n == p.workload));
     Ok(parts)
 }
 

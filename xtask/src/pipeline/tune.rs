@@ -14,6 +14,7 @@ use super::stages::Timer;
 use super::steps::{self, ProfileSource};
 
 use crate::insight_data::{self as insight, FunctionCount};
+use crate::outputs::{InstrumentedBuild, MergedProfile};
 use crate::toolchain::Toolchain;
 
 pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Tuned> {
@@ -38,6 +39,18 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Tuned> {
         skip_bad: false,
     };
     let merged = steps::merge(ctx, tc, timer, source)?;
+    timer.section_named("tune", || choose(ctx, tc, &instrumented, &merged))
+}
+
+/// The validation workloads profiled, the training workloads' profiles read, the weights
+/// chosen and kept.
+fn choose(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    instrumented: &InstrumentedBuild,
+    merged: &MergedProfile,
+) -> Result<Tuned> {
+    let cfg = &ctx.config.config;
     let dir = ctx.data.join("validate");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut parts = Vec::new();
@@ -50,7 +63,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Tuned> {
     }
     let mut validation = Vec::new();
     for w in &cfg.validate.workloads {
-        let profile = super::insight::profile_workload(ctx, tc, &instrumented, w, &dir)?;
+        let profile = super::insight::profile_workload(ctx, tc, instrumented, w, &dir)?;
         let text = dir.join(format!("{}.proftext", w.name));
         validation.push((
             w.name.clone(),

@@ -66,7 +66,7 @@ required = ["serde_json::"]
 "#;
 
 /// JSON lines of orders, deterministic for a seed: ids, users, amounts, tags, notes.
-fn corpus(seed: u64, records: usize) -> String {
+pub fn corpus(seed: u64, records: usize) -> String {
     let mut state = seed;
     let mut next = move |n: u64| {
         state = state

@@ -74,3 +74,65 @@ fn the_tuner_gives_a_starved_phase_its_weight_back() {
         assert_eq!(part["weight"].as_u64(), Some(weight(name)), "{parts}");
     }
 }
+
+/// The same on a registry crate's program (serde_json): a training of the workspace's orders
+/// starved against one of bare numbers, a validation corpus of orders of its own (no measured
+/// input): the orders' training gets its weight back.
+#[test]
+fn a_registry_crates_training_is_tuned_on_its_own_validation_corpus() {
+    use super::own_program::{corpus, own_config_edits, own_run, own_xtask, ws};
+    let run = own_run();
+    let ws = ws();
+    // The two corpora are gone again when the test ends, passed or failed: the workspace is a
+    // git repository of its own, and other tests read its state.
+    struct Remove(Vec<std::path::PathBuf>);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            for f in &self.0 {
+                let _ = std::fs::remove_file(f);
+            }
+        }
+    }
+    let _gone = Remove(vec![
+        ws.join("corpus/numbers.jsonl"),
+        ws.join("corpus/validate.jsonl"),
+    ]);
+    let numbers: String = (0..20_000)
+        .map(|i| format!("{{\"amount\":{i}}}\n"))
+        .collect();
+    std::fs::write(ws.join("corpus/numbers.jsonl"), numbers).unwrap();
+    // Orders drawn with a seed of their own: neither the training's nor the measured ones.
+    std::fs::write(ws.join("corpus/validate.jsonl"), corpus(3, 10_000)).unwrap();
+    let config = own_config_edits(
+        &run.tmp.join("tune.toml"),
+        &[(
+            r#"workloads = [{ name = "orders", args = [], stdin = "corpus/train.jsonl" }]"#,
+            "workloads = [\n    { name = \"orders\", args = [], stdin = \"corpus/train.jsonl\", weight = 1 },\n    \
+                 { name = \"numbers\", args = [], stdin = \"corpus/numbers.jsonl\", weight = 64 },\n]\n\n\
+                 [validate]\nworkloads = [{ name = \"other_orders\", args = [], stdin = \"corpus/validate.jsonl\" }]",
+        )],
+    );
+    let out = own_xtask(&config, &["pgo", "tune"]);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    let tuned = json(&run.data.join("tune.json"));
+    let weight = |name: &str| {
+        tuned["weights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w[0] == name)
+            .unwrap_or_else(|| panic!("{name} in {tuned}"))[1]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        weight("orders") * 64 > weight("numbers"),
+        "the orders' share rose from 1:64: {tuned}\n{err}"
+    );
+    let v = &tuned["validation"][0];
+    assert!(
+        v["after_pct"].as_f64().unwrap() > v["before_pct"].as_f64().unwrap(),
+        "{tuned}"
+    );
+}
