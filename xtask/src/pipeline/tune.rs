@@ -80,8 +80,20 @@ fn choose(
                 .map_or(1, |(_, w)| *w)
         })
         .collect();
-    let (best, _) = search(&parts, &validation, &start);
+    let (found, min) = search(&parts, &validation, &start);
     let before = scores(&parts, &validation, &start);
+    let at_start = before.iter().copied().fold(f64::INFINITY, f64::min);
+    // A mix barely better than the config's is no reason to change it: two trainings of one
+    // kind trade hundredths of a point (and the search would push one to the largest weight).
+    let best = if min >= at_start + MIN_GAIN_POINTS {
+        found
+    } else {
+        eprintln!(
+            "tune: no mix agrees with the worst validation workload {MIN_GAIN_POINTS} points better than the config's weights ({:.1} % at best against {at_start:.1} %): they are kept",
+            min
+        );
+        start.clone()
+    };
     let after = scores(&parts, &validation, &best);
     let tuned = Tuned {
         weights: parts
@@ -142,6 +154,10 @@ pub fn scores(
         .map(|(_, w)| insight::agreement(w, &training).score_pct)
         .collect()
 }
+
+/// How much a mix must raise the smallest validation agreement (points) to replace the
+/// config's weights.
+const MIN_GAIN_POINTS: f64 = 0.5;
 
 /// The largest weight tried: weights are relative, and llvm-profdata's are integers.
 const MAX_WEIGHT: u64 = 64;
