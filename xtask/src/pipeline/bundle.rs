@@ -33,7 +33,8 @@ pub struct Manifest {
     /// The sources that go into the binary, hashed (`fresh::sources`).
     pub sources: String,
     pub binary: String,
-    /// The training config it was trained with (of the last merge step, for a merged one).
+    /// The training config it was trained with (of the last merge step, for a merged one),
+    /// each workload with the weight it was merged with.
     pub training: Train,
     /// The content hash of the instrumented executable that wrote the raw profiles: bundles
     /// of different executables are not merged (their counters do not line up).
@@ -73,7 +74,16 @@ impl Manifest {
             git_dirty,
             sources: ctx.sources_hash()?,
             binary: ctx.config.config.binary.clone(),
-            training: ctx.config.config.train.clone(),
+            // With the weights the profile was merged with (`tune`'s, where it chose them).
+            training: {
+                let mut train = ctx.config.config.train.clone();
+                for w in &mut train.workloads {
+                    if let Some(part) = profile.parts.iter().find(|p| p.workload == w.name) {
+                        w.weight = Some(part.weight);
+                    }
+                }
+                train
+            },
             instrumented_hash: instrumented_hash.to_string(),
             profile: Summary {
                 hash: profile.hash.clone(),

@@ -73,6 +73,20 @@ fn the_tuner_gives_a_starved_phase_its_weight_back() {
         let name = part["workload"].as_str().unwrap();
         assert_eq!(part["weight"].as_u64(), Some(weight(name)), "{parts}");
     }
+    // A bundle of that profile keeps them.
+    let bundle = tmp.join("tuned-bundle");
+    let out = xtask_with(
+        &config,
+        &["pgo", "export", bundle.to_str().unwrap()],
+        data,
+        target,
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let manifest = json(&bundle.join("manifest.json"));
+    for w in manifest["training"]["workloads"].as_array().unwrap() {
+        let name = w["name"].as_str().unwrap();
+        assert_eq!(w["weight"].as_u64(), Some(weight(name)), "{manifest}");
+    }
 }
 
 /// The same on a registry crate's program (serde_json): a training of the workspace's orders
