@@ -205,6 +205,9 @@ impl<'de> Deserialize<'de> for BoltEnabled {
     }
 }
 
+/// The largest training weight accepted (weights are relative; llvm-profdata's are integers).
+pub const MAX_WEIGHT: u64 = 1_000_000;
+
 /// `insight.min_agreement_pct`'s default: set from recorded runs (docs/findings.md).
 pub const AGREEMENT_WARNING_PCT: f64 = 80.0;
 
@@ -645,28 +648,41 @@ pub fn parse(text: &str) -> Result<Config> {
             bail!("workload `{}`: `batch_messages` must be at least 1", w.name);
         }
     }
-    for (i, w) in config.train.workloads.iter().enumerate() {
-        if w.name.is_empty()
-            || w.name.starts_with('.')
-            || !w
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            bail!(
-                "training workload `{}`: a training workload's name names its raw profiles' folder: letters, digits, `-`, `_` and `.` only, not first",
-                w.name
-            );
+    for (kind, list) in [
+        ("training", &config.train.workloads),
+        ("validation", &config.validate.workloads),
+    ] {
+        for (i, w) in list.iter().enumerate() {
+            if w.name.is_empty()
+                || w.name.starts_with('.')
+                || !w
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                bail!(
+                    "{kind} workload `{}`: its name names the folder of its raw profiles: letters, digits, `-`, `_` and `.` only, `.` not first",
+                    w.name
+                );
+            }
+            if list[..i].iter().any(|o| o.name == w.name) {
+                bail!(
+                    "two {kind} workloads are named `{}`: each one's raw profiles are kept apart by name",
+                    w.name
+                );
+            }
+            if w.args.is_empty() && config.binary == "mty-bench" {
+                bail!(
+                    "{kind} workload `{}` has no `args`: the first argument names the mty-bench workload",
+                    w.name
+                );
+            }
         }
-        if config.train.workloads[..i].iter().any(|o| o.name == w.name) {
+    }
+    for w in &config.train.workloads {
+        if w.weight == Some(0) || w.weight.is_some_and(|v| v > MAX_WEIGHT) {
             bail!(
-                "two training workloads are named `{}`: each one's raw profiles are kept apart by name",
-                w.name
-            );
-        }
-        if w.weight == Some(0) {
-            bail!(
-                "training workload `{}`: `weight` must be at least 1 (remove the workload to leave it out)",
+                "training workload `{}`: `weight` must be 1 to {MAX_WEIGHT} (remove the workload to leave it out)",
                 w.name
             );
         }
@@ -811,8 +827,12 @@ fn shared_input(v: &Workload, m: &Workload) -> Option<String> {
     }
     let files = |w: &Workload| -> Vec<PathBuf> {
         let dir = w.cwd.clone().unwrap_or_default();
-        w.args
-            .iter()
+        // `--input=FILE` names a file as `--input FILE` does.
+        let words = w.args.iter().map(|a| match a.split_once('=') {
+            Some((flag, value)) if flag.starts_with('-') => value,
+            _ => a.as_str(),
+        });
+        words
             .filter(|a| {
                 !a.starts_with('-')
                     && (a.contains('/')
@@ -821,6 +841,8 @@ fn shared_input(v: &Workload, m: &Workload) -> Option<String> {
             })
             .map(|a| dir.join(a))
             .chain(w.stdin.clone())
+            // `./a.json` and `a.json` are one file.
+            .map(|p| p.components().filter(|c| c.as_os_str() != ".").collect())
             .collect()
     };
     let theirs = files(m);

@@ -261,7 +261,7 @@ fn training_weights_are_checked_and_kept_out_of_what_is_trained() {
     assert_eq!(config.train.commands().workloads[0].args[2], "tokio");
     check_err(
         &train(r#"{ name = "a", args = ["train"], weight = 0 }"#),
-        &["training workload `a`: `weight` must be at least 1"],
+        &["training workload `a`: `weight` must be 1 to 1000000"],
     );
     check_err(
         &train(r#"{ name = "a", args = ["x"] }, { name = "a", args = ["y"] }"#),
@@ -269,7 +269,11 @@ fn training_weights_are_checked_and_kept_out_of_what_is_trained() {
     );
     check_err(
         &train(r#"{ name = "../up", args = ["x"] }"#),
-        &["training workload `../up`: a training workload's name names its raw profiles' folder"],
+        &["training workload `../up`: its name names the folder of its raw profiles"],
+    );
+    check_err(
+        &train(r#"{ name = "a", args = ["x"], weight = 1_000_001 }"#),
+        &["training workload `a`: `weight` must be 1 to 1000000"],
     );
     check_err(
         &GOOD.replace(
@@ -315,6 +319,20 @@ fn a_validation_workload_sharing_an_input_with_a_measured_one_is_refused() {
             r#"{ name = "lat", args = ["x"], mode = "process", stdin = "in/b.json" }"#,
         ),
         &["shares the input file `in/b.json`"],
+    );
+    check_err(
+        &with(
+            r#"{ name = "v", args = ["--input=./docs/a.md"] }"#,
+            r#"{ name = "lat", args = ["--input", "docs/a.md"] }"#,
+        ),
+        &["shares the input file `docs/a.md`"],
+    );
+    check_err(
+        &with(
+            r#"{ name = "..", args = ["x"] }"#,
+            r#"{ name = "lat", args = ["y"] }"#,
+        ),
+        &["validation workload `..`: its name names the folder of its raw profiles"],
     );
     // A number is not a file.
     parse(&with(

@@ -411,7 +411,9 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 if !flags.inputs.is_empty() && flags.stage != Some(Stage::Merge) {
                     return Err(misplaced("--input", "`cargo xtask pgo merge`"));
                 }
-                if flags.profile.is_some() && (flags.stage.is_some() || flags.export.is_some()) {
+                if flags.profile.is_some()
+                    && (flags.stage.is_some() || flags.export.is_some() || flags.tune)
+                {
                     return Err(misplaced(
                         "--profile",
                         "the whole pipeline (`cargo xtask pgo --profile PATH`)",
@@ -421,7 +423,8 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                     && (flags.stage.is_some()
                         || flags.export.is_some()
                         || flags.ab.is_some()
-                        || flags.calibrate)
+                        || flags.calibrate
+                        || flags.tune)
                 {
                     return Err(misplaced(
                         "--against",

@@ -91,6 +91,16 @@ fn stages_flags_and_their_errors() {
         usage_error("pgo measure --against HEAD"),
         "`--against` is for the whole pipeline (`cargo xtask pgo --against REV`)"
     );
+    // `tune` trains here: neither another commit nor a stored profile.
+    assert!(pgo("tune").tune);
+    assert_eq!(
+        usage_error("pgo tune --against HEAD"),
+        "`--against` is for the whole pipeline (`cargo xtask pgo --against REV`)"
+    );
+    assert_eq!(
+        usage_error("pgo tune --profile x.profdata"),
+        "`--profile` is for the whole pipeline (`cargo xtask pgo --profile PATH`)"
+    );
     assert_eq!(pgo("measure").half_width, None);
     assert_eq!(
         usage_error("pgo --half-width fine"),

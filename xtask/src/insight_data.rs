@@ -264,6 +264,9 @@ pub struct Agreement {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lacking {
     pub name: String,
+    /// Its symbol in the profile (closures and copies demangle alike).
+    #[serde(default)]
+    pub symbol: String,
     /// Its share of the workload's count, %.
     pub workload_share_pct: f64,
     /// The score it loses, in points.
@@ -304,6 +307,7 @@ pub fn agreement(workload: &[FunctionCount], training: &[FunctionCount]) -> Agre
         score_sum += share * h * b;
         lacking.push(Lacking {
             name: f.name.clone(),
+            symbol: f.symbol.clone(),
             workload_share_pct: 100.0 * share,
             loss_pct: 100.0 * share * (1.0 - h * b),
         });

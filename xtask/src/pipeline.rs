@@ -83,7 +83,7 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         return timer.section_named("export", || shipped::export(&ctx, &tc, dir));
     }
     if flags.tune {
-        return tune::run(&ctx, &tc, timer).map(drop);
+        return tune::run(&ctx, &tc, timer, flags.skip_bad_profiles).map(drop);
     }
     if let Some(only) = flags.stage {
         return one_stage(&ctx, &tc, flags, timer, only);
@@ -266,6 +266,14 @@ fn one_stage(
         }
         Stage::Optimize => {
             let merged = profile::load_merged(ctx)?;
+            let merged = match profile::reweighed(ctx, &merged)? {
+                // The training is kept; the merge runs again with the weights now in force.
+                Some(why) => {
+                    eprintln!("{why}: merging again");
+                    train_from_scratch(ctx, tc, flags, timer)?
+                }
+                None => merged,
+            };
             let merged = match profile::stale(ctx, tc, &merged)? {
                 None => merged,
                 Some(why) if flags.allow_stale => {

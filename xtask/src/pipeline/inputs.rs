@@ -46,7 +46,9 @@ pub fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
 pub fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<Inputs> {
     Ok(Inputs::new()
         .built(&instrumented.0)?
-        .json("config.train", &ctx.config.config.train.commands()))
+        .json("config.train", &ctx.config.config.train.commands())
+        // Raw profiles in a folder per training workload (a training before them is redone).
+        .text("raw_layout", "per-workload folders".to_string()))
 }
 
 pub fn merge(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun, skip_bad: bool) -> Result<Inputs> {
@@ -230,7 +232,9 @@ impl Artifacts for TrainingRun {
 
 impl Artifacts for MergedProfile {
     fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
-        vec![(self.0.path.clone(), Some(self.0.hash.clone()))]
+        let mut out = vec![(self.0.path.clone(), Some(self.0.hash.clone()))];
+        out.extend(self.0.parts.iter().map(|p| (p.profile.clone(), None)));
+        out
     }
 }
 

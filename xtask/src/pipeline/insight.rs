@@ -69,11 +69,11 @@ pub(super) fn insight(
                 .take(3)
                 .map(|l| {
                     format!(
-                        "{} ({:.1} % of its count, {:.1} points lost; {})",
+                        "{} ({:.1} % of its count, {:.1} points lost{})",
                         l.name,
                         l.workload_share_pct,
                         l.loss_pct,
-                        runs_most(&parts, &mine, &l.name)
+                        runs_most(&parts, &l.symbol)
                     )
                 })
                 .collect();
@@ -120,21 +120,21 @@ pub(super) fn insight(
     Ok(out)
 }
 
-/// Which training workload runs the function `name` (of the workload's profile `mine`) the
-/// most, by its share of that workload's count, in words for a warning.
+/// Which training workload runs the function of `symbol` the most, by its share of that
+/// workload's count, in words for a warning ("; …"); nothing for a profile without training
+/// workloads of its own (a stored profile, merged bundles).
 fn runs_most(
     parts: &[(&crate::outputs::TrainingPart, Vec<FunctionCount>)],
-    mine: &[FunctionCount],
-    name: &str,
+    symbol: &str,
 ) -> String {
-    let Some(symbol) = mine.iter().find(|f| f.name == name).map(|f| &f.symbol) else {
+    if parts.is_empty() {
         return String::new();
-    };
+    }
     let share = |functions: &[FunctionCount]| {
         let total: u64 = functions.iter().map(|f| f.count).sum();
         let mine: u64 = functions
             .iter()
-            .filter(|f| &f.symbol == symbol)
+            .filter(|f| f.symbol == symbol)
             .map(|f| f.count)
             .sum();
         mine as f64 / total.max(1) as f64
@@ -145,12 +145,12 @@ fn runs_most(
         .max_by(|a, b| a.1.total_cmp(&b.1));
     match best {
         Some((part, s)) if s > 0.0 => format!(
-            "run most by training workload `{}` ({:.2} % of its count, weight {}): weigh it more, or `cargo xtask pgo tune`",
+            "; run most by training workload `{}` ({:.2} % of its count, weight {}): weigh it more, or `cargo xtask pgo tune`",
             part.workload,
             100.0 * s,
             part.weight
         ),
-        _ => "no training workload runs it: add one that does".to_string(),
+        _ => "; no training workload runs it: add one that does".to_string(),
     }
 }
 
@@ -249,7 +249,7 @@ pub(super) fn profile_workload(
             format!("{}/%m_%p.profraw", raw.display()),
         )
         .run_with_timeout(Duration::from_secs(ctx.config.config.measure.timeout_secs))
-        .with_context(|| format!("profiling the measured workload `{name}`"))?;
+        .with_context(|| format!("profiling the workload `{name}`"))?;
     let profraw: Vec<String> = std::fs::read_dir(&raw)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "profraw"))

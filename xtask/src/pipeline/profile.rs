@@ -35,6 +35,8 @@ pub struct Tuned {
     /// The training commands the weights are for (hashed, without weights): a training of
     /// other commands ignores them.
     pub commands: String,
+    /// The config's weights `tune` started from: once the config's change, its own win.
+    pub from: Vec<(String, u64)>,
     /// Each validation workload's agreement (%) at the config's weights and at these.
     pub validation: Vec<Scored>,
 }
@@ -52,7 +54,8 @@ pub fn commands_hash(config: &Config) -> Result<String> {
     Ok(format!("{:016x}", crate::fsx::fnv1a64(text.as_bytes())))
 }
 
-/// The tuned weights, when `tune` made them for this config's training commands.
+/// The tuned weights, when `tune` made them for this config's training commands and weights
+/// (a config edited since wins: a stale tune.json is said to be ignored).
 pub fn tuned_weights(ctx: &Ctx) -> Result<Option<Vec<(String, u64)>>> {
     let path = ctx.data.join(TUNED);
     if !path.is_file() {
@@ -66,7 +69,39 @@ pub fn tuned_weights(ctx: &Ctx) -> Result<Option<Vec<(String, u64)>>> {
             path.display()
         )
     })?;
-    Ok((tuned.commands == commands_hash(&ctx.config.config)?).then_some(tuned.weights))
+    let config = &ctx.config.config;
+    if tuned.commands != commands_hash(config)? || tuned.from != config.train.weights() {
+        eprintln!(
+            "merge: {} was tuned for other training commands or weights than {}'s: the config's weights are used (run `cargo xtask pgo tune` again)",
+            path.display(),
+            ctx.config.path.display()
+        );
+        return Ok(None);
+    }
+    Ok(Some(tuned.weights))
+}
+
+/// Why the merged profile's weights are not the ones a merge would use now, or `None`.
+pub fn reweighed(ctx: &Ctx, merged: &MergedProfile) -> Result<Option<String>> {
+    if merged.0.parts.is_empty() {
+        return Ok(None);
+    }
+    let now = weights(ctx)?;
+    let then: Vec<(String, u64)> = merged
+        .0
+        .parts
+        .iter()
+        .map(|p| (p.workload.clone(), p.weight))
+        .collect();
+    let differ = then
+        .iter()
+        .any(|(n, w)| now.iter().any(|(m, v)| m == n && v != w));
+    Ok(differ.then(|| {
+        format!(
+            "the profile {} was merged with other weights than the config's (or tune.json's)",
+            merged.0.path.display()
+        )
+    }))
 }
 
 /// The weights `merge` uses: the tuned ones when there are, else the config's.
@@ -330,6 +365,7 @@ fn merge_parts(ctx: &Ctx, tc: &Toolchain, raw: &[PathBuf]) -> Result<Vec<Trainin
         fsx::rename(&tmp, &profile)?;
         let weight = weights
             .iter()
+            .chain(&ctx.config.config.train.weights())
             .find(|(n, _)| *n == workload)
             .map_or(1, |(_, w)| *w);
         parts.push(TrainingPart {
@@ -340,6 +376,12 @@ fn merge_parts(ctx: &Ctx, tc: &Toolchain, raw: &[PathBuf]) -> Result<Vec<Trainin
     }
     // In the config's order (the raw files come sorted by name).
     parts.sort_by_key(|p| weights.iter().position(|(n, _)| *n == p.workload));
+    // Profiles of workloads no longer trained would mislead a reader of train/.
+    for entry in std::fs::read_dir(&dir)?.filter_map(|e| e.ok()) {
+        if !parts.iter().any(|p| p.profile == entry.path()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
     Ok(parts)
 }
 

@@ -17,7 +17,7 @@ use crate::insight_data::{self as insight, FunctionCount};
 use crate::outputs::{InstrumentedBuild, MergedProfile};
 use crate::toolchain::Toolchain;
 
-pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Tuned> {
+pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, skip_bad: bool) -> Result<Tuned> {
     let cfg = &ctx.config.config;
     if cfg.validate.workloads.is_empty() {
         bail!(
@@ -36,7 +36,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Tuned> {
     let training = steps::train(ctx, tc, timer, &instrumented)?;
     let source = ProfileSource::Training {
         training: &training,
-        skip_bad: false,
+        skip_bad,
     };
     let merged = steps::merge(ctx, tc, timer, source)?;
     timer.section_named("tune", || choose(ctx, tc, &instrumented, &merged))
@@ -102,6 +102,7 @@ fn choose(
             .map(|((name, _), w)| (name.clone(), *w))
             .collect(),
         commands: commands_hash(cfg)?,
+        from: cfg.train.weights(),
         validation: validation
             .iter()
             .zip(before.iter().zip(&after))

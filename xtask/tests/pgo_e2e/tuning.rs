@@ -73,6 +73,25 @@ fn the_tuner_gives_a_starved_phase_its_weight_back() {
         let name = part["workload"].as_str().unwrap();
         assert_eq!(part["weight"].as_u64(), Some(weight(name)), "{parts}");
     }
+    // The config's weights edited after tuning: they win, and the merge says so.
+    let edited = tmp.join("tune-edited.toml");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        r#""--messages", "20000"], weight = 1 }"#,
+        r#""--messages", "20000"], weight = 2 }"#,
+    );
+    std::fs::write(&edited, text).unwrap();
+    let out = xtask_with(&edited, &["pgo", "merge"], data, target);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("was tuned for other training commands or weights than"),
+        "{err}"
+    );
+    let parts = json(&data.join("stages/merge.json"))["parts"].clone();
+    assert_eq!(parts[0]["weight"].as_u64(), Some(2), "{parts}");
+    // Back to the tuned config: merged with the tuned weights again.
+    let out = xtask_with(&config, &["pgo", "merge"], data, target);
+    assert!(out.status.success(), "{}", stderr_of(&out));
     // A bundle of that profile keeps them.
     let bundle = tmp.join("tuned-bundle");
     let out = xtask_with(
