@@ -357,6 +357,17 @@ pub fn weighted_sum(parts: &[(&[FunctionCount], u64)]) -> Vec<FunctionCount> {
     out
 }
 
+/// A function named by its symbol, with these counters (tests).
+#[cfg(test)]
+pub fn counted(symbol: &str, counters: &[u64]) -> FunctionCount {
+    FunctionCount {
+        symbol: symbol.into(),
+        name: symbol.into(),
+        count: counters.iter().sum(),
+        counters: counters.to_vec(),
+    }
+}
+
 /// Counts by symbol.
 fn by_symbol(functions: &[FunctionCount]) -> BTreeMap<&str, u64> {
     let mut out: BTreeMap<&str, u64> = BTreeMap::new();
@@ -499,15 +510,6 @@ Program level:
         assert_eq!(untrained_share(&w, &t), 10.0);
         assert_eq!(hot.len(), 2, "functions the workload never ran are not hot");
         assert_eq!(untrained_share(&t, &t), 0.0);
-    }
-
-    fn counted(symbol: &str, counters: &[u64]) -> FunctionCount {
-        FunctionCount {
-            symbol: symbol.into(),
-            name: symbol.into(),
-            count: counters.iter().sum(),
-            counters: counters.to_vec(),
-        }
     }
 
     #[test]

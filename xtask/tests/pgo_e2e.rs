@@ -589,11 +589,22 @@ fn an_unrepresentative_training_is_warned_about() {
                     ),
                 "{err}"
             );
+            // The agreement's warning, naming what the mailbox workload lacks.
+            assert!(
+                err.contains("warning: the training stands for `agent_send_latency` at ")
+                    && err.contains("lacking most: mty_"),
+                "{err}"
+            );
         }
     }
     let insight = json(&data.join("stages/insight.json"));
     let w = &insight["workloads"][0];
     assert!(w["untrained_share_pct"].as_f64().unwrap() > 20.0, "{w}");
+    assert!(
+        w["agreement"]["score_pct"].as_f64().unwrap()
+            < insight["min_agreement_pct"].as_f64().unwrap(),
+        "{w}"
+    );
     assert!(
         w["never_trained"]
             .as_array()

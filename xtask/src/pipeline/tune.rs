@@ -214,15 +214,7 @@ pub fn search(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn counted(symbol: &str, counters: &[u64]) -> FunctionCount {
-        FunctionCount {
-            symbol: symbol.into(),
-            name: symbol.into(),
-            count: counters.iter().sum(),
-            counters: counters.to_vec(),
-        }
-    }
+    use crate::insight_data::counted;
 
     /// Two training parts, each running one function; validation needs both. Started with
     /// the first starved (1 against 64), the search gives it its weight back.

@@ -4,6 +4,18 @@
 
 use super::support::*;
 
+/// A training workload's weight in tune.json.
+fn weight_of(tuned: &serde_json::Value, name: &str) -> u64 {
+    tuned["weights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w[0] == name)
+        .unwrap_or_else(|| panic!("{name} in {tuned}"))[1]
+        .as_u64()
+        .unwrap()
+}
+
 #[test]
 fn the_tuner_gives_a_starved_phase_its_weight_back() {
     let run = good_run();
@@ -36,16 +48,7 @@ fn the_tuner_gives_a_starved_phase_its_weight_back() {
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");
     let tuned = json(&data.join("tune.json"));
-    let weight = |name: &str| {
-        tuned["weights"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|w| w[0] == name)
-            .unwrap_or_else(|| panic!("{name} in {tuned}"))[1]
-            .as_u64()
-            .unwrap()
-    };
+    let weight = |name: &str| weight_of(&tuned, name);
     let (fast, others) = (
         weight("mailbox-empty"),
         weight("pressure").max(weight("agents")),
@@ -149,16 +152,7 @@ fn a_registry_crates_training_is_tuned_on_its_own_validation_corpus() {
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");
     let tuned = json(&run.data.join("tune.json"));
-    let weight = |name: &str| {
-        tuned["weights"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|w| w[0] == name)
-            .unwrap_or_else(|| panic!("{name} in {tuned}"))[1]
-            .as_u64()
-            .unwrap()
-    };
+    let weight = |name: &str| weight_of(&tuned, name);
     assert!(
         weight("orders") * 64 > weight("numbers"),
         "the orders' share rose from 1:64: {tuned}\n{err}"
