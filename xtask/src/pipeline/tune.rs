@@ -80,20 +80,8 @@ fn choose(
                 .map_or(1, |(_, w)| *w)
         })
         .collect();
-    let (found, min) = search(&parts, &validation, &start);
+    let best = weigh(&parts, &validation, &start);
     let before = scores(&parts, &validation, &start);
-    let at_start = before.iter().copied().fold(f64::INFINITY, f64::min);
-    // A mix barely better than the config's is no reason to change it: two trainings of one
-    // kind trade hundredths of a point (and the search would push one to the largest weight).
-    let best = if min >= at_start + MIN_GAIN_POINTS {
-        found
-    } else {
-        eprintln!(
-            "tune: no mix agrees with the worst validation workload {MIN_GAIN_POINTS} points better than the config's weights ({:.1} % at best against {at_start:.1} %): they are kept",
-            min
-        );
-        start.clone()
-    };
     let after = scores(&parts, &validation, &best);
     let tuned = Tuned {
         weights: parts
@@ -136,6 +124,28 @@ fn print(tuned: &Tuned, start: &[u64], path: &std::path::Path) {
          config instead, set each training workload's `weight` and delete that file)",
         path.display()
     );
+}
+
+/// The weights to keep: the search's, unless they raise the smallest agreement by less than
+/// [`MIN_GAIN_POINTS`] over `start` (then `start`, said on the terminal). Two trainings of one
+/// kind trade hundredths of a point, and the search would push one to the largest weight.
+fn weigh(
+    parts: &[(String, Vec<FunctionCount>)],
+    validation: &[(String, Vec<FunctionCount>)],
+    start: &[u64],
+) -> Vec<u64> {
+    let (found, min) = search(parts, validation, start);
+    let at_start = scores(parts, validation, start)
+        .into_iter()
+        .fold(f64::INFINITY, f64::min);
+    if min >= at_start + MIN_GAIN_POINTS {
+        found
+    } else {
+        eprintln!(
+            "tune: no mix agrees with the worst validation workload {MIN_GAIN_POINTS} points better than the config's weights ({min:.1} % at best against {at_start:.1} %): they are kept"
+        );
+        start.to_vec()
+    }
 }
 
 /// Each validation workload's agreement (%) with the mix of `parts` at `weights`.
@@ -244,5 +254,25 @@ mod tests {
             best[0] * 4 >= best[1],
             "the starved part's weight came back: {best:?}"
         );
+        assert_eq!(weigh(&parts, &validation, &start), best);
+    }
+
+    /// Two trainings of one kind: a mix found by the search is barely better, so the
+    /// config's weights stay.
+    #[test]
+    fn a_mix_barely_better_keeps_the_config_weights() {
+        let parts = vec![
+            ("a".to_string(), vec![counted("f", &[100, 10])]),
+            ("b".to_string(), vec![counted("f", &[100, 11])]),
+        ];
+        let validation = vec![("v".to_string(), vec![counted("f", &[100, 11])])];
+        let (found, min) = search(&parts, &validation, &[1, 1]);
+        let at_start = scores(&parts, &validation, &[1, 1])[0];
+        assert!(
+            found != [1, 1] && min > at_start,
+            "the search moves: {found:?}"
+        );
+        assert!(min < at_start + MIN_GAIN_POINTS, "{min} {at_start}");
+        assert_eq!(weigh(&parts, &validation, &[1, 1]), [1, 1]);
     }
 }
