@@ -1,0 +1,396 @@
+//! `mty-loadgen`: an open-loop HTTP/1.1 load generator for measuring a service.
+//!
+//! Requests go out on a fixed schedule: request i is due at `start + i / rate`, whether or not
+//! earlier answers have come back. Its latency is measured from that intended time to the end
+//! of its answer. A server that stalls therefore delays every request due during the stall,
+//! and each of them counts, as it would for the users who sent them. A closed-loop client
+//! that times from the actual send hides all but one of them (coordinated omission; wrk2 and
+//! HdrHistogram's corrected recording are the anchors). `--closed-loop` times that way, for
+//! comparison only.
+//!
+//! The requests are spread round robin over `--connections` keep-alive connections; a
+//! request whose connection is still busy waits for it, and the wait counts. Warm-up
+//! requests run on the same schedule first and are not recorded. The last line of stdout is
+//! one JSON object: counts, the achieved rate and HDR percentiles in nanoseconds
+//! (`p50_ns`, `p90_ns`, `p99_ns`, `p999_ns`, `max_ns`, `mean_ns`). A request that fails in
+//! transport (refused, reset, timed out) makes the exit status 1 after that line; an
+//! answer with a status other than 2xx is counted in `non_2xx` and timed like any other.
+
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use tokio::net::TcpStream;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mty-loadgen",
+    version,
+    about = "Open-loop HTTP load: a fixed request rate, latency from each request's intended send time"
+)]
+struct Args {
+    /// The server: `http://HOST:PORT` (or `HOST:PORT`); request paths are appended.
+    #[arg(long)]
+    url: String,
+    /// Requests per second, on a fixed schedule.
+    #[arg(long, default_value_t = 1000.0)]
+    rate: f64,
+    /// Seconds of recorded requests.
+    #[arg(long, default_value_t = 2.0)]
+    duration: f64,
+    /// Seconds of requests on the same schedule before, not recorded.
+    #[arg(long, default_value_t = 0.5)]
+    warmup: f64,
+    /// Keep-alive connections the requests are spread over, round robin.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// `WEIGHT:METHOD:PATH[:BODY]`, repeatable: the request mix. `{key}` in the path or body
+    /// is a key drawn uniformly from `0..--keys`.
+    #[arg(long = "request", default_value = "1:GET:/")]
+    requests: Vec<String>,
+    /// How many distinct keys `{key}` draws from.
+    #[arg(long, default_value_t = 1000)]
+    keys: u64,
+    /// Seeds the request mix and the keys: the same seed sends the same requests.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Time each request from its actual send, not its intended time (coordinated omission:
+    /// for comparison only).
+    #[arg(long)]
+    closed_loop: bool,
+    /// Milliseconds one request may take before it counts as failed.
+    #[arg(long, default_value_t = 5000)]
+    timeout_ms: u64,
+}
+
+/// One kind of request of the mix.
+#[derive(Debug, Clone)]
+struct Template {
+    weight: u64,
+    method: hyper::Method,
+    path: String,
+    body: String,
+}
+
+fn parse_template(text: &str) -> Result<Template> {
+    let mut parts = text.splitn(4, ':');
+    let (weight, method, path) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(w), Some(m), Some(p)) => (w, m, p),
+        _ => bail!(
+            "`--request {text}`: expected WEIGHT:METHOD:PATH[:BODY], e.g. `3:GET:/session/{{key}}`"
+        ),
+    };
+    let weight: u64 = weight.parse().ok().filter(|w| *w > 0).with_context(|| {
+        format!("`--request {text}`: the weight `{weight}` is not a whole number above 0")
+    })?;
+    let method = hyper::Method::from_bytes(method.as_bytes())
+        .with_context(|| format!("`--request {text}`: `{method}` is not an HTTP method"))?;
+    if !path.starts_with('/') {
+        bail!("`--request {text}`: the path `{path}` must start with `/`");
+    }
+    Ok(Template {
+        weight,
+        method,
+        path: path.to_string(),
+        body: parts.next().unwrap_or("").to_string(),
+    })
+}
+
+/// A small seeded generator (SplitMix64): the same seed, the same requests.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One scheduled request.
+struct Planned {
+    /// When it is due, from the start.
+    due: Duration,
+    /// Recorded (not a warm-up request).
+    recorded: bool,
+    method: hyper::Method,
+    path: String,
+    body: String,
+}
+
+fn plan(args: &Args, templates: &[Template]) -> Vec<Planned> {
+    let total_weight: u64 = templates.iter().map(|t| t.weight).sum();
+    let mut rng = SplitMix64(args.seed);
+    let warm = (args.warmup * args.rate).round() as u64;
+    let measured = (args.duration * args.rate).round() as u64;
+    (0..warm + measured)
+        .map(|i| {
+            let mut pick = rng.below(total_weight);
+            let t = templates
+                .iter()
+                .find(|t| {
+                    if pick < t.weight {
+                        true
+                    } else {
+                        pick -= t.weight;
+                        false
+                    }
+                })
+                .expect("the pick is below the total weight");
+            let key = rng.below(args.keys.max(1)).to_string();
+            Planned {
+                due: Duration::from_secs_f64(i as f64 / args.rate),
+                recorded: i >= warm,
+                method: t.method.clone(),
+                path: t.path.replace("{key}", &key),
+                body: t.body.replace("{key}", &key),
+            }
+        })
+        .collect()
+}
+
+/// Waits until `t`: the timer for all but the last 2 ms (its ticks are a millisecond apart),
+/// then yielding, so a request leaves within microseconds of its time.
+async fn wait_until(t: Instant) {
+    const COARSE: Duration = Duration::from_millis(2);
+    loop {
+        let now = Instant::now();
+        if now >= t {
+            return;
+        }
+        if t - now > COARSE {
+            tokio::time::sleep(t - now - COARSE).await;
+        } else {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// What one connection saw.
+#[derive(Default)]
+struct Tally {
+    latencies: Vec<u64>,
+    errors: u64,
+    non_2xx: u64,
+    first_error: Option<String>,
+    last_done: Option<Instant>,
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn connect(authority: &str) -> Result<Sender> {
+    let stream = TcpStream::connect(authority)
+        .await
+        .with_context(|| format!("cannot connect to {authority}"))?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::task::spawn_local(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+async fn send(sender: &mut Sender, authority: &str, p: &Planned) -> Result<hyper::StatusCode> {
+    let request = hyper::Request::builder()
+        .method(p.method.clone())
+        .uri(&p.path)
+        .header(hyper::header::HOST, authority)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(p.body.clone())))?;
+    sender.ready().await?;
+    let response = sender.send_request(request).await?;
+    let status = response.status();
+    response.into_body().collect().await?;
+    Ok(status)
+}
+
+/// One connection's share of the schedule, in order.
+async fn run_connection(
+    authority: Rc<str>,
+    start: Instant,
+    requests: Vec<Planned>,
+    mut sender: Option<Sender>,
+    closed_loop: bool,
+    timeout: Duration,
+) -> Tally {
+    let mut tally = Tally::default();
+    for p in &requests {
+        let due = start + p.due;
+        wait_until(due).await;
+        let sent = Instant::now();
+        let outcome = tokio::time::timeout(timeout, async {
+            if sender.is_none() {
+                sender = Some(connect(&authority).await?);
+            }
+            send(sender.as_mut().expect("connected above"), &authority, p).await
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(anyhow::anyhow!(
+                "no answer within {} ms",
+                timeout.as_millis()
+            ))
+        });
+        let done = Instant::now();
+        match outcome {
+            Ok(status) => {
+                if !status.is_success() {
+                    tally.non_2xx += 1;
+                }
+                if p.recorded {
+                    let from = if closed_loop { sent } else { due };
+                    tally
+                        .latencies
+                        .push(done.duration_since(from).as_nanos() as u64);
+                    tally.last_done = Some(done);
+                }
+            }
+            Err(err) => {
+                tally.errors += 1;
+                tally
+                    .first_error
+                    .get_or_insert_with(|| format!("{} {}: {err:#}", p.method, p.path));
+                // A fresh connection for the next request.
+                sender = None;
+            }
+        }
+    }
+    tally
+}
+
+fn authority(url: &str) -> Result<String> {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    if url.starts_with("https://") {
+        bail!("`--url {url}`: only plain http is supported");
+    }
+    let authority = rest.trim_end_matches('/');
+    if authority.is_empty() || authority.contains('/') {
+        bail!("`--url {url}`: expected http://HOST:PORT (request paths come from `--request`)");
+    }
+    Ok(authority.to_string())
+}
+
+fn run(args: &Args) -> Result<bool> {
+    if !(args.rate > 0.0 && args.rate.is_finite()) {
+        bail!(
+            "`--rate {}`: must be a positive number of requests per second",
+            args.rate
+        );
+    }
+    if !(args.duration > 0.0) || args.warmup < 0.0 {
+        bail!("`--duration` must be positive and `--warmup` at least 0");
+    }
+    if args.connections == 0 {
+        bail!("`--connections 0`: at least one connection is needed");
+    }
+    let authority: Rc<str> = authority(&args.url)?.into();
+    let templates = args
+        .requests
+        .iter()
+        .map(|r| parse_template(r))
+        .collect::<Result<Vec<_>>>()?;
+    let mut shares: Vec<Vec<Planned>> = (0..args.connections).map(|_| Vec::new()).collect();
+    for (i, p) in plan(args, &templates).into_iter().enumerate() {
+        shares[i % args.connections].push(p);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let warm = Duration::from_secs_f64(args.warmup);
+    let (tallies, start) = local.block_on(&runtime, async {
+        // Connections open before the clock starts: their set-up is no request's latency.
+        let mut senders = Vec::new();
+        for _ in 0..args.connections {
+            senders.push(connect(&authority).await?);
+        }
+        let start = Instant::now() + Duration::from_millis(5);
+        let tasks: Vec<_> = shares
+            .into_iter()
+            .zip(senders)
+            .map(|(share, sender)| {
+                tokio::task::spawn_local(run_connection(
+                    authority.clone(),
+                    start,
+                    share,
+                    Some(sender),
+                    args.closed_loop,
+                    timeout,
+                ))
+            })
+            .collect();
+        let mut tallies = Vec::new();
+        for t in tasks {
+            tallies.push(t.await?);
+        }
+        anyhow::Ok((tallies, start))
+    })?;
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    let (mut errors, mut non_2xx, mut first_error, mut last) = (0, 0, None, None::<Instant>);
+    for t in tallies {
+        for &ns in &t.latencies {
+            hist.saturating_record(ns.max(1));
+        }
+        errors += t.errors;
+        non_2xx += t.non_2xx;
+        first_error = first_error.or(t.first_error);
+        last = last.max(t.last_done);
+    }
+    let span = last.map_or(0.0, |l| l.duration_since(start + warm).as_secs_f64());
+    let q = |q: f64| {
+        if hist.is_empty() {
+            0
+        } else {
+            hist.value_at_quantile(q)
+        }
+    };
+    println!(
+        "{}",
+        serde_json::json!({
+            "open_loop": !args.closed_loop,
+            "rate": args.rate,
+            "connections": args.connections,
+            "duration_s": args.duration,
+            "requests": hist.len(),
+            "errors": errors,
+            "non_2xx": non_2xx,
+            "achieved_rps": if span > 0.0 { hist.len() as f64 / span } else { 0.0 },
+            "p50_ns": q(0.5),
+            "p90_ns": q(0.9),
+            "p99_ns": q(0.99),
+            "p999_ns": q(0.999),
+            "max_ns": hist.max(),
+            "mean_ns": hist.mean(),
+        })
+    );
+    if let Some(err) = first_error {
+        eprintln!("mty-loadgen: {errors} request(s) failed in transport; the first: {err}");
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(err) => {
+            eprintln!("mty-loadgen: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The driver against servers with a known, injected delay: a real TCP server in this test
+//! process (a thread per connection, HTTP/1.1 keep-alive), the real `mty-loadgen` binary.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How the test server delays an answer.
+#[derive(Clone, Copy)]
+enum Delay {
+    /// Every answer this long after its request.
+    Each(Duration),
+    /// The whole server stops answering for the first `stall` of every `period`.
+    Stall { period: Duration, stall: Duration },
+}
+
+/// Starts a server on a free port; it runs until the test process ends.
+fn server(delay: Delay) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let born = Instant::now();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let stream = stream.unwrap();
+            std::thread::spawn(move || serve(stream, delay, born));
+        }
+    });
+    addr
+}
+
+fn serve(stream: TcpStream, delay: Delay, born: Instant) {
+    stream.set_nodelay(true).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut length = 0usize;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        match delay {
+            Delay::Each(d) => std::thread::sleep(d),
+            Delay::Stall { period, stall } => {
+                let phase =
+                    Duration::from_nanos((born.elapsed().as_nanos() % period.as_nanos()) as u64);
+                if phase < stall {
+                    std::thread::sleep(stall - phase);
+                }
+            }
+        }
+        if writer
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+fn loadgen(addr: &str, extra: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_mty-loadgen"))
+        .args(["--url", &format!("http://{addr}")])
+        .args(extra)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "mty-loadgen failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().expect("a JSON line")).unwrap()
+}
+
+fn ms(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap() / 1e6
+}
+
+#[test]
+fn every_answer_carries_the_injected_delay() {
+    let addr = server(Delay::Each(Duration::from_millis(3)));
+    let v = loadgen(
+        &addr,
+        &[
+            "--rate",
+            "100",
+            "--duration",
+            "1",
+            "--warmup",
+            "0.1",
+            "--connections",
+            "2",
+        ],
+    );
+    assert_eq!(v["requests"], 100, "{v}");
+    assert_eq!(v["errors"], 0, "{v}");
+    // No answer can come before the delay; a quiet machine gives about 3.1 ms.
+    assert!(ms(&v, "p50_ns") >= 3.0, "{v}");
+    assert!(v["achieved_rps"].as_f64().unwrap() > 80.0, "{v}");
+}
+
+/// Coordinated omission: the server stops for 200 ms of every second. Open loop, every
+/// request due in the stall waits for its end, about a fifth of them, so the p99 is most of
+/// the stall; closed loop, each connection is held up once a stall and the requests queued
+/// behind look fast, so the p99 hides it.
+#[test]
+fn a_stall_shows_in_the_open_loop_p99_and_hides_in_the_closed_loop() {
+    let addr = server(Delay::Stall {
+        period: Duration::from_secs(1),
+        stall: Duration::from_millis(200),
+    });
+    let common = [
+        "--rate",
+        "500",
+        "--duration",
+        "2",
+        "--warmup",
+        "0.2",
+        "--connections",
+        "2",
+    ];
+    let open = loadgen(&addr, &common);
+    let mut closed_args = common.to_vec();
+    closed_args.push("--closed-loop");
+    let closed = loadgen(&addr, &closed_args);
+    assert_eq!(open["open_loop"], true);
+    assert_eq!(closed["open_loop"], false);
+    assert!(ms(&open, "p99_ns") >= 100.0, "open loop: {open}");
+    assert!(ms(&closed, "p99_ns") < 100.0, "closed loop: {closed}");
+    // Both saw the stall itself at least once.
+    assert!(ms(&open, "max_ns") >= 150.0 && ms(&closed, "max_ns") >= 150.0);
+}
+
+#[test]
+fn bad_input_is_refused_with_what_to_write() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mty-loadgen"))
+        .args(["--url", "http://127.0.0.1:1", "--request", "GET:/x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("expected WEIGHT:METHOD:PATH[:BODY]"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_refused_connection_fails_the_run() {
+    // A port nobody listens on: bound, then closed.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = Command::new(env!("CARGO_BIN_EXE_mty-loadgen"))
+        .args(["--url", &format!("127.0.0.1:{port}"), "--duration", "0.1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot connect to 127.0.0.1"), "{stderr}");
+}
