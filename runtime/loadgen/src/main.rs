@@ -289,7 +289,7 @@ fn run(args: &Args) -> Result<bool> {
             args.rate
         );
     }
-    if !(args.duration > 0.0) || args.warmup < 0.0 {
+    if args.duration.is_nan() || args.duration <= 0.0 || args.warmup.is_nan() || args.warmup < 0.0 {
         bail!("`--duration` must be positive and `--warmup` at least 0");
     }
     if args.connections == 0 {
