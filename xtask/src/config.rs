@@ -331,6 +331,12 @@ impl Default for Calibrate {
 pub struct Train {
     /// Seconds each training workload may run before it is killed.
     pub timeout_secs: u64,
+    /// LLVM's continuous mode: the instrumented build keeps its counters in the raw profile
+    /// as they change (`%c` in `LLVM_PROFILE_FILE`, with runtime counter relocation and
+    /// without value profiles), so a server killed by SIGKILL still leaves its profile.
+    /// Loses indirect-call and memcpy-size profiles; for servers that cannot exit cleanly.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continuous: bool,
     pub workloads: Vec<Workload>,
 }
 
@@ -520,7 +526,7 @@ impl Workload {
     pub fn batch_in(&self, lockstep: &Lockstep) -> u64 {
         match self.mode {
             Mode::Lockstep => self.batch_messages.unwrap_or(lockstep.batch_messages),
-            Mode::Process => self.batch_messages.unwrap_or(1),
+            Mode::Process | Mode::Service => self.batch_messages.unwrap_or(1),
         }
     }
 
@@ -580,6 +586,56 @@ pub fn load(path: &Path) -> Result<LoadedConfig> {
         path: path.to_path_buf(),
         config,
     })
+}
+
+/// A service workload has its `service` table and a way to tell the server its port; other
+/// workloads have no `service` table.
+fn check_service(w: &Workload) -> Result<()> {
+    let Some(service) = &w.service else {
+        if w.mode == Mode::Service {
+            bail!(
+                "workload `{}` has `mode = \"service\"` but no `service` table: give at least `service = {{ driver = [\"mty-loadgen\", \"--url\", \"http://{{addr}}\"] }}`",
+                w.name
+            );
+        }
+        return Ok(());
+    };
+    if w.mode != Mode::Service {
+        bail!(
+            "workload `{}` has a `service` table but not `mode = \"service\"`",
+            w.name
+        );
+    }
+    if service.driver.first().is_none_or(|p| p.is_empty()) {
+        bail!(
+            "service workload `{}`: `service.driver` is empty: name the command that loads the server (e.g. `[\"mty-loadgen\", \"--url\", \"http://{{addr}}\"]`)",
+            w.name
+        );
+    }
+    let told = w
+        .args
+        .iter()
+        .chain(w.env.values())
+        .any(|a| a.contains("{addr}") || a.contains("{port}"));
+    if !told {
+        bail!(
+            "service workload `{}`: neither its `args` nor its `env` contain `{{addr}}` or `{{port}}`: every arm is a server of its own and needs a port of its own (e.g. `args = [\"--listen\", \"{{addr}}\"]`)",
+            w.name
+        );
+    }
+    if w.stdin.is_some() {
+        bail!(
+            "service workload `{}`: `stdin` is not for a server (give its input through the driver)",
+            w.name
+        );
+    }
+    if service.ready_timeout_secs == Some(0) || service.stop_timeout_secs == Some(0) {
+        bail!(
+            "service workload `{}`: `ready_timeout_secs` and `stop_timeout_secs` must be at least 1",
+            w.name
+        );
+    }
+    Ok(())
 }
 
 /// Parses and checks a config. Errors carry the line and key (toml's message shows both).
@@ -648,6 +704,15 @@ pub fn parse(text: &str) -> Result<Config> {
             bail!("workload `{}`: `batch_messages` must be at least 1", w.name);
         }
     }
+    for w in config
+        .train
+        .workloads
+        .iter()
+        .chain(&config.measure.workloads)
+        .chain(&config.validate.workloads)
+    {
+        check_service(w)?;
+    }
     for (kind, list) in [
         ("training", &config.train.workloads),
         ("validation", &config.validate.workloads),
@@ -686,9 +751,9 @@ pub fn parse(text: &str) -> Result<Config> {
                 w.name
             );
         }
-        if w.mode != Mode::Lockstep || w.metric.is_some() {
+        if w.mode == Mode::Process || w.metric.is_some() {
             bail!(
-                "training workload `{}`: `mode` and `metric` are for measured workloads (a training command runs once, whole)",
+                "training workload `{}`: `mode = \"process\"` and `metric` are for measured workloads (a training command runs once, whole)",
                 w.name
             );
         }
@@ -718,11 +783,17 @@ pub fn parse(text: &str) -> Result<Config> {
                 w.name
             );
         }
+        if w.mode == Mode::Service && w.metric.is_none() {
+            bail!(
+                "measured workload `{}`: a service workload needs `metric`, the key of the driver's figure in ns (`p50_ns`, `p99_ns` for mty-loadgen)",
+                w.name
+            );
+        }
     }
     for v in &config.validate.workloads {
-        if v.weight.is_some() || v.mode != Mode::Lockstep || v.metric.is_some() {
+        if v.weight.is_some() || v.mode == Mode::Process || v.metric.is_some() {
             bail!(
-                "validation workload `{}`: `weight`, `mode` and `metric` are not for validation workloads (each runs once, whole, to be profiled)",
+                "validation workload `{}`: `weight`, `mode = \"process\"` and `metric` are not for validation workloads (each runs once, whole, to be profiled)",
                 v.name
             );
         }

@@ -69,6 +69,8 @@ pub fn measure(
         for v in builds {
             let off = if workload.mode == crate::config::Mode::Process {
                 Some("not counted (a whole-process workload: callgrind counts runs of `--messages N --untimed`)".to_string())
+            } else if workload.mode == crate::config::Mode::Service {
+                Some("not counted (a service workload: its server runs under the driver's load, not under callgrind)".to_string())
             } else {
                 (workload.instructions == Some(false)).then(|| {
                     "not counted (`instructions = false` on the workload: its threads' scheduling moves the count)".to_string()

@@ -180,12 +180,16 @@ pub struct Spawned {
     setup: Option<usize>,
     /// The core they take turns on; `None`: wherever the scheduler (or they) put them.
     measured: Option<usize>,
+    /// A service workload's arms: each runs a server beside it, and a driver on the other
+    /// cores.
+    service: bool,
 }
 
 impl Spawned {
-    /// Whether this session's turns leave another core free for the next one's set-up.
+    /// Whether this session's turns leave another core free for the next one's set-up (not
+    /// a service workload's: its driver runs there).
     pub fn leaves_a_core_free(&self) -> bool {
-        self.measured.is_some() && self.setup.is_some()
+        self.measured.is_some() && self.setup.is_some() && !self.service
     }
 }
 
@@ -245,6 +249,11 @@ pub fn spawn(
                 },
                 core,
             )?,
+            // The server lives for the session; each turn runs the driver against it.
+            Mode::Service => crate::service::command(
+                &crate::service::Spec::new(&arm.exe, &arm.args, workload)?,
+                core,
+            )?,
         }
         .args(["--lockstep".to_string(), batch.clone()]);
         live.push(bar.suspend(|| Live::start(&arm.name, cmd))?);
@@ -256,6 +265,7 @@ pub fn spawn(
         started,
         setup,
         measured,
+        service: workload.mode == Mode::Service,
     })
 }
 
@@ -324,6 +334,7 @@ impl Spawned {
             self.measured,
             self.setup,
             self.live.iter().map(|a| a.child.id()),
+            self.service,
         );
         let turns = Instant::now();
         let mut order = Vec::with_capacity(cfg.lockstep.rounds as usize);

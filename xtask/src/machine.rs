@@ -7,7 +7,9 @@
 //! reaped, such as a whole-process arm's runs): that is the others' time. It is split between
 //! the two cores this way: on the measured core, at most its busy time less the arms' (pinned
 //! there for the turns) and xtask's own (its threads pass the turns and may run there); the
-//! rest is the set-up core's. Workloads of several threads run on every core: there "other"
+//! rest is the set-up core's. A service workload's arms each keep a server (a live child,
+//! counted with its arm) and reap a driver every turn that ran on the other cores: there an
+//! arm's reaped children are left out of what ran on the measured core. Workloads of several threads run on every core: there "other"
 //! is every core's busy time less the whole tree's. The resolution is a clock tick (10 ms),
 //! so a session of 0.2 s reads in steps of 5 %.
 
@@ -33,6 +35,8 @@ pub struct Watch {
     measured: Option<usize>,
     setup: Option<usize>,
     arms: Vec<u32>,
+    /// The arms' reaped children ran on other cores (a service workload's drivers).
+    children_elsewhere: bool,
     at: std::time::Instant,
     busy: Vec<(u64, u64)>,
     arms_ticks: u64,
@@ -46,11 +50,13 @@ impl Watch {
         measured: Option<usize>,
         setup: Option<usize>,
         arms: impl Iterator<Item = u32>,
+        children_elsewhere: bool,
     ) -> Option<Watch> {
         let arms: Vec<u32> = arms.collect();
         Some(Watch {
             busy: core_busy()?,
-            arms_ticks: arms.iter().filter_map(|p| ticks(*p)).sum(),
+            arms_ticks: arms_ticks(&arms, children_elsewhere),
+            children_elsewhere,
             own_ticks: ticks(std::process::id())?,
             tree_ticks: tree_ticks(),
             measured,
@@ -64,7 +70,7 @@ impl Watch {
     pub fn stop(self) -> Option<Beside> {
         let secs = self.at.elapsed().as_secs_f64();
         let busy = core_busy()?;
-        let arms = self.arms.iter().filter_map(|p| ticks(*p)).sum::<u64>();
+        let arms = arms_ticks(&self.arms, self.children_elsewhere);
         let own = ticks(std::process::id())?;
         let tree = tree_ticks();
         let hz = clock_ticks_per_sec();
@@ -157,23 +163,52 @@ fn stat_fields(pid: u32) -> Option<(u32, Vec<String>)> {
 }
 
 /// This process and every descendant of it: their clock ticks in all.
-fn tree_ticks() -> u64 {
-    let me = std::process::id();
+/// The arms' CPU time: each arm's own with its reaped children's, or without them when
+/// they ran elsewhere; with its live descendants' (a service arm's server) then.
+fn arms_ticks(arms: &[u32], children_elsewhere: bool) -> u64 {
+    if !children_elsewhere {
+        return arms.iter().filter_map(|p| ticks(*p)).sum();
+    }
+    let own: u64 = arms.iter().filter_map(|p| own_ticks(*p)).sum();
+    let live: u64 = descendants(arms)
+        .iter()
+        .filter(|p| !arms.contains(p))
+        .filter_map(|p| ticks(*p))
+        .sum();
+    own + live
+}
+
+/// utime and stime alone, reaped children left out.
+fn own_ticks(pid: u32) -> Option<u64> {
+    let (_, fields) = stat_fields(pid)?;
+    let f = |i: usize| fields.get(i).and_then(|x| x.parse::<u64>().ok());
+    Some(f(11)? + f(12)?)
+}
+
+/// `roots` and every live process below them.
+fn descendants(roots: &[u32]) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
+        return roots.to_vec();
     };
     let parents: Vec<(u32, u32)> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| Some((pid, stat_fields(pid)?.0)))
         .collect();
-    let mut tree = vec![me];
+    let mut tree = roots.to_vec();
     let mut i = 0;
     while i < tree.len() {
         let p = tree[i];
         tree.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
         i += 1;
     }
-    tree.iter().filter_map(|p| ticks(*p)).sum()
+    tree
+}
+
+fn tree_ticks() -> u64 {
+    descendants(&[std::process::id()])
+        .iter()
+        .filter_map(|p| ticks(*p))
+        .sum()
 }
 
 fn clock_ticks_per_sec() -> f64 {
@@ -197,7 +232,7 @@ mod tests {
         };
         let (core, other) = (cores.len() - 1, 0);
         let watch = |arms: Vec<u32>| {
-            let w = Watch::start(Some(core), Some(other), arms.into_iter()).unwrap();
+            let w = Watch::start(Some(core), Some(other), arms.into_iter(), false).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(600));
             w.stop().unwrap()
         };

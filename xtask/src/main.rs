@@ -25,6 +25,7 @@ mod process_arm;
 mod relink;
 mod report;
 mod rustflags;
+mod service;
 mod stage;
 use mty_stats as stats;
 #[cfg(test)]
@@ -43,6 +44,10 @@ fn main() -> ExitCode {
     if argv.peek().map(String::as_str) == Some(process_arm::SUBCOMMAND) {
         argv.next();
         return process_arm::main(argv);
+    }
+    if argv.peek().map(String::as_str) == Some(service::SUBCOMMAND) {
+        argv.next();
+        return service::main(argv);
     }
     // Installed (`cargo install --path xtask`), this executable is the cargo subcommand
     // `cargo mty`: cargo runs it as `cargo-mty mty ARGS`, and it works on the workspace

@@ -689,7 +689,8 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
         if spawned.leaves_a_core_free()
             && let Some((g2, index2)) = next(&mut progress)
         {
-            let early = groups[g2].workload.shares_core_in(l);
+            let early = groups[g2].workload.shares_core_in(l)
+                && groups[g2].workload.mode != crate::config::Mode::Service;
             pending = Some((
                 g2,
                 index2,

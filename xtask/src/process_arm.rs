@@ -267,7 +267,7 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
 }
 
 /// The number under `key` in the JSON object of the last non-empty line of `stdout`.
-fn metric(stdout: &str, key: &str) -> Result<f64> {
+pub(crate) fn metric(stdout: &str, key: &str) -> Result<f64> {
     let line: serde_json::Value = crate::workload::parse_last_line(stdout, "a JSON object")?;
     match line.get(key).and_then(serde_json::Value::as_f64) {
         Some(v) if v > 0.0 && v.is_finite() => Ok(v),
@@ -278,7 +278,7 @@ fn metric(stdout: &str, key: &str) -> Result<f64> {
 
 /// The nearest-rank q-quantile of sorted values, the middle two's mean for the median of an
 /// even count.
-fn quantile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
     let n = sorted.len();
     if q == 0.5 && n.is_multiple_of(2) {
         return (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
@@ -289,7 +289,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 /// The CPU time (ms: user, system) and context switches (voluntary, involuntary) of the
 /// commands this arm ran and waited for so far.
-fn children_usage() -> [f64; 4] {
+pub(crate) fn children_usage() -> [f64; 4] {
     // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid value.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
@@ -307,7 +307,7 @@ fn children_usage() -> [f64; 4] {
 
 /// The closing line: the report over every run (`workload::WorkloadLine`'s fields), with the
 /// CPU time and context switches of the measured runs (the warm-up's, `before`, taken off).
-fn closing(sorted: &[f64], before: &[f64; 4]) -> serde_json::Value {
+pub(crate) fn closing(sorted: &[f64], before: &[f64; 4]) -> serde_json::Value {
     let now = children_usage();
     let [user_ms, sys_ms, voluntary, involuntary]: [f64; 4] =
         std::array::from_fn(|i| (now[i] - before[i]).max(0.0));

@@ -128,15 +128,16 @@ pub struct Environment {
 }
 
 impl Report {
-    /// Whether `workload` was measured whole-process: one run per turn, so its sample is the
-    /// run's time (shown in ms) and a batch has no tail of its own (no p95, p99).
+    /// Whether `workload` was measured whole-process or as a service: one run per turn, so
+    /// its sample is the run's time or the driver's figure (shown in ms) and a batch has no
+    /// tail of its own (no p95, p99).
     pub(crate) fn whole_process(&self, workload: &str) -> bool {
         self.config
             .config
             .measure
             .workloads
             .iter()
-            .any(|w| w.name == workload && w.mode == crate::config::Mode::Process)
+            .any(|w| w.name == workload && w.mode != crate::config::Mode::Lockstep)
     }
 
     /// The median, p95 and p99 columns of `row`: ns, or the run's ms for a whole-process

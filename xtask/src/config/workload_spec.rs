@@ -20,6 +20,42 @@ pub enum Mode {
     /// Whole-process lockstep: each turn runs the command once per arm, its wall time (or the
     /// figure it prints, `metric`) the sample. For a program that cannot link `mty-lockstep`.
     Process,
+    /// A server: each arm is the server running for the whole session on its own port; each
+    /// turn runs the `service.driver` against it once, and the driver's figure (`metric`) is
+    /// the sample. Trained by starting the server, running the driver, then stopping it.
+    Service,
+}
+
+/// How a service workload (`mode = "service"`) is run: `{addr}` (`127.0.0.1:PORT`) and
+/// `{port}` in the server's `args` and `env` and in `driver` are its own free port.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    /// The load: a command line whose first word is a bin of the workspace (built in release,
+    /// without profile flags), a path relative to the workspace, or a program on PATH. Its
+    /// last line of stdout is a JSON object; a measured workload's `metric` names the number
+    /// taken from it, in nanoseconds (`mty-loadgen`'s `p50_ns`, `p99_ns`).
+    pub driver: Vec<String>,
+    /// The server is ready when a line of its stdout contains this text; without it, when
+    /// its port accepts a TCP connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_line: Option<String>,
+    /// Seconds the server may take to become ready before it is killed (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_timeout_secs: Option<u64>,
+    /// Seconds between SIGTERM and SIGKILL when the server is stopped (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_timeout_secs: Option<u64>,
+}
+
+impl Service {
+    pub fn ready_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.ready_timeout_secs.unwrap_or(30))
+    }
+
+    pub fn stop_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.stop_timeout_secs.unwrap_or(10))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,7 +87,10 @@ pub struct Workload {
     /// merge: its counts times this; default 1). Changing it merges again, without retraining.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<u64>,
-    /// Whole-process workloads only: the key of a number in the JSON object the command
+    /// Service workloads only: the driver, how readiness shows, how long a stop may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<Service>,
+    /// Whole-process and service workloads only: the key of a number in the JSON object the command
     /// prints as its last line of stdout, in nanoseconds, taken as the sample instead of the
     /// wall time (a program that times its own work, without its start-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,6 +147,7 @@ impl Workload {
             timeout_secs: None,
             weight: None,
             metric: None,
+            service: None,
             share_core: None,
             sessions: None,
             batch_messages: None,

@@ -58,7 +58,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
         extra: Vec::new(),
     };
     let mut arms = vec![arm(BASELINE, old), arm(BASELINE_AGAIN, old), arm(NEW, new)];
-    let m = &ctx.measure_config();
+    let m = &ctx.measure_config()?;
     // NEW is another file: OLD's bytes in another file are the null its arm component
     // rests on, as release's copy is in the pipeline's sessions.
     if m.null_copy {

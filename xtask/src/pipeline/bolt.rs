@@ -173,9 +173,10 @@ fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<Pa
         timeout,
         "BOLT could not instrument the relinked PGO build",
     )?;
-    for w in &cfg.train.workloads {
-        crate::workload::command(&inst, w, &ctx.ws.root)
-            .run_with_timeout(Duration::from_secs(timeout))
+    let mut workloads = cfg.train.workloads.clone();
+    ctx.resolve_drivers(&mut workloads)?;
+    for w in &workloads {
+        crate::service::run_once(&inst, w, &ctx.ws.root, &[], Duration::from_secs(timeout))
             .with_context(|| {
                 format!(
                     "BOLT training workload `{}` failed. The BOLT-instrumented executable writes its profile \

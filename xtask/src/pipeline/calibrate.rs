@@ -101,9 +101,9 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
             .with_context(|| format!("`calibrate.workload` `{name}` is not measured"))?,
         None => &cfg.measure.workloads[0],
     };
-    if workload.mode == crate::config::Mode::Process {
+    if workload.mode != crate::config::Mode::Lockstep {
         bail!(
-            "`calibrate` injects a known cost into every timed iteration (`--inject-ns`), which a whole-process workload (`{}`) has none of: name an in-process workload in `calibrate.workload`",
+            "`calibrate` injects a known cost into every timed iteration (`--inject-ns`), which a whole-process or service workload (`{}`) has none of: name an in-process workload in `calibrate.workload`",
             workload.name
         );
     }

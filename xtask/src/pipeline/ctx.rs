@@ -27,6 +27,8 @@ pub struct Ctx {
     /// `--remeasure`: measure (with new layouts) and report again even when the builds are
     /// unchanged.
     pub remeasure: bool,
+    /// Service drivers already resolved this run: a name to the program run.
+    drivers: std::sync::Mutex<std::collections::BTreeMap<String, PathBuf>>,
     _lock: guard::Lock,
 }
 
@@ -116,18 +118,21 @@ impl Ctx {
             target_root,
             force_from: None,
             remeasure: false,
+            drivers: Default::default(),
             _lock: lock,
         })
     }
 
     /// `measure` with each workload's directory and stdin file made absolute (against the
-    /// workspace root), for the lockstep arms, which may run anywhere.
-    pub fn measure_config(&self) -> config::Measure {
+    /// workspace root), for the lockstep arms, which may run anywhere, and each service
+    /// driver's program resolved.
+    pub fn measure_config(&self) -> Result<config::Measure> {
         let mut measure = self.config.config.measure.clone();
         for w in &mut measure.workloads {
             *w = w.resolved(&self.ws.root);
         }
-        measure
+        self.resolve_drivers(&mut measure.workloads)?;
+        Ok(measure)
     }
 
     /// The hash of the sources the binary is built from ([`fresh::sources`]), this run's
@@ -142,6 +147,80 @@ impl Ctx {
                 self.data.clone(),
             ],
         )
+    }
+
+    /// The instrumented build's flags: `-Cprofile-generate`, and with `train.continuous`
+    /// what LLVM's continuous mode needs on Linux (counters relocated at run time; value
+    /// profiles off, which it cannot keep: docs/findings.md).
+    pub fn instrument_rustflags(&self) -> String {
+        let flags = Build::Instrumented.rustflags(Some(&self.raw_dir()));
+        if self.config.config.train.continuous {
+            format!("{flags} -Cllvm-args=-runtime-counter-relocation -Cllvm-args=-disable-vp=true")
+        } else {
+            flags
+        }
+    }
+
+    /// `LLVM_PROFILE_FILE` for an instrumented run writing into `dir`: one file per binary
+    /// and process, kept in step with its counters under `train.continuous` (`%c`).
+    pub fn profile_pattern(&self, dir: &std::path::Path) -> String {
+        let continuous = if self.config.config.train.continuous {
+            "%c"
+        } else {
+            ""
+        };
+        format!("{}/{continuous}%m_%p.profraw", dir.display())
+    }
+
+    /// Each service workload's driver program resolved: a bin of the workspace built (release,
+    /// no profile flags, in `<target-root>/driver`), a path with a `/` made absolute against
+    /// the workspace, anything else left to PATH.
+    pub fn resolve_drivers(&self, workloads: &mut [config::Workload]) -> Result<()> {
+        for w in workloads {
+            if let Some(service) = &mut w.service
+                && let Some(program) = service.driver.first_mut()
+            {
+                *program = self.driver_program(program)?.display().to_string();
+            }
+        }
+        Ok(())
+    }
+
+    fn driver_program(&self, name: &str) -> Result<PathBuf> {
+        if name.contains('/') {
+            return Ok(self.ws.root.join(name));
+        }
+        let mut known = self.drivers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(path) = known.get(name) {
+            return Ok(path.clone());
+        }
+        let manifest = self.ws.root.join("Cargo.toml");
+        let metadata = cargo_metadata::MetadataCommand::new()
+            .manifest_path(&manifest)
+            .no_deps()
+            .exec()
+            .with_context(|| format!("reading the workspace at {}", manifest.display()))?;
+        let package = metadata.workspace_packages().into_iter().find(|p| {
+            p.targets
+                .iter()
+                .any(|t| t.name == name && t.kind.contains(&cargo_metadata::TargetKind::Bin))
+        });
+        let path = match package {
+            None => PathBuf::from(name),
+            Some(package) => {
+                let dir = self.target_root.join("driver");
+                crate::exec::Cmd::new("cargo")
+                    .args(["build", "--release", "--manifest-path"])
+                    .arg(manifest.display().to_string())
+                    .args(["-p", package.name.as_str(), "--bin", name, "--target-dir"])
+                    .arg(dir.display().to_string())
+                    .read()
+                    .with_context(|| format!("building the service driver `{name}`"))?;
+                dir.join("release").join(name)
+            }
+        };
+        known.insert(name.to_string(), path.clone());
+        Ok(path)
     }
 
     pub fn stage_file(&self, stage: Stage) -> PathBuf {

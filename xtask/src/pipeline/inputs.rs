@@ -39,8 +39,7 @@ fn build(ctx: &Ctx, tc: &Toolchain, build: Build, rustflags: &str) -> Result<Inp
 }
 
 pub fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
-    let flags = Build::Instrumented.rustflags(Some(&ctx.raw_dir()));
-    build(ctx, tc, Build::Instrumented, &flags)
+    build(ctx, tc, Build::Instrumented, &ctx.instrument_rustflags())
 }
 
 pub fn train(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<Inputs> {

@@ -243,12 +243,10 @@ pub(super) fn profile_workload(
         std::fs::remove_dir_all(&raw).with_context(|| format!("cannot clear {}", raw.display()))?;
     }
     std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
-    crate::workload::command(&instrumented.0.exe, w, &ctx.ws.root)
-        .env(
-            "LLVM_PROFILE_FILE",
-            format!("{}/%m_%p.profraw", raw.display()),
-        )
-        .run_with_timeout(Duration::from_secs(ctx.config.config.measure.timeout_secs))
+    let mut w = w.clone();
+    ctx.resolve_drivers(std::slice::from_mut(&mut w))?;
+    let timeout = Duration::from_secs(ctx.config.config.measure.timeout_secs);
+    super::profile::profile_run(ctx, &instrumented.0.exe, &w, &raw, timeout)
         .with_context(|| format!("profiling the workload `{name}`"))?;
     let profraw: Vec<String> = std::fs::read_dir(&raw)?
         .filter_map(|e| e.ok().map(|e| e.path()))

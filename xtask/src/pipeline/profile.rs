@@ -121,12 +121,7 @@ pub fn contains_bytes(path: &Path, needle: &[u8]) -> Result<bool> {
 }
 
 pub(super) fn instrument(ctx: &Ctx, tc: &Toolchain) -> Result<InstrumentedBuild> {
-    let raw = ctx.raw_dir();
-    let (record, _) = ctx.build(
-        tc,
-        Build::Instrumented,
-        Build::Instrumented.rustflags(Some(&raw)),
-    )?;
+    let (record, _) = ctx.build(tc, Build::Instrumented, ctx.instrument_rustflags())?;
     if !contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
         bail!(
             "{} has no `__llvm_profile` symbols: -Cprofile-generate did not reach it (a RUSTC_WRAPPER or a cargo config that replaces the flags?)",
@@ -163,16 +158,22 @@ pub(super) fn train(
             .expect("a valid template")
             .progress_chars("=> "),
         );
-    for workload in &train.workloads {
+    let mut workloads = train.workloads.clone();
+    ctx.resolve_drivers(&mut workloads)?;
+    for workload in &workloads {
         bar.set_message(workload.name.clone());
         let timeout = Duration::from_secs(workload.timeout_secs.unwrap_or(train.timeout_secs));
         // Each workload's raw profiles in a folder of its own: `merge` weighs them apart.
-        let cmd = crate::workload::command(&instrumented.0.exe, workload, &ctx.ws.root).env(
-            "LLVM_PROFILE_FILE",
-            format!("{}/{}/%m_%p.profraw", raw.display(), workload.name),
-        );
-        bar.suspend(|| cmd.run_with_timeout(timeout))
-            .with_context(|| format!("training workload `{}` failed", workload.name))?;
+        bar.suspend(|| {
+            profile_run(
+                ctx,
+                &instrumented.0.exe,
+                workload,
+                &raw.join(&workload.name),
+                timeout,
+            )
+        })
+        .with_context(|| format!("training workload `{}` failed", workload.name))?;
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -194,6 +195,30 @@ pub(super) fn train(
         profraw,
         fingerprint,
     })
+}
+
+/// Runs workload `w` once on the instrumented `exe`, its raw profiles written into `dir`; a
+/// service workload's server started, loaded and stopped. Fails when nothing was written,
+/// saying why where a stopped server explains it.
+pub(super) fn profile_run(
+    ctx: &Ctx,
+    exe: &Path,
+    w: &crate::config::Workload,
+    dir: &Path,
+    timeout: Duration,
+) -> Result<()> {
+    let env = [("LLVM_PROFILE_FILE".to_string(), ctx.profile_pattern(dir))];
+    let stopped = crate::service::run_once(exe, w, &ctx.ws.root, &env, timeout)?;
+    if !profraw_files(dir)?.is_empty() {
+        return Ok(());
+    }
+    match stopped.and_then(|s| s.why_no_profile()) {
+        Some(why) => bail!("no raw profile was written in {}: {why}", dir.display()),
+        None => bail!(
+            "no raw profile was written in {}: was the binary built instrumented?",
+            dir.display()
+        ),
+    }
 }
 
 /// The raw profiles in `dir` and in its folders (one a training workload).

@@ -45,7 +45,7 @@ pub(super) fn measure(
             against_pairs.push((ours.to_string(), name));
         }
     }
-    let mut measure_cfg = ctx.measure_config();
+    let mut measure_cfg = ctx.measure_config()?;
     // The run's seed: the config's (or `--seed`'s), else drawn now; recorded with the sessions.
     let seed = measure_cfg.seed.unwrap_or_else(crate::stats::fresh_seed);
     measure_cfg.seed = Some(seed);

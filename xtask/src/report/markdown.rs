@@ -445,6 +445,22 @@ fn recorded(md: &mut String, report: &Report) {
                 .join(", ")
         );
     }
+    let services: Vec<&str> = m
+        .workloads
+        .iter()
+        .filter(|w| w.mode == crate::config::Mode::Service)
+        .map(|w| w.name.as_str())
+        .collect();
+    if !services.is_empty() {
+        let _ = writeln!(
+            md,
+            "- Service workloads ({}): each arm is `cargo-mty __service-arm`, which starts its build's server on a port of its own \
+             and warms it with one driver run; per turn the server's threads sit on the measured core and the driver runs once on \
+             the other cores; the sample is the figure the driver printed under `metric` (e.g. its p50 or p99 over the run, timed \
+             from each request's intended send time).",
+            services.join(", ")
+        );
+    }
     let _ = writeln!(
         md,
         "- Instructions per message: `valgrind --tool=callgrind`, runs of N and 2N messages (N = {}), differenced.",

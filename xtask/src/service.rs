@@ -1,0 +1,705 @@
+//! Service workloads (`mode = "service"`): a server started on a free port, waited for until
+//! it is ready, loaded by a driver command, and stopped (SIGTERM, then SIGKILL after
+//! `service.stop_timeout_secs`).
+//!
+//! Training runs the instrumented server once per training workload: started, loaded by the
+//! driver once, stopped. An instrumented program writes its raw profile when it exits
+//! normally; a server killed by a signal writes none, which [`Stopped::why_no_profile`]
+//! explains. With `train.continuous` the counters live in the raw profile file as they
+//! change, so even SIGKILL keeps them.
+//!
+//! Measuring runs each arm as this executable (`cargo-mty __service-arm SPEC --lockstep N`),
+//! a live process of the session like a whole-process arm. It starts its server while it
+//! sets up, warms it with one driver run, and says ready. At each `g` it moves the server's
+//! threads onto its own core (the session has moved the arm onto the measured core), runs
+//! the driver N times on the other cores, and answers with the driver's figures. The server
+//! dies with the arm (`PR_SET_PDEATHSIG`), so a session that fails or is interrupted leaves
+//! no server behind.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Workload;
+
+/// The hidden subcommand that runs a service arm.
+pub const SUBCOMMAND: &str = "__service-arm";
+
+/// How many lines of a server's output an error shows.
+const TAIL_LINES: usize = 20;
+
+/// A port nobody listens on now: bound by the system's choice, then let go.
+pub fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("cannot bind a port on 127.0.0.1")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// `text` with `{addr}` and `{port}` filled in for `port`.
+pub fn fill(text: &str, port: u16) -> String {
+    text.replace("{addr}", &format!("127.0.0.1:{port}"))
+        .replace("{port}", &port.to_string())
+}
+
+/// The arm's command line, pinned to `core` (`--lockstep N` is appended by the session).
+pub fn command(spec: &Spec, core: Option<usize>) -> Result<crate::exec::Cmd> {
+    let me = std::env::current_exe().context("cannot find xtask's own executable")?;
+    let json = serde_json::to_string(spec).expect("paths and strings serialize");
+    Ok(crate::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
+}
+
+/// The server and its driver, with every path resolved: what an arm or a training run
+/// needs, as JSON in an arm's first argument.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    pub exe: PathBuf,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    /// The driver's command line, its program resolved (`Ctx::resolve_drivers`).
+    pub driver: Vec<String>,
+    pub ready_line: Option<String>,
+    pub ready_timeout_secs: u64,
+    pub stop_timeout_secs: u64,
+    /// The key of the driver's figure (measuring only).
+    pub metric: Option<String>,
+}
+
+impl Spec {
+    /// Workload `w` (its paths resolved, [`Workload::resolved`], and its driver's program,
+    /// `Ctx::resolve_drivers`) on server `exe` with `args` (the workload's own and the arm's).
+    pub fn new(exe: &Path, args: &[String], w: &Workload) -> Result<Spec> {
+        let service = w
+            .service
+            .as_ref()
+            .with_context(|| format!("workload `{}` is not a service workload", w.name))?;
+        Ok(Spec {
+            exe: exe.to_path_buf(),
+            args: args.to_vec(),
+            env: w.env.clone(),
+            cwd: w.cwd.clone(),
+            driver: service.driver.clone(),
+            ready_line: service.ready_line.clone(),
+            ready_timeout_secs: service.ready_timeout().as_secs(),
+            stop_timeout_secs: service.stop_timeout().as_secs(),
+            metric: w.metric.clone(),
+        })
+    }
+
+    fn server_shown(&self, port: u16) -> String {
+        std::iter::once(self.exe.display().to_string())
+            .chain(self.args.iter().map(|a| fill(a, port)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn driver_shown(&self, port: u16) -> String {
+        self.driver
+            .iter()
+            .map(|a| fill(a, port))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// The last lines of a stream, kept by a thread that reads it to its end (a pipe nobody
+/// reads would block the server once full).
+#[derive(Clone, Default)]
+struct Tail(Arc<Mutex<VecDeque<String>>>);
+
+impl Tail {
+    fn push(&self, line: String) {
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    fn show(&self) -> String {
+        let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.is_empty() {
+            "\n(nothing)".to_string()
+        } else {
+            lines.iter().map(|l| format!("\n{l}")).collect()
+        }
+    }
+}
+
+/// A running server; killed (SIGKILL) and reaped when dropped without [`Server::stop`].
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    shown: String,
+    stdout: Tail,
+    stderr: Tail,
+}
+
+/// How a server ended.
+#[derive(Debug, Clone)]
+pub struct Stopped {
+    pub status: ExitStatus,
+    /// It ignored SIGTERM for the stop timeout and was killed.
+    pub killed_after: Option<Duration>,
+    /// It had exited before it was asked to.
+    pub early: bool,
+}
+
+impl Stopped {
+    /// "exited with status 0 after SIGTERM", "was killed by SIGKILL after ignoring SIGTERM
+    /// for 10 s", …
+    pub fn describe(&self) -> String {
+        let how = crate::exec::describe_status(&self.status);
+        match (self.early, self.killed_after) {
+            (true, _) => format!("{how} before it was stopped"),
+            (false, Some(after)) => {
+                format!("{how} after it ignored SIGTERM for {} s", after.as_secs())
+            }
+            (false, None) => format!("{how} on SIGTERM"),
+        }
+    }
+
+    /// Why an instrumented server that ended this way left no raw profile, and what to do;
+    /// `None` when it exited normally (then the binary was not instrumented).
+    pub fn why_no_profile(&self) -> Option<String> {
+        use std::os::unix::process::ExitStatusExt;
+        let signal = self.status.signal()?;
+        let name = match signal {
+            libc::SIGKILL => "SIGKILL",
+            libc::SIGTERM => "SIGTERM",
+            _ => "a signal",
+        };
+        Some(format!(
+            "the server {}: a process killed by {name} runs no exit handlers, and an instrumented program writes its raw profile in one. \
+             Handle SIGTERM and return from `main` (with tokio: `tokio::signal::unix::signal(SignalKind::terminate())`, axum: `with_graceful_shutdown`), \
+             raise `service.stop_timeout_secs` if it shuts down slowly, or set `continuous = true` under `[train]` (counters kept in the file as they change)",
+            self.describe()
+        ))
+    }
+}
+
+impl Server {
+    /// Starts `spec`'s server on `port` with `env` added (the pipeline's, such as
+    /// `LLVM_PROFILE_FILE`) and waits until it is ready; kills it and fails, naming it, when
+    /// it exits first or is not ready within the ready timeout.
+    pub fn start(spec: &Spec, port: u16, env: &[(String, String)]) -> Result<Server> {
+        let shown = spec.server_shown(port);
+        let mut cmd = Command::new(&spec.exe);
+        cmd.args(spec.args.iter().map(|a| fill(a, port)))
+            .envs(spec.env.iter().map(|(k, v)| (k, fill(v, port))))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(dir) = &spec.cwd {
+            cmd.current_dir(dir);
+        }
+        die_with_parent(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start the server `{shown}`"))?;
+        let (stdout, stderr) = (Tail::default(), Tail::default());
+        let ready_line = spawn_reader(
+            child.stdout.take().expect("piped"),
+            stdout.clone(),
+            spec.ready_line.clone(),
+        );
+        spawn_reader(child.stderr.take().expect("piped"), stderr.clone(), None);
+        let mut server = Server {
+            child: Some(child),
+            port,
+            shown,
+            stdout,
+            stderr,
+        };
+        server.wait_ready(spec, ready_line)?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self, spec: &Spec, ready_line: Receiver<()>) -> Result<()> {
+        let timeout = Duration::from_secs(spec.ready_timeout_secs);
+        let deadline = Instant::now() + timeout;
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        loop {
+            if let Some(status) = self.child_mut().try_wait()? {
+                bail!(
+                    "the server `{}` {} before it was ready; its stderr ends:{}",
+                    self.shown,
+                    crate::exec::describe_status(&status),
+                    self.stderr.show()
+                );
+            }
+            let ready = match &spec.ready_line {
+                Some(_) => ready_line.recv_timeout(Duration::from_millis(20)).is_ok(),
+                None => {
+                    TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() || {
+                        std::thread::sleep(Duration::from_millis(20));
+                        false
+                    }
+                }
+            };
+            if ready {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                self.kill();
+                let waited_for = match &spec.ready_line {
+                    Some(text) => format!("no line of its stdout contained `{text}`"),
+                    None => format!("nothing accepted connections on {addr}"),
+                };
+                bail!(
+                    "the server `{}` was not ready within {} s ({waited_for}) and was killed; \
+                     check `service.ready_line` against what it prints (or raise `service.ready_timeout_secs`). \
+                     Its stdout ends:{}\nIts stderr ends:{}",
+                    self.shown,
+                    timeout.as_secs(),
+                    self.stdout.show(),
+                    self.stderr.show()
+                );
+            }
+        }
+    }
+
+    fn child_mut(&mut self) -> &mut Child {
+        self.child.as_mut().expect("a server not yet stopped")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("a server not yet stopped").id()
+    }
+
+    /// Fails, naming the server and its stderr, when it has exited.
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(status) = self.child_mut().try_wait()? {
+            bail!(
+                "the server `{}` {} while it was being measured; its stderr ends:{}",
+                self.shown,
+                crate::exec::describe_status(&status),
+                self.stderr.show()
+            );
+        }
+        Ok(())
+    }
+
+    /// SIGTERM, then SIGKILL when it has not exited within `grace`; reaped either way.
+    pub fn stop(mut self, grace: Duration) -> Result<Stopped> {
+        let mut child = self.child.take().expect("a server not yet stopped");
+        if let Some(status) = child.try_wait()? {
+            return Ok(Stopped {
+                status,
+                killed_after: None,
+                early: true,
+            });
+        }
+        // SAFETY: kill(2) on our own child's pid, not yet reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait()? {
+                return Ok(Stopped {
+                    status,
+                    killed_after: None,
+                    early: false,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        Ok(Stopped {
+            status: child.wait()?,
+            killed_after: Some(grace),
+            early: false,
+        })
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Moves every thread of the server onto `cpus`.
+    fn pin(&self, cpus: &[usize]) -> Result<()> {
+        let pid = self.pid();
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .with_context(|| format!("listing the threads of the server `{}`", self.shown))?;
+        for task in tasks {
+            let tid: libc::pid_t = task?
+                .file_name()
+                .to_string_lossy()
+                .parse()
+                .context("a task id in /proc")?;
+            // A thread that ended since the listing: nothing to move.
+            let _ = set_affinity(tid, cpus);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The command dies with the thread that started it (`PR_SET_PDEATHSIG`): a killed arm or
+/// an interrupted xtask leaves no server behind.
+fn die_with_parent(cmd: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: between fork and exec only async-signal-safe calls may run; `prctl` and
+    // `getppid` are plain system calls, and nothing here allocates or takes a lock.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died between the fork and the prctl: no signal will come.
+            if libc::getppid() as u32 != parent {
+                return Err(std::io::Error::other("its parent is gone"));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Reads `stream` line by line into `tail` until it closes; the receiver hears once when a
+/// line contains `ready`.
+fn spawn_reader(
+    stream: impl Read + Send + 'static,
+    tail: Tail,
+    ready: Option<String>,
+) -> Receiver<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut told = false;
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if !told && ready.as_deref().is_some_and(|r| line.contains(r)) {
+                told = true;
+                let _ = tx.send(());
+            }
+            tail.push(line);
+        }
+    });
+    rx
+}
+
+fn set_affinity(tid: libc::pid_t, cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bit array, valid all zeros.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        // SAFETY: `set` is a valid cpu_set_t and CPU_SET bounds-checks `cpu`.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: `set` outlives the call, whose size argument is its own.
+    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The CPUs this thread may run on.
+fn own_cpus() -> Vec<usize> {
+    // SAFETY: as in `set_affinity`; sched_getaffinity fills the set it is given.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if rc != 0 {
+        return (0..n).collect();
+    }
+    // SAFETY: CPU_ISSET bounds-checks its index.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// Every online CPU but `taken`; all of them where that leaves none.
+fn other_cpus(taken: &[usize]) -> Vec<usize> {
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    let others: Vec<usize> = (0..online).filter(|c| !taken.contains(c)).collect();
+    if others.is_empty() {
+        (0..online).collect()
+    } else {
+        others
+    }
+}
+
+/// Runs the driver against `port` to its end (killed after `timeout`), on `cpus` when
+/// given; its stdout. Fails, naming it, unless it exits 0.
+pub fn drive(spec: &Spec, port: u16, timeout: Duration, cpus: Option<&[usize]>) -> Result<String> {
+    let shown = spec.driver_shown(port);
+    let mut argv = spec.driver.iter().map(|a| fill(a, port));
+    let mut cmd = Command::new(argv.next().context("an empty driver")?);
+    cmd.args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(dir) = &spec.cwd {
+        cmd.current_dir(dir);
+    }
+    die_with_parent(&mut cmd);
+    if let Some(cpus) = cpus {
+        let cpus = cpus.to_vec();
+        // SAFETY: sched_setaffinity is a plain system call on a stack value.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || set_affinity(0, &cpus));
+        }
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot run the driver `{shown}`"))?;
+    let (out_tail, err_tail) = (Tail::default(), Tail::default());
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    spawn_reader(child.stderr.take().expect("piped"), err_tail.clone(), None);
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "the driver `{shown}` did not finish within {} s and was killed; its stderr ends:{}",
+                timeout.as_secs(),
+                err_tail.show()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let stdout = reader.join().unwrap_or_default();
+    for line in stdout
+        .lines()
+        .rev()
+        .take(TAIL_LINES)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
+        out_tail.push(line.to_string());
+    }
+    if !status.success() {
+        bail!(
+            "the driver `{shown}` {}; its stderr ends:{}",
+            crate::exec::describe_status(&status),
+            err_tail.show()
+        );
+    }
+    Ok(stdout)
+}
+
+/// Runs `w` once on `exe` with `env` added (`LLVM_PROFILE_FILE` for an instrumented run):
+/// a command to its end, or a service workload's server started, loaded by its driver
+/// (`Ctx::resolve_drivers` done) and stopped, whose end is returned.
+pub fn run_once(
+    exe: &Path,
+    w: &Workload,
+    root: &Path,
+    env: &[(String, String)],
+    timeout: Duration,
+) -> Result<Option<Stopped>> {
+    if w.mode != crate::config::Mode::Service {
+        let mut cmd = crate::workload::command(exe, w, root);
+        for (k, v) in env {
+            cmd = cmd.env(k, v);
+        }
+        cmd.run_with_timeout(timeout)?;
+        return Ok(None);
+    }
+    let spec = Spec::new(exe, &w.args, &w.resolved(root))?;
+    train(&spec, env, timeout).map(Some)
+}
+
+/// One training run of a service workload: the server started with `env` (the profile's
+/// file pattern), loaded by its driver once, stopped. How it ended, for the caller to
+/// explain a missing profile.
+pub fn train(spec: &Spec, env: &[(String, String)], timeout: Duration) -> Result<Stopped> {
+    let port = free_port()?;
+    let mut server = Server::start(spec, port, env)?;
+    eprintln!(
+        "$ {}   (server on 127.0.0.1:{port}; driver: {})",
+        spec.server_shown(port),
+        spec.driver_shown(port)
+    );
+    drive(spec, port, timeout, None)?;
+    server.check_alive()?;
+    server.stop(Duration::from_secs(spec.stop_timeout_secs))
+}
+
+/// `cargo-mty __service-arm SPEC --lockstep N`: exits 0 after `q` or when the coordinator is
+/// gone, 1 when the server or driver fails (the reason on stderr), 2 on a malformed command
+/// line or an unknown protocol command, as `mty-lockstep` does.
+pub fn main(mut argv: impl Iterator<Item = String>) -> ExitCode {
+    let parsed = (|| -> Result<(Spec, u64)> {
+        let spec = argv.next().context("no spec")?;
+        let spec: Spec = serde_json::from_str(&spec).context("the spec is not JSON")?;
+        match (argv.next().as_deref(), argv.next()) {
+            (Some("--lockstep"), Some(n)) => match n.parse::<u64>() {
+                Ok(n) if n > 0 => Ok((spec, n)),
+                _ => bail!("`--lockstep` takes a count of driver runs, at least 1, not `{n}`"),
+            },
+            _ => bail!("expected `--lockstep N` after the spec"),
+        }
+    })();
+    let (spec, batch) = match parsed {
+        Ok(p) => p,
+        Err(err) => {
+            eprintln!("xtask {SUBCOMMAND}: {err:#}");
+            return ExitCode::from(2);
+        }
+    };
+    match serve(
+        &spec,
+        batch,
+        std::io::stdin().lock(),
+        std::io::stdout().lock(),
+    ) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask {SUBCOMMAND}: {err:#}");
+            if err.to_string().starts_with("unknown lockstep command") {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// How long one driver run may take.
+const DRIVER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The protocol: the server started and warmed by one driver run, the ready line, one batch
+/// of `batch` driver runs per `g`, the closing report at `q` or end of input.
+fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Write) -> Result<()> {
+    let metric = spec
+        .metric
+        .as_deref()
+        .context("a measured service workload needs `metric`")?;
+    let port = free_port()?;
+    let mut server = Server::start(spec, port, &[])?;
+    // The warm-up runs where the arm sets up, never on the measured core.
+    let setup = own_cpus();
+    drive(spec, port, DRIVER_TIMEOUT, Some(&setup)).context("its warm-up run failed")?;
+    let warm_up = crate::process_arm::children_usage();
+    let mut answer = |line: String| -> Result<bool> {
+        Ok(writeln!(output, "{line}")
+            .and_then(|()| output.flush())
+            .is_ok())
+    };
+    if !answer(format!(
+        r#"{{"ready":true,"pid":{},"clock_overhead_ns":0}}"#,
+        std::process::id()
+    ))? {
+        return Ok(());
+    }
+    let mut all = Vec::new();
+    let mut pinned: Option<Vec<usize>> = None;
+    let mut command = String::new();
+    loop {
+        command.clear();
+        if input
+            .read_line(&mut command)
+            .context("cannot read the coordinator's commands")?
+            == 0
+        {
+            break;
+        }
+        match command.trim() {
+            "g" => {}
+            "q" => break,
+            other => bail!("unknown lockstep command `{other}` (expected `g` or `q`)"),
+        }
+        // The session moved this arm onto the measured core: the server follows it there, and
+        // the driver runs on the others.
+        let here = own_cpus();
+        if pinned.as_ref() != Some(&here) {
+            server.pin(&here)?;
+            pinned = Some(here.clone());
+        }
+        let driver_cpus = other_cpus(&here);
+        let started = Instant::now();
+        let mut samples = Vec::with_capacity(batch as usize);
+        for _ in 0..batch {
+            let stdout = drive(spec, port, DRIVER_TIMEOUT, Some(&driver_cpus));
+            server.check_alive()?;
+            let stdout = stdout?;
+            samples.push(
+                crate::process_arm::metric(&stdout, metric).with_context(|| {
+                    format!(
+                        "reading `{metric}` from what the driver `{}` printed",
+                        spec.driver_shown(port)
+                    )
+                })?,
+            );
+        }
+        let elapsed_ns = started.elapsed().as_nanos() as f64;
+        all.extend_from_slice(&samples);
+        samples.sort_by(f64::total_cmp);
+        let q = |q| crate::process_arm::quantile(&samples, q);
+        let line = serde_json::json!({
+            "median_ns": q(0.5),
+            "p95_ns": q(0.95),
+            "p99_ns": q(0.99),
+            "p999_ns": q(0.999),
+            "mean_ns": samples.iter().sum::<f64>() / samples.len() as f64,
+            "elapsed_ns": elapsed_ns,
+        });
+        if !answer(line.to_string())? {
+            return Ok(());
+        }
+    }
+    all.sort_by(f64::total_cmp);
+    let line = crate::process_arm::closing(&all, &warm_up);
+    let stopped = server.stop(Duration::from_secs(spec.stop_timeout_secs))?;
+    if stopped.early {
+        bail!(
+            "the server `{}` {}",
+            spec.server_shown(port),
+            stopped.describe()
+        );
+    }
+    answer(serde_json::to_string(&line).expect("numbers serialize"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_with_the_port() {
+        assert_eq!(fill("--listen={addr}", 4242), "--listen=127.0.0.1:4242");
+        assert_eq!(fill("{port}", 80), "80");
+        assert_eq!(fill("plain", 80), "plain");
+    }
+
+    #[test]
+    fn every_other_cpu_or_all_when_none_is_left() {
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as usize;
+        let all: Vec<usize> = (0..online).collect();
+        assert_eq!(other_cpus(&all), all);
+        if online > 1 {
+            assert!(!other_cpus(&[0]).contains(&0));
+        }
+    }
+}
