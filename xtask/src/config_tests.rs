@@ -146,7 +146,7 @@ fn settings_that_cannot_apply_to_a_workload_are_refused() {
         &OTHER.replace(r#"mode = "process","#, r#"mode = "forked","#),
         &[
             "unknown variant `forked`",
-            "expected `lockstep` or `process`",
+            "expected one of `lockstep`, `process`, `service`",
         ],
     );
     check_err(
@@ -346,7 +346,7 @@ fn a_validation_workload_sharing_an_input_with_a_measured_one_is_refused() {
             r#"{ name = "lat", args = ["y"] }"#,
         ),
         &[
-            "validation workload `v`: `weight`, `mode` and `metric` are not for validation workloads",
+            "validation workload `v`: `weight`, `mode = \"process\"` and `metric` are not for validation workloads",
         ],
     );
 }
@@ -484,4 +484,78 @@ fn the_minimal_config_in_the_reference_parses() {
         .expect("docs/configuration.md shows a config");
     let c = parse(toml).unwrap();
     assert_eq!((c.binary.as_str(), c.check.workloads.len()), ("app", 1));
+}
+
+#[test]
+fn a_service_workload_is_checked_for_its_table_port_and_metric() {
+    const SERVICE: &str = r#"
+binary = "srv"
+[train]
+timeout_secs = 60
+workloads = [{ name = "t", mode = "service", args = ["--listen", "{addr}"], service = { driver = ["mty-loadgen", "--url", "http://{addr}"] } }]
+[measure]
+bootstrap_resamples = 10000
+timeout_secs = 60
+min_effect_pct = 1.0
+workloads = [{ name = "m", mode = "service", args = ["--listen", "{addr}"], metric = "p50_ns", service = { driver = ["mty-loadgen", "--url", "http://{addr}"], ready_line = "listening" } }]
+[apply_check]
+required = ["srv::"]
+"#;
+    let good = parse(SERVICE).unwrap();
+    let m = &good.measure.workloads[0];
+    assert_eq!(m.mode, Mode::Service);
+    let service = m.service.as_ref().unwrap();
+    assert_eq!(service.ready_line.as_deref(), Some("listening"));
+    assert_eq!(service.stop_timeout().as_secs(), 10);
+    assert!(!good.train.continuous);
+    assert!(
+        parse(&SERVICE.replace("[train]\n", "[train]\ncontinuous = true\n"))
+            .unwrap()
+            .train
+            .continuous
+    );
+    check_err(
+        &SERVICE.replace(r#", metric = "p50_ns""#, ""),
+        &["measured workload `m`", "needs `metric`", "p50_ns"],
+    );
+    check_err(
+        &SERVICE.replacen(
+            r#"args = ["--listen", "{addr}"]"#,
+            r#"args = ["--listen", "127.0.0.1:8080"]"#,
+            1,
+        ),
+        &[
+            "service workload `t`",
+            "`{addr}` or `{port}`",
+            "a port of its own",
+        ],
+    );
+    check_err(
+        &SERVICE.replacen(
+            r#", service = { driver = ["mty-loadgen", "--url", "http://{addr}"] }"#,
+            "",
+            1,
+        ),
+        &["workload `t` has `mode = \"service\"` but no `service` table"],
+    );
+    check_err(
+        &SERVICE.replacen(r#"mode = "service", "#, "", 1),
+        &["workload `t` has a `service` table but not `mode = \"service\"`"],
+    );
+    check_err(
+        &SERVICE.replacen(
+            r#"driver = ["mty-loadgen", "--url", "http://{addr}"]"#,
+            "driver = []",
+            1,
+        ),
+        &["`service.driver` is empty"],
+    );
+    check_err(
+        &SERVICE.replacen(
+            "] } }]\n[measure]",
+            "], stop_timeout_secs = 0 } }]\n[measure]",
+            1,
+        ),
+        &["`stop_timeout_secs` must be at least 1"],
+    );
 }

@@ -28,6 +28,8 @@ mod layout;
 mod own_program;
 #[path = "pgo_e2e/rerun.rs"]
 mod rerun;
+#[path = "pgo_e2e/service.rs"]
+mod service;
 #[path = "pgo_e2e/support.rs"]
 mod support;
 #[path = "../src/testutil.rs"]

@@ -1,0 +1,474 @@
+//! Service mode on real processes: a workspace made here with a small HTTP server
+//! (`tinysrv`, std and libc only) and a driver of its own (`tinyload`, another bin of that
+//! workspace, which the pipeline builds), trained and measured as `mode = "service"`. The
+//! faults are provoked for real: a server that ignores SIGTERM and is killed, one that never
+//! says it is ready, an xtask killed while its servers run. No server may outlive a run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::support::*;
+
+const SERVER: &str = r#"use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_term(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Some branchy work per request, for PGO to lay out.
+#[inline(never)]
+fn work(seed: u64, rounds: u32) -> u64 {
+    let mut x = seed | 1;
+    let mut acc = 0u64;
+    for i in 0..rounds {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        acc = match x % 7 {
+            0 => acc.wrapping_add(x),
+            1 | 2 => acc ^ x.rotate_left(i % 63),
+            3 => acc.wrapping_mul(31).wrapping_add(i as u64),
+            _ => acc.wrapping_sub(x >> 3),
+        };
+    }
+    acc
+}
+
+fn serve(stream: std::net::TcpStream) {
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    loop {
+        let (mut line, mut path, mut length) = (String::new(), String::new(), 0usize);
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if path.is_empty() {
+                path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+            } else if let Some((k, v)) = line.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let seed = path.bytes().fold(7u64, |h, b| h.wrapping_mul(131).wrapping_add(b as u64));
+        let answer = work(seed, 3000).to_string();
+        let reply = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{answer}", answer.len());
+        if writer.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    let addr = args
+        .iter()
+        .position(|a| a == "--listen")
+        .map(|i| args[i + 1].clone())
+        .expect("--listen ADDR");
+    // SAFETY: installing a handler that only stores to an atomic.
+    unsafe {
+        if flag("--ignore-sigterm") {
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        } else {
+            libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
+        }
+    }
+    let listener = std::net::TcpListener::bind(&addr).expect("a free port");
+    listener.set_nonblocking(true).unwrap();
+    if !flag("--never-ready") {
+        println!("tinysrv listening on {addr}");
+        std::io::stdout().flush().unwrap();
+    }
+    while !STOP.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false).unwrap();
+                stream.set_nodelay(true).unwrap();
+                std::thread::spawn(move || serve(stream));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(2))
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+    eprintln!("tinysrv: SIGTERM, returning from main");
+}
+"#;
+
+const DRIVER: &str = r#"use std::io::{BufRead, BufReader, Read, Write};
+
+/// Closed loop over one connection: `--requests N` GETs of `/item/<i % 50>`; prints the
+/// median and p99 in ns as JSON.
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |f: &str| args.iter().position(|a| a == f).map(|i| args[i + 1].clone());
+    let addr = value("--url").expect("--url ADDR");
+    let n: usize = value("--requests").map_or(200, |v| v.parse().unwrap());
+    let stream = std::net::TcpStream::connect(&addr).expect("the server accepts");
+    stream.set_nodelay(true).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n {
+        let started = std::time::Instant::now();
+        write!(writer, "GET /item/{} HTTP/1.1\r\nhost: x\r\n\r\n", i % 50).unwrap();
+        let mut length = 0usize;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        times.push(started.elapsed().as_nanos() as u64);
+    }
+    times.sort();
+    println!(
+        "{{\"requests\":{n},\"p50_ns\":{},\"p99_ns\":{}}}",
+        times[n / 2],
+        times[(n * 99 / 100).min(n - 1)]
+    );
+}
+"#;
+
+const CONFIG: &str = r#"binary = "tinysrv"
+
+[train]
+timeout_secs = 60
+workloads = [
+    { name = "items", mode = "service", args = ["--listen", "{addr}"], service = { driver = ["tinyload", "--url", "{addr}", "--requests", "3000"], ready_line = "listening on", stop_timeout_secs = 5 } },
+]
+
+[measure]
+seed = 11
+timeout_secs = 60
+bootstrap_resamples = 2000
+min_effect_pct = 1.0
+workloads = [
+    { name = "items_p50", mode = "service", args = ["--listen", "{addr}"], metric = "p50_ns", service = { driver = ["tinyload", "--url", "{addr}", "--requests", "400"], ready_line = "listening on" } },
+]
+
+[measure.lockstep]
+sessions = 3
+min_sessions = 2
+rounds = 3
+max_secs = 30
+
+[layout]
+variants = 0
+
+[bolt]
+enabled = false
+
+[apply_check]
+required = ["tinysrv::"]
+"#;
+
+/// The workspace's directory (its target/ kept between `cargo test` runs).
+fn ws() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("service-program")
+}
+
+/// The workspace, made afresh (but its target/), once per test process.
+fn workspace() -> PathBuf {
+    static MADE: std::sync::Once = std::sync::Once::new();
+    let ws = ws();
+    MADE.call_once(|| {
+        let _ = std::fs::remove_dir_all(ws.join("src"));
+        std::fs::create_dir_all(ws.join("src/bin")).unwrap();
+        std::fs::write(
+            ws.join("Cargo.toml"),
+            "[package]\nname = \"tinysrv\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+             [dependencies]\nlibc = \"0.2\"\n\n[workspace]\n",
+        )
+        .unwrap();
+        std::fs::write(ws.join("src/main.rs"), SERVER).unwrap();
+        std::fs::write(ws.join("src/bin/tinyload.rs"), DRIVER).unwrap();
+        std::fs::write(ws.join("pgo.toml"), CONFIG).unwrap();
+    });
+    ws
+}
+
+/// `cargo-mty mty ARGS` on the workspace with `config`, into `pgo-data/<name>` and
+/// `target/<name>`: each test its own, so tests that run at once never share a build.
+fn service_command(name: &str, config: &Path, args: &[&str]) -> Command {
+    let ws = workspace();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-mty"));
+    cmd.arg("mty")
+        .args(args)
+        .arg("--manifest-path")
+        .arg(ws.join("Cargo.toml"))
+        .arg("--config")
+        .arg(config)
+        .arg("--pgo-data")
+        .arg(ws.join("pgo-data").join(name))
+        .arg("--target-dir")
+        .arg(ws.join("target").join(name))
+        .current_dir(ws.parent().unwrap())
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR");
+    cmd
+}
+
+/// `stages` one after the other (each needs the one before it recorded): the last one's
+/// output, or the first that failed, with the stderr of all that ran.
+fn stages(name: &str, config: &Path, stages: &[&str]) -> std::process::Output {
+    let mut stderr = Vec::new();
+    for (i, stage) in stages.iter().enumerate() {
+        let mut out = bounded_output(&mut service_command(name, config, &["pgo", stage]));
+        stderr.extend_from_slice(&out.stderr);
+        if !out.status.success() || i + 1 == stages.len() {
+            out.stderr = stderr;
+            return out;
+        }
+    }
+    unreachable!("at least one stage")
+}
+
+/// The config with each `from` replaced by its `to`, written beside the workspace.
+fn config(name: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let ws = workspace();
+    edited_config(
+        CONFIG,
+        "the service config",
+        &ws.join(format!("{name}.toml")),
+        edits,
+    )
+}
+
+/// Live `tinysrv` servers started from test `name`'s target directory, anywhere on the
+/// machine (a server that outlived its xtask is nobody's descendant).
+fn servers_of(name: &str) -> Vec<u32> {
+    let needle = format!("service-program/target/{name}/");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(&needle) && cmdline.contains("tinysrv") && cmdline.contains("--listen")
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn assert_no_server_left(name: &str) {
+    assert!(
+        eventually(10, || servers_of(name).is_empty()),
+        "servers left running: {:?}",
+        servers_of(name)
+    );
+}
+
+#[test]
+fn a_service_is_trained_measured_and_judged_and_no_server_outlives_the_run() {
+    let name = "full";
+    let cfg = config(name, &[]);
+    let out = bounded_output(&mut service_command(name, &cfg, &["pgo"]));
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_no_server_left(name);
+    let data = ws().join("pgo-data").join(name);
+    let report = json(&data.join("report.json"));
+    let text = report.to_string();
+    assert!(text.contains("items_p50"), "{text}");
+    // The profile applied to the server's own crate.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("APPLIED") && !stdout.contains("NOT APPLIED"),
+        "{stdout}"
+    );
+    assert_eq!(
+        report["apply_check"]["required_violations"],
+        serde_json::json!([])
+    );
+    // Every build against release on the driver's p50, each with an interval and a verdict;
+    // the A/A floor; the training's share of the oracle's gain, where there is one.
+    let w = &report["workloads"][0];
+    let rows = w["rows"].as_array().expect("rows");
+    let names: Vec<&str> = rows.iter().map(|r| r["build"].as_str().unwrap()).collect();
+    assert_eq!(names, ["release", "lto", "lto+pgo", "oracle"], "{w}");
+    for r in &rows[1..] {
+        let m = &r["vs_release"]["median"];
+        assert!(m["estimate"]["ci_low_pct"].as_f64() <= m["estimate"]["ci_high_pct"].as_f64());
+        assert!(
+            ["faster", "slower", "no_detectable_change"].contains(&m["verdict"].as_str().unwrap()),
+            "{m}"
+        );
+    }
+    assert!(w["aa"].is_object(), "{w}");
+    // The training's share of the oracle's gain: a number, or null where that gain is not
+    // clear of zero (this server's runs are short and noisy).
+    assert!(
+        w["capture"]["pct"].is_number() || w["capture"].is_null(),
+        "{w}"
+    );
+    // The driver was a bin of the workspace, built where drivers go.
+    assert!(
+        ws().join("target")
+            .join(name)
+            .join("driver/release/tinyload")
+            .is_file()
+    );
+
+    // Interrupted: xtask killed by SIGKILL while its servers run. Each arm sees its
+    // coordinator gone and exits; each server dies with its arm.
+    let mut run = Group::spawn(
+        service_command(name, &cfg, &["pgo", "--remeasure"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    );
+    assert!(
+        eventually(120, || !servers_of(name).is_empty()),
+        "no server started in the remeasure"
+    );
+    // SAFETY: kill(2) on the xtask we started, alone (not its group).
+    unsafe { libc::kill(run.id() as libc::pid_t, libc::SIGKILL) };
+    assert_no_server_left(name);
+    run.kill_all();
+}
+
+#[test]
+fn a_server_killed_by_sigkill_leaves_no_profile_and_the_error_says_why() {
+    let name = "sigkill";
+    let cfg = config(
+        name,
+        &[(
+            r#"args = ["--listen", "{addr}"], service = { driver = ["tinyload", "--url", "{addr}", "--requests", "3000"], ready_line = "listening on", stop_timeout_secs = 5 }"#,
+            r#"args = ["--listen", "{addr}", "--ignore-sigterm"], service = { driver = ["tinyload", "--url", "{addr}", "--requests", "3000"], ready_line = "listening on", stop_timeout_secs = 1 }"#,
+        )],
+    );
+    let out = stages(name, &cfg, &["instrument", "train"]);
+    let stderr = stderr_of(&out);
+    assert!(!out.status.success(), "{stderr}");
+    for needle in [
+        "training workload `items` failed",
+        "no raw profile was written",
+        "killed by signal 9 (SIGKILL) after it ignored SIGTERM for 1 s",
+        "Handle SIGTERM and return from `main`",
+        "`continuous = true`",
+    ] {
+        assert!(stderr.contains(needle), "no `{needle}` in:\n{stderr}");
+    }
+    assert_no_server_left(name);
+
+    // Continuous mode: the same server, killed the same way, keeps its counts.
+    let name = "continuous";
+    let cfg = config(
+        name,
+        &[
+            (
+                r#"args = ["--listen", "{addr}"], service = { driver = ["tinyload", "--url", "{addr}", "--requests", "3000"], ready_line = "listening on", stop_timeout_secs = 5 }"#,
+                r#"args = ["--listen", "{addr}", "--ignore-sigterm"], service = { driver = ["tinyload", "--url", "{addr}", "--requests", "3000"], ready_line = "listening on", stop_timeout_secs = 1 }"#,
+            ),
+            (
+                "timeout_secs = 60\nworkloads",
+                "timeout_secs = 60\ncontinuous = true\nworkloads",
+            ),
+        ],
+    );
+    let out = stages(name, &cfg, &["instrument", "train", "merge"]);
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("-runtime-counter-relocation"), "{stderr}");
+    assert_no_server_left(name);
+    // The merged profile counts the server's request path.
+    let data = ws().join("pgo-data").join(name);
+    let merged = json(&data.join("stages/merge.json"));
+    let path = merged["path"]
+        .as_str()
+        .or_else(|| merged[0]["path"].as_str())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no merged profile path in {merged}"));
+    let profdata = llvm_profdata();
+    let shown = Command::new(profdata)
+        .args(["show", "--all-functions", "--counts"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    // `work` runs once a request: the driver's 3000, all of them counted.
+    let work = shown
+        .lines()
+        .position(|l| l.contains("7tinysrv4work"))
+        .unwrap_or_else(|| panic!("no `work` function in the profile:\n{shown}"));
+    let counts = shown
+        .lines()
+        .skip(work)
+        .find_map(|l| l.trim().strip_prefix("Block counts: ["))
+        .unwrap_or_else(|| panic!("no block counts for `work`:\n{shown}"));
+    // Its entry (not first in IR-level profiles) once a request; its loop 3000 times that.
+    let counts: Vec<u64> = counts
+        .trim_end_matches(']')
+        .split(", ")
+        .map(|c| c.parse().unwrap())
+        .collect();
+    assert!(counts.contains(&3000), "`work`'s block counts: {counts:?}");
+    assert!(counts.iter().any(|&c| c > 1_000_000), "{counts:?}");
+}
+
+#[test]
+fn a_server_that_never_becomes_ready_is_killed_at_its_timeout_and_named() {
+    let name = "never-ready";
+    let cfg = config(
+        name,
+        &[(
+            r#"args = ["--listen", "{addr}"], service = { driver = ["tinyload", "--url", "{addr}", "--requests", "3000"], ready_line = "listening on", stop_timeout_secs = 5 }"#,
+            r#"args = ["--listen", "{addr}", "--never-ready"], service = { driver = ["tinyload", "--url", "{addr}"], ready_line = "listening on", ready_timeout_secs = 2 }"#,
+        )],
+    );
+    let out = stages(name, &cfg, &["instrument", "train"]);
+    let stderr = stderr_of(&out);
+    assert!(!out.status.success(), "{stderr}");
+    for needle in [
+        "was not ready within 2 s (no line of its stdout contained `listening on`) and was killed",
+        "--never-ready",
+        "service.ready_line",
+    ] {
+        assert!(stderr.contains(needle), "no `{needle}` in:\n{stderr}");
+    }
+    assert_no_server_left(name);
+}
+
+/// The llvm-profdata of the toolchain (installed by the pipeline's doctor).
+fn llvm_profdata() -> PathBuf {
+    let sysroot = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .unwrap();
+    let sysroot = String::from_utf8_lossy(&sysroot.stdout).trim().to_string();
+    let host = Command::new("rustc").arg("-vV").output().unwrap();
+    let host = String::from_utf8_lossy(&host.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .unwrap();
+    Path::new(&sysroot).join(format!("lib/rustlib/{host}/bin/llvm-profdata"))
+}
