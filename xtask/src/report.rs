@@ -128,21 +128,31 @@ pub struct Environment {
 }
 
 impl Report {
-    /// Whether `workload` was measured whole-process or as a service: one run per turn, so
-    /// its sample is the run's time or the driver's figure (shown in ms) and a batch has no
-    /// tail of its own (no p95, p99).
+    /// Whether `workload` was measured whole-process: one run per turn, so its sample is the
+    /// run's time (shown in ms) and a batch has no tail of its own (no p95, p99).
     pub(crate) fn whole_process(&self, workload: &str) -> bool {
         self.config
             .config
             .measure
             .workloads
             .iter()
-            .any(|w| w.name == workload && w.mode != crate::config::Mode::Lockstep)
+            .any(|w| w.name == workload && w.mode == crate::config::Mode::Process)
     }
 
     /// The median, p95 and p99 columns of `row`: ns, or the run's ms for a whole-process
     /// workload (no tail).
     pub(crate) fn time_columns(&self, workload: &str, row: &crate::analysis::Row) -> [String; 3] {
+        let service = self
+            .config
+            .config
+            .measure
+            .workloads
+            .iter()
+            .any(|w| w.name == workload && w.mode == crate::config::Mode::Service);
+        if service {
+            // The driver's own percentiles over its run, per turn: request latencies in µs.
+            return [row.median_ns, row.p95_ns, row.p99_ns].map(|v| format!("{:.1} µs", v / 1e3));
+        }
         match self.whole_process(workload) {
             true => [
                 format!("{:.2} ms", row.median_ns / 1e6),

@@ -12,7 +12,10 @@
 //! a live process of the session like a whole-process arm. It starts its server while it
 //! sets up, warms it with one driver run, and says ready. At each `g` it moves the server's
 //! threads onto its own core (the session has moved the arm onto the measured core), runs
-//! the driver N times on the other cores, and answers with the driver's figures. The server
+//! the driver N times on the other cores, and answers with the driver's figures: `metric`
+//! as the turn's median (the figure the stopping rule and the verdicts read first), and the
+//! driver's `p95_ns` and `p99_ns`, where it prints them, as the turn's tail, so p99 gets
+//! an interval and a verdict of its own. The server
 //! dies with the arm (`PR_SET_PDEATHSIG`), so a session that fails or is interrupted leaves
 //! no server behind.
 
@@ -643,25 +646,38 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
             let stdout = drive(spec, port, DRIVER_TIMEOUT, Some(&driver_cpus));
             server.check_alive()?;
             let stdout = stdout?;
-            samples.push(
-                crate::process_arm::metric(&stdout, metric).with_context(|| {
+            let read = |key: &str| {
+                crate::process_arm::metric(&stdout, key).with_context(|| {
                     format!(
-                        "reading `{metric}` from what the driver `{}` printed",
+                        "reading `{key}` from what the driver `{}` printed",
                         spec.driver_shown(port)
                     )
-                })?,
-            );
+                })
+            };
+            let primary = read(metric)?;
+            // The driver's own tail, where it prints one; else the primary figure again.
+            let tail = |key: &str| {
+                if key == metric || !stdout.contains(&format!("\"{key}\"")) {
+                    Ok(primary)
+                } else {
+                    read(key)
+                }
+            };
+            samples.push([primary, tail("p95_ns")?, tail("p99_ns")?]);
         }
         let elapsed_ns = started.elapsed().as_nanos() as f64;
-        all.extend_from_slice(&samples);
-        samples.sort_by(f64::total_cmp);
-        let q = |q| crate::process_arm::quantile(&samples, q);
+        all.extend(samples.iter().map(|s| s[0]));
+        // One driver run a turn (the default): its own figures; several: each one's median.
+        let mid = |i: usize| {
+            let mut v: Vec<f64> = samples.iter().map(|s| s[i]).collect();
+            v.sort_by(f64::total_cmp);
+            crate::process_arm::quantile(&v, 0.5)
+        };
         let line = serde_json::json!({
-            "median_ns": q(0.5),
-            "p95_ns": q(0.95),
-            "p99_ns": q(0.99),
-            "p999_ns": q(0.999),
-            "mean_ns": samples.iter().sum::<f64>() / samples.len() as f64,
+            "median_ns": mid(0),
+            "p95_ns": mid(1),
+            "p99_ns": mid(2),
+            "mean_ns": samples.iter().map(|s| s[0]).sum::<f64>() / samples.len() as f64,
             "elapsed_ns": elapsed_ns,
         });
         if !answer(line.to_string())? {

@@ -12,7 +12,7 @@
 //! request whose connection is still busy waits for it, and the wait counts. Warm-up
 //! requests run on the same schedule first and are not recorded. The last line of stdout is
 //! one JSON object: counts, the achieved rate and HDR percentiles in nanoseconds
-//! (`p50_ns`, `p90_ns`, `p99_ns`, `p999_ns`, `max_ns`, `mean_ns`). A request that fails in
+//! (`p50_ns`, `p90_ns`, `p95_ns`, `p99_ns`, `p999_ns`, `max_ns`, `mean_ns`). A request that fails in
 //! transport (refused, reset, timed out) makes the exit status 1 after that line; an
 //! answer with a status other than 2xx is counted in `non_2xx` and timed like any other.
 
@@ -370,6 +370,7 @@ fn run(args: &Args) -> Result<bool> {
             "achieved_rps": if span > 0.0 { hist.len() as f64 / span } else { 0.0 },
             "p50_ns": q(0.5),
             "p90_ns": q(0.9),
+            "p95_ns": q(0.95),
             "p99_ns": q(0.99),
             "p999_ns": q(0.999),
             "max_ns": hist.max(),

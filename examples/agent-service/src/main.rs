@@ -1,0 +1,153 @@
+//! `agent-service`: an example HTTP service on Mighty. Its handlers (axum on tokio) talk to
+//! agents through byte-bounded mailboxes: a session agent per shard of keys, a rate limiter
+//! and an aggregator (`agents.rs`). It stops gracefully on SIGTERM: the server finishes the
+//! requests in flight, the agents drain their mailboxes, and `main` returns, which is also
+//! when an instrumented build writes its profile.
+//!
+//! Routes:
+//! - `GET /session/{key}`: visit the session, answer its counts;
+//! - `POST /session/{key}` (body: a note): visit it, keeping the note;
+//! - `POST /event/{client}` (body: `{"kind": "...", "value": 1.5}`): 202 when the client's
+//!   rate allows it (then counted by the aggregator), else 429;
+//! - `GET /stats`: the aggregator's counts per kind;
+//! - `GET /healthz`.
+//!
+//! It prints `agent-service listening on ADDR` once it accepts connections.
+
+mod agents;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use clap::Parser;
+use serde::Deserialize;
+
+use agents::Agents;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "agent-service",
+    about = "An example HTTP service on Mighty's agents"
+)]
+struct Args {
+    /// Where to listen: HOST:PORT.
+    #[arg(long)]
+    listen: String,
+    /// The runtime's worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Session agents (keys are spread over them by hash).
+    #[arg(long, default_value_t = 4)]
+    shards: usize,
+}
+
+#[derive(Deserialize)]
+struct Event {
+    kind: String,
+    value: f64,
+}
+
+type Shared = Arc<Agents>;
+
+async fn get_session(State(agents): State<Shared>, Path(key): Path<String>) -> impl IntoResponse {
+    match agents.visit(key, None).await {
+        Some(view) => Json(view).into_response(),
+        None => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+}
+
+async fn post_session(
+    State(agents): State<Shared>,
+    Path(key): Path<String>,
+    note: String,
+) -> impl IntoResponse {
+    match agents.visit(key, Some(note)).await {
+        Some(view) => Json(view).into_response(),
+        None => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+}
+
+async fn post_event(
+    State(agents): State<Shared>,
+    Path(client): Path<String>,
+    Json(event): Json<Event>,
+) -> impl IntoResponse {
+    if !agents.allow(client).await {
+        return StatusCode::TOO_MANY_REQUESTS;
+    }
+    if agents.record(event.kind, event.value).await {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+async fn stats(State(agents): State<Shared>) -> impl IntoResponse {
+    match agents.stats().await {
+        Some(stats) => Json(stats).into_response(),
+        None => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let agents = Arc::new(Agents::spawn(
+        &tokio::runtime::Handle::current(),
+        args.shards,
+    ));
+    let app = Router::new()
+        .route("/session/{key}", get(get_session).post(post_session))
+        .route("/event/{client}", axum::routing::post(post_event))
+        .route("/stats", get(stats))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(Arc::clone(&agents));
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|err| format!("cannot listen on {}: {err}", args.listen))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|err| format!("no local address: {err}"))?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|err| format!("cannot handle SIGTERM: {err}"))?;
+    println!("agent-service listening on {addr}");
+    let _ = std::io::stdout().flush();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            term.recv().await;
+        })
+        .await
+        .map_err(|err| format!("serving: {err}"))?;
+    // Every handler is done: the agents drain what they admitted and stop.
+    if let Ok(mut agents) = Arc::try_unwrap(agents) {
+        agents.stop();
+    }
+    eprintln!("agent-service: SIGTERM: requests finished, agents drained, exiting");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.workers.max(1))
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("agent-service: cannot start the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("agent-service: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
