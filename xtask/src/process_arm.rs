@@ -226,7 +226,7 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
             }
             // The arm died between the fork and the prctl: no signal will come.
             if libc::getppid() as u32 != arm {
-                return Err(std::io::Error::other("its lockstep arm is gone"));
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())
         });

@@ -73,6 +73,9 @@ pub struct Spec {
     pub stop_timeout_secs: u64,
     /// The key of the driver's figure (measuring only).
     pub metric: Option<String>,
+    /// Keep the measured core from idling during a turn ([`Awake`]).
+    #[serde(default)]
+    pub keep_core_awake: bool,
 }
 
 impl Spec {
@@ -93,6 +96,7 @@ impl Spec {
             ready_timeout_secs: service.ready_timeout().as_secs(),
             stop_timeout_secs: service.stop_timeout().as_secs(),
             metric: w.metric.clone(),
+            keep_core_awake: service.keep_core_awake.unwrap_or(true),
         })
     }
 
@@ -204,7 +208,7 @@ impl Server {
         if let Some(dir) = &spec.cwd {
             cmd.current_dir(dir);
         }
-        die_with_parent(&mut cmd);
+        die_with_parent_in(&mut cmd, true);
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start the server `{shown}`"))?;
@@ -240,7 +244,15 @@ impl Server {
                 );
             }
             let ready = match &spec.ready_line {
-                Some(_) => ready_line.recv_timeout(Duration::from_millis(20)).is_ok(),
+                Some(_) => match ready_line.recv_timeout(Duration::from_millis(20)) {
+                    Ok(()) => true,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => false,
+                    // Its stdout closed without the line: wait for its port, or its end.
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        std::thread::sleep(Duration::from_millis(20));
+                        false
+                    }
+                },
                 None => {
                     TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() || {
                         std::thread::sleep(Duration::from_millis(20));
@@ -291,39 +303,22 @@ impl Server {
         Ok(())
     }
 
-    /// SIGTERM, then SIGKILL when it has not exited within `grace`; reaped either way.
+    /// SIGTERM, then SIGKILL when it has not exited within `grace`; reaped either way. Both
+    /// go to its process group: a server started through a wrapper, or one that forks
+    /// workers, stops whole.
     pub fn stop(mut self, grace: Duration) -> Result<Stopped> {
         let mut child = self.child.take().expect("a server not yet stopped");
-        if let Some(status) = child.try_wait()? {
-            return Ok(Stopped {
-                status,
-                killed_after: None,
-                early: true,
-            });
+        let result = stop_child(&mut child, grace);
+        if result.is_err() {
+            signal_group(&child, libc::SIGKILL);
+            let _ = child.wait();
         }
-        // SAFETY: kill(2) on our own child's pid, not yet reaped.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Some(status) = child.try_wait()? {
-                return Ok(Stopped {
-                    status,
-                    killed_after: None,
-                    early: false,
-                });
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        Ok(Stopped {
-            status: child.wait()?,
-            killed_after: Some(grace),
-            early: false,
-        })
+        result
     }
 
     fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
+            signal_group(&child, libc::SIGKILL);
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -353,9 +348,54 @@ impl Drop for Server {
     }
 }
 
+fn stop_child(child: &mut Child, grace: Duration) -> Result<Stopped> {
+    if let Some(status) = child.try_wait()? {
+        return Ok(Stopped {
+            status,
+            killed_after: None,
+            early: true,
+        });
+    }
+    signal_group(child, libc::SIGTERM);
+    let deadline = Instant::now() + grace;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Stopped {
+                status,
+                killed_after: None,
+                early: false,
+            });
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    signal_group(child, libc::SIGKILL);
+    let _ = child.kill();
+    Ok(Stopped {
+        status: child.wait()?,
+        killed_after: Some(grace),
+        early: false,
+    })
+}
+
+/// `signal` to the process group a server leads ([`die_with_parent`] made it one).
+fn signal_group(child: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on the group of our own child, not yet reaped (its pid is its group's
+    // id, so the group cannot be another's).
+    unsafe { libc::kill(-(child.id() as libc::pid_t), signal) };
+}
+
 /// The command dies with the thread that started it (`PR_SET_PDEATHSIG`): a killed arm or
 /// an interrupted xtask leaves no server behind.
 fn die_with_parent(cmd: &mut Command) {
+    die_with_parent_in(cmd, false);
+}
+
+/// [`die_with_parent`], the command leading a process group of its own when `group` (a
+/// server: its workers, or the program a wrapper starts, are stopped with it).
+fn die_with_parent_in(cmd: &mut Command, group: bool) {
     let parent = std::process::id();
     // SAFETY: between fork and exec only async-signal-safe calls may run; `prctl` and
     // `getppid` are plain system calls, and nothing here allocates or takes a lock.
@@ -365,9 +405,13 @@ fn die_with_parent(cmd: &mut Command) {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            // The parent died between the fork and the prctl: no signal will come.
+            // The parent died between the fork and the prctl: no signal will come. (No
+            // allocation here: an error code only.)
             if libc::getppid() as u32 != parent {
-                return Err(std::io::Error::other("its parent is gone"));
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if group && libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
@@ -473,22 +517,29 @@ pub fn drive(spec: &Spec, port: u16, timeout: Duration, cpus: Option<&[usize]>) 
         text
     });
     spawn_reader(child.stderr.take().expect("piped"), err_tail.clone(), None);
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
+    // A blocking wait (no polling on the arm's core while a turn runs), a watchdog thread
+    // for the timeout.
+    let pid = child.id() as libc::pid_t;
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let late = finished.recv_timeout(timeout).is_err();
+        if late {
+            // SAFETY: kill(2) on our child; it is reaped only after this thread is joined.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "the driver `{shown}` did not finish within {} s and was killed; its stderr ends:{}",
-                timeout.as_secs(),
-                err_tail.show()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
+        late
+    });
+    let status = child.wait();
+    let _ = done.send(());
+    let late = watchdog.join().unwrap_or(false);
+    let status = status?;
+    if late {
+        bail!(
+            "the driver `{shown}` did not finish within {} s and was killed; its stderr ends:{}",
+            timeout.as_secs(),
+            err_tail.show()
+        );
+    }
     let stdout = reader.join().unwrap_or_default();
     for line in stdout
         .lines()
@@ -588,6 +639,67 @@ pub fn main(mut argv: impl Iterator<Item = String>) -> ExitCode {
     }
 }
 
+/// A thread that keeps its core from idling while a turn runs: it spins at `SCHED_IDLE`
+/// (below every normal thread, so the server preempts it as soon as it wakes) and parks
+/// between turns. Made before the arm's ready line, so the session moves it onto the
+/// measured core with the arm's other threads.
+struct Awake {
+    /// Spin (a turn runs), and stop for good.
+    flags: Arc<[std::sync::atomic::AtomicBool; 2]>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Awake {
+    fn start(enabled: bool) -> Awake {
+        use std::sync::atomic::Ordering;
+        let flags: Arc<[std::sync::atomic::AtomicBool; 2]> = Arc::new(Default::default());
+        let thread = enabled.then(|| {
+            let flags = Arc::clone(&flags);
+            std::thread::spawn(move || {
+                // SAFETY: a plain system call on this thread (pid 0: the caller), with a
+                // parameter struct that lives on the stack for the call.
+                let idle = unsafe {
+                    let param = libc::sched_param { sched_priority: 0 };
+                    libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0
+                };
+                // Never spin at a normal priority: it would take the server's core.
+                if !idle {
+                    return;
+                }
+                while !flags[1].load(Ordering::Relaxed) {
+                    if flags[0].load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::park();
+                    }
+                }
+            })
+        });
+        Awake { flags, thread }
+    }
+
+    fn set(&self, which: usize, value: bool) {
+        self.flags[which].store(value, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
+    }
+
+    /// Spin while a turn runs; park between.
+    fn during_turn(&self, on: bool) {
+        self.set(0, on);
+    }
+}
+
+impl Drop for Awake {
+    fn drop(&mut self) {
+        self.set(1, true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// How long one driver run may take.
 const DRIVER_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -604,6 +716,7 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
     let setup = own_cpus();
     drive(spec, port, DRIVER_TIMEOUT, Some(&setup)).context("its warm-up run failed")?;
     let warm_up = crate::process_arm::children_usage();
+    let awake = Awake::start(spec.keep_core_awake);
     let mut answer = |line: String| -> Result<bool> {
         Ok(writeln!(output, "{line}")
             .and_then(|()| output.flush())
@@ -643,7 +756,9 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
         let started = Instant::now();
         let mut samples = Vec::with_capacity(batch as usize);
         for _ in 0..batch {
+            awake.during_turn(true);
             let stdout = drive(spec, port, DRIVER_TIMEOUT, Some(&driver_cpus));
+            awake.during_turn(false);
             server.check_alive()?;
             let stdout = stdout?;
             let read = |key: &str| {
@@ -655,9 +770,11 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
                 })
             };
             let primary = read(metric)?;
-            // The driver's own tail, where it prints one; else the primary figure again.
+            // The driver's own tail, where its last line has one; else the primary figure.
+            let last: Option<serde_json::Value> =
+                crate::workload::parse_last_line(&stdout, "a JSON object").ok();
             let tail = |key: &str| {
-                if key == metric || !stdout.contains(&format!("\"{key}\"")) {
+                if key == metric || last.as_ref().is_none_or(|l| l.get(key).is_none()) {
                     Ok(primary)
                 } else {
                     read(key)
@@ -685,8 +802,11 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
         }
     }
     all.sort_by(f64::total_cmp);
-    let line = crate::process_arm::closing(&all, &warm_up);
+    // Stopped (and reaped) first: the closing line's CPU time is the server's, whole, and
+    // the measured driver runs'.
+    drop(awake);
     let stopped = server.stop(Duration::from_secs(spec.stop_timeout_secs))?;
+    let line = crate::process_arm::closing(&all, &warm_up);
     if stopped.early {
         bail!(
             "the server `{}` {}",

@@ -46,6 +46,12 @@ pub struct Service {
     /// Seconds between SIGTERM and SIGKILL when the server is stopped (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_timeout_secs: Option<u64>,
+    /// Measuring only: keep the measured core from idling during a turn (a spinning thread
+    /// at the lowest priority, `SCHED_IDLE`, which the server preempts at once). On a VM, a
+    /// core that halts between requests is woken by the hypervisor, late: the latency
+    /// measured is then the host's (docs/findings.md). Default `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_core_awake: Option<bool>,
 }
 
 impl Service {
