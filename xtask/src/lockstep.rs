@@ -490,30 +490,11 @@ impl Live {
     /// Moves every thread of the arm onto `cpu` (sched_setaffinity on each task of its
     /// process: `taskset` exec'd the arm, so its pid is the arm's).
     fn repin(&mut self, cpu: usize) -> Result<()> {
-        let pid = self.child.id();
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .with_context(|| format!("lockstep arm `{}`: listing its threads", self.name))?;
-        // SAFETY: cpu_set_t is a plain bit array, valid all zeros.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is a valid cpu_set_t and CPU_SET bounds-checks `cpu`.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-        for task in tasks {
-            let tid: libc::pid_t = task?
-                .file_name()
-                .to_string_lossy()
-                .parse()
-                .context("a task id in /proc")?;
-            // SAFETY: `set` outlives the call, whose size argument is its own.
-            let rc = unsafe {
-                libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
-            };
-            if rc != 0 {
-                bail!(
-                    "lockstep arm `{}`: moving thread {tid} onto CPU {cpu}: {}",
-                    self.name,
-                    std::io::Error::last_os_error()
-                );
-            }
+        let what = || format!("lockstep arm `{}`", self.name);
+        let failed = crate::service::move_threads(self.child.id(), &[cpu])
+            .with_context(|| format!("{}: listing its threads", what()))?;
+        if let Some((tid, err)) = failed.into_iter().next() {
+            bail!("{}: moving thread {tid} onto CPU {cpu}: {err}", what());
         }
         Ok(())
     }

@@ -67,19 +67,8 @@ pub fn command(spec: &Spec, core: Option<usize>) -> Result<Cmd> {
 /// `cargo-mty __process-arm SPEC --lockstep N`: exits 0 after `q` or when the coordinator is gone,
 /// 1 when the command fails (the reason on stderr, which the session shows), 2 on a malformed
 /// command line or an unknown protocol command, as `mty-lockstep` does.
-pub fn main(mut argv: impl Iterator<Item = String>) -> ExitCode {
-    let parsed = (|| -> Result<(Spec, u64)> {
-        let spec = argv.next().context("no spec")?;
-        let spec: Spec = serde_json::from_str(&spec).context("the spec is not JSON")?;
-        match (argv.next().as_deref(), argv.next()) {
-            (Some("--lockstep"), Some(n)) => match n.parse::<u64>() {
-                Ok(n) if n > 0 => Ok((spec, n)),
-                _ => bail!("`--lockstep` takes a count of runs, at least 1, not `{n}`"),
-            },
-            _ => bail!("expected `--lockstep N` after the spec"),
-        }
-    })();
-    let (spec, batch) = match parsed {
+pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
+    let (spec, batch) = match arm_args::<Spec>(argv) {
         Ok(p) => p,
         Err(err) => {
             eprintln!("xtask {SUBCOMMAND}: {err:#}");
@@ -103,6 +92,21 @@ pub fn main(mut argv: impl Iterator<Item = String>) -> ExitCode {
             eprintln!("xtask {SUBCOMMAND}: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// An arm's command line after its subcommand, `SPEC --lockstep N`: the spec (JSON) and N.
+pub(crate) fn arm_args<T: serde::de::DeserializeOwned>(
+    mut argv: impl Iterator<Item = String>,
+) -> Result<(T, u64)> {
+    let spec = argv.next().context("no spec")?;
+    let spec: T = serde_json::from_str(&spec).context("the spec is not JSON")?;
+    match (argv.next().as_deref(), argv.next()) {
+        (Some("--lockstep"), Some(n)) => match n.parse::<u64>() {
+            Ok(n) if n > 0 => Ok((spec, n)),
+            _ => bail!("`--lockstep` takes a count of runs a turn, at least 1, not `{n}`"),
+        },
+        _ => bail!("expected `--lockstep N` after the spec"),
     }
 }
 

@@ -324,20 +324,10 @@ impl Server {
         }
     }
 
-    /// Moves every thread of the server onto `cpus`.
+    /// Moves every thread of the server onto `cpus` (one that ended meanwhile is skipped).
     fn pin(&self, cpus: &[usize]) -> Result<()> {
-        let pid = self.pid();
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        move_threads(self.pid(), cpus)
             .with_context(|| format!("listing the threads of the server `{}`", self.shown))?;
-        for task in tasks {
-            let tid: libc::pid_t = task?
-                .file_name()
-                .to_string_lossy()
-                .parse()
-                .context("a task id in /proc")?;
-            // A thread that ended since the listing: nothing to move.
-            let _ = set_affinity(tid, cpus);
-        }
         Ok(())
     }
 }
@@ -438,6 +428,23 @@ fn spawn_reader(
         }
     });
     rx
+}
+
+/// Moves every thread of process `pid` (`/proc/PID/task`) onto `cpus`: the threads that
+/// could not be moved, with why (a thread that ended since the listing among them).
+pub(crate) fn move_threads(pid: u32, cpus: &[usize]) -> Result<Vec<(libc::pid_t, std::io::Error)>> {
+    let mut failed = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let tid: libc::pid_t = task?
+            .file_name()
+            .to_string_lossy()
+            .parse()
+            .context("a task id in /proc")?;
+        if let Err(err) = set_affinity(tid, cpus) {
+            failed.push((tid, err));
+        }
+    }
+    Ok(failed)
 }
 
 fn set_affinity(tid: libc::pid_t, cpus: &[usize]) -> std::io::Result<()> {
@@ -602,19 +609,8 @@ pub fn train(spec: &Spec, env: &[(String, String)], timeout: Duration) -> Result
 /// `cargo-mty __service-arm SPEC --lockstep N`: exits 0 after `q` or when the coordinator is
 /// gone, 1 when the server or driver fails (the reason on stderr), 2 on a malformed command
 /// line or an unknown protocol command, as `mty-lockstep` does.
-pub fn main(mut argv: impl Iterator<Item = String>) -> ExitCode {
-    let parsed = (|| -> Result<(Spec, u64)> {
-        let spec = argv.next().context("no spec")?;
-        let spec: Spec = serde_json::from_str(&spec).context("the spec is not JSON")?;
-        match (argv.next().as_deref(), argv.next()) {
-            (Some("--lockstep"), Some(n)) => match n.parse::<u64>() {
-                Ok(n) if n > 0 => Ok((spec, n)),
-                _ => bail!("`--lockstep` takes a count of driver runs, at least 1, not `{n}`"),
-            },
-            _ => bail!("expected `--lockstep N` after the spec"),
-        }
-    })();
-    let (spec, batch) = match parsed {
+pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
+    let (spec, batch) = match crate::process_arm::arm_args::<Spec>(argv) {
         Ok(p) => p,
         Err(err) => {
             eprintln!("xtask {SUBCOMMAND}: {err:#}");
