@@ -1,5 +1,5 @@
 //! Service mode on real processes: a workspace made here with a small HTTP server
-//! (`tinysrv`, std and libc only) and a driver of its own (`tinyload`, another bin of that
+//! (`tinysrv`, std only) and a driver of its own (`tinyload`, another bin of that
 //! workspace, which the pipeline builds), trained and measured as `mode = "service"`. The
 //! faults are provoked for real: a server that ignores SIGTERM and is killed, one that never
 //! says it is ready, an xtask killed while its servers run. No server may outlive a run.
@@ -14,7 +14,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_term(_: libc::c_int) {
+// libc's own, which std links: no dependency to build for each of the pipeline's builds.
+unsafe extern "C" {
+    fn signal(signum: i32, handler: usize) -> usize;
+}
+const SIGTERM: i32 = 15;
+const SIG_IGN: usize = 1;
+
+extern "C" fn on_term(_: i32) {
     STOP.store(true, Ordering::SeqCst);
 }
 
@@ -82,9 +89,9 @@ fn main() {
     // SAFETY: installing a handler that only stores to an atomic.
     unsafe {
         if flag("--ignore-sigterm") {
-            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            signal(SIGTERM, SIG_IGN);
         } else {
-            libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
+            signal(SIGTERM, on_term as *const () as usize);
         }
     }
     let listener = std::net::TcpListener::bind(&addr).expect("a free port");
@@ -199,8 +206,10 @@ fn workspace() -> PathBuf {
         std::fs::create_dir_all(ws.join("src/bin")).unwrap();
         std::fs::write(
             ws.join("Cargo.toml"),
-            "[package]\nname = \"tinysrv\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
-             [dependencies]\nlibc = \"0.2\"\n\n[workspace]\n",
+            // Its own `release-pgo` without fat LTO: the test is about service mode, and a
+            // fat-LTO build of std alone took 10 s of the 26 s a run took here.
+            "[package]\nname = \"tinysrv\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[workspace]\n\n\
+             [profile.release-pgo]\ninherits = \"release\"\nlto = \"off\"\n",
         )
         .unwrap();
         std::fs::write(ws.join("src/main.rs"), SERVER).unwrap();
@@ -210,9 +219,13 @@ fn workspace() -> PathBuf {
     ws
 }
 
+/// The target directory of the tests whose builds are the same (tests that run at once
+/// share it: cargo locks it); the continuous-mode test builds with other flags, in its own.
+const SHARED: &str = "shared";
+
 /// `cargo-mty mty ARGS` on the workspace with `config`, into `pgo-data/<name>` and
-/// `target/<name>`: each test its own, so tests that run at once never share a build.
-fn service_command(name: &str, config: &Path, args: &[&str]) -> Command {
+/// `target/<target>`.
+fn service_command(name: &str, target: &str, config: &Path, args: &[&str]) -> Command {
     let ws = workspace();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-mty"));
     cmd.arg("mty")
@@ -224,7 +237,7 @@ fn service_command(name: &str, config: &Path, args: &[&str]) -> Command {
         .arg("--pgo-data")
         .arg(ws.join("pgo-data").join(name))
         .arg("--target-dir")
-        .arg(ws.join("target").join(name))
+        .arg(ws.join("target").join(target))
         .current_dir(ws.parent().unwrap())
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
@@ -235,10 +248,10 @@ fn service_command(name: &str, config: &Path, args: &[&str]) -> Command {
 
 /// `stages` one after the other (each needs the one before it recorded): the last one's
 /// output, or the first that failed, with the stderr of all that ran.
-fn stages(name: &str, config: &Path, stages: &[&str]) -> std::process::Output {
+fn stages(name: &str, target: &str, config: &Path, stages: &[&str]) -> std::process::Output {
     let mut stderr = Vec::new();
     for (i, stage) in stages.iter().enumerate() {
-        let mut out = bounded_output(&mut service_command(name, config, &["pgo", stage]));
+        let mut out = bounded_output(&mut service_command(name, target, config, &["pgo", stage]));
         stderr.extend_from_slice(&out.stderr);
         if !out.status.success() || i + 1 == stages.len() {
             out.stderr = stderr;
@@ -259,10 +272,11 @@ fn config(name: &str, edits: &[(&str, &str)]) -> PathBuf {
     )
 }
 
-/// Live `tinysrv` servers started from test `name`'s target directory, anywhere on the
-/// machine (a server that outlived its xtask is nobody's descendant).
-fn servers_of(name: &str) -> Vec<u32> {
-    let needle = format!("service-program/target/{name}/");
+/// Live `tinysrv` servers built in `target`, anywhere on the machine (a server that outlived
+/// its xtask is nobody's descendant): those run with every one of `flags` (a test's own) and
+/// none of `not` (another test's).
+fn servers(target: &str, flags: &[&str], not: &[&str]) -> Vec<u32> {
+    let needle = format!("service-program/target/{target}/");
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -272,7 +286,10 @@ fn servers_of(name: &str) -> Vec<u32> {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(&needle) && cmdline.contains("tinysrv") && cmdline.contains("--listen")
+        if cmdline.contains(&needle)
+            && cmdline.contains("tinysrv --listen")
+            && flags.iter().all(|f| cmdline.contains(f))
+            && !not.iter().any(|f| cmdline.contains(f))
         {
             found.push(pid);
         }
@@ -280,22 +297,25 @@ fn servers_of(name: &str) -> Vec<u32> {
     found
 }
 
-fn assert_no_server_left(name: &str) {
+fn assert_no_server_left(target: &str, flags: &[&str], not: &[&str]) {
     assert!(
-        eventually(10, || servers_of(name).is_empty()),
+        eventually(10, || servers(target, flags, not).is_empty()),
         "servers left running: {:?}",
-        servers_of(name)
+        servers(target, flags, not)
     );
 }
+
+/// The flags of the two fault tests' servers, which the full run's never have.
+const FAULTY: [&str; 2] = ["--ignore-sigterm", "--never-ready"];
 
 #[test]
 fn a_service_is_trained_measured_and_judged_and_no_server_outlives_the_run() {
     let name = "full";
     let cfg = config(name, &[]);
-    let out = bounded_output(&mut service_command(name, &cfg, &["pgo"]));
+    let out = bounded_output(&mut service_command(name, SHARED, &cfg, &["pgo"]));
     let stderr = stderr_of(&out);
     assert!(out.status.success(), "{stderr}");
-    assert_no_server_left(name);
+    assert_no_server_left(SHARED, &[], &FAULTY);
     let data = ws().join("pgo-data").join(name);
     let report = json(&data.join("report.json"));
     let text = report.to_string();
@@ -334,7 +354,7 @@ fn a_service_is_trained_measured_and_judged_and_no_server_outlives_the_run() {
     // The driver was a bin of the workspace, built where drivers go.
     assert!(
         ws().join("target")
-            .join(name)
+            .join(SHARED)
             .join("driver/release/tinyload")
             .is_file()
     );
@@ -342,17 +362,17 @@ fn a_service_is_trained_measured_and_judged_and_no_server_outlives_the_run() {
     // Interrupted: xtask killed by SIGKILL while its servers run. Each arm sees its
     // coordinator gone and exits; each server dies with its arm.
     let mut run = Group::spawn(
-        service_command(name, &cfg, &["pgo", "--remeasure"])
+        service_command(name, SHARED, &cfg, &["pgo", "--remeasure"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null()),
     );
     assert!(
-        eventually(120, || !servers_of(name).is_empty()),
+        eventually(120, || !servers(SHARED, &[], &FAULTY).is_empty()),
         "no server started in the remeasure"
     );
     // SAFETY: kill(2) on the xtask we started, alone (not its group).
     unsafe { libc::kill(run.id() as libc::pid_t, libc::SIGKILL) };
-    assert_no_server_left(name);
+    assert_no_server_left(SHARED, &[], &FAULTY);
     run.kill_all();
 }
 
@@ -366,7 +386,7 @@ fn a_server_killed_by_sigkill_leaves_no_profile_and_the_error_says_why() {
             r#"args = ["--listen", "{addr}", "--ignore-sigterm"], service = { driver = ["tinyload", "--url", "{addr}", "--requests", "3000"], ready_line = "listening on", stop_timeout_secs = 1 }"#,
         )],
     );
-    let out = stages(name, &cfg, &["instrument", "train"]);
+    let out = stages(name, SHARED, &cfg, &["instrument", "train"]);
     let stderr = stderr_of(&out);
     assert!(!out.status.success(), "{stderr}");
     for needle in [
@@ -378,7 +398,7 @@ fn a_server_killed_by_sigkill_leaves_no_profile_and_the_error_says_why() {
     ] {
         assert!(stderr.contains(needle), "no `{needle}` in:\n{stderr}");
     }
-    assert_no_server_left(name);
+    assert_no_server_left(SHARED, &["--ignore-sigterm"], &[]);
 
     // Continuous mode: the same server, killed the same way, keeps its counts.
     let name = "continuous";
@@ -395,11 +415,11 @@ fn a_server_killed_by_sigkill_leaves_no_profile_and_the_error_says_why() {
             ),
         ],
     );
-    let out = stages(name, &cfg, &["instrument", "train", "merge"]);
+    let out = stages(name, name, &cfg, &["instrument", "train", "merge"]);
     let stderr = stderr_of(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("-runtime-counter-relocation"), "{stderr}");
-    assert_no_server_left(name);
+    assert_no_server_left(name, &[], &[]);
     // The merged profile counts the server's request path.
     let data = ws().join("pgo-data").join(name);
     let merged = json(&data.join("stages/merge.json"));
@@ -445,7 +465,7 @@ fn a_server_that_never_becomes_ready_is_killed_at_its_timeout_and_named() {
             r#"args = ["--listen", "{addr}", "--never-ready"], service = { driver = ["tinyload", "--url", "{addr}"], ready_line = "listening on", ready_timeout_secs = 2 }"#,
         )],
     );
-    let out = stages(name, &cfg, &["instrument", "train"]);
+    let out = stages(name, SHARED, &cfg, &["instrument", "train"]);
     let stderr = stderr_of(&out);
     assert!(!out.status.success(), "{stderr}");
     for needle in [
@@ -455,7 +475,7 @@ fn a_server_that_never_becomes_ready_is_killed_at_its_timeout_and_named() {
     ] {
         assert!(stderr.contains(needle), "no `{needle}` in:\n{stderr}");
     }
-    assert_no_server_left(name);
+    assert_no_server_left(SHARED, &["--never-ready"], &[]);
 }
 
 /// The llvm-profdata of the toolchain (installed by the pipeline's doctor).
