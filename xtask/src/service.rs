@@ -431,7 +431,8 @@ fn spawn_reader(
 }
 
 /// Moves every thread of process `pid` (`/proc/PID/task`) onto `cpus`: the threads that
-/// could not be moved, with why (a thread that ended since the listing among them).
+/// could not be moved, with why. A thread that ended since the listing (`ESRCH`: a service
+/// arm's driver-reading threads end after each run) is not one of them.
 pub(crate) fn move_threads(pid: u32, cpus: &[usize]) -> Result<Vec<(libc::pid_t, std::io::Error)>> {
     let mut failed = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
@@ -440,8 +441,9 @@ pub(crate) fn move_threads(pid: u32, cpus: &[usize]) -> Result<Vec<(libc::pid_t,
             .to_string_lossy()
             .parse()
             .context("a task id in /proc")?;
-        if let Err(err) = set_affinity(tid, cpus) {
-            failed.push((tid, err));
+        match set_affinity(tid, cpus) {
+            Err(err) if err.raw_os_error() != Some(libc::ESRCH) => failed.push((tid, err)),
+            _ => {}
         }
     }
     Ok(failed)
