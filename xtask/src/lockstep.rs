@@ -250,7 +250,7 @@ pub fn spawn(
                 core,
             )?,
             // The server lives for the session; each turn runs the driver against it.
-            Mode::Service => crate::service::command(
+            Mode::Service => crate::service_arm::command(
                 &crate::service::Spec::new(&arm.exe, &arm.args, workload)?,
                 core,
             )?,

@@ -26,6 +26,7 @@ mod relink;
 mod report;
 mod rustflags;
 mod service;
+mod service_arm;
 mod stage;
 use mty_stats as stats;
 #[cfg(test)]
@@ -45,9 +46,9 @@ fn main() -> ExitCode {
         argv.next();
         return process_arm::main(argv);
     }
-    if argv.peek().map(String::as_str) == Some(service::SUBCOMMAND) {
+    if argv.peek().map(String::as_str) == Some(service_arm::SUBCOMMAND) {
         argv.next();
-        return service::main(argv);
+        return service_arm::main(argv);
     }
     // Installed (`cargo install --path xtask`), this executable is the cargo subcommand
     // `cargo mty`: cargo runs it as `cargo-mty mty ARGS`, and it works on the workspace

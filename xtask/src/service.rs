@@ -8,22 +8,15 @@
 //! explains. With `train.continuous` the counters live in the raw profile file as they
 //! change, so even SIGKILL keeps them.
 //!
-//! Measuring runs each arm as this executable (`cargo-mty __service-arm SPEC --lockstep N`),
-//! a live process of the session like a whole-process arm. It starts its server while it
-//! sets up, warms it with one driver run, and says ready. At each `g` it moves the server's
-//! threads onto its own core (the session has moved the arm onto the measured core), runs
-//! the driver N times on the other cores, and answers with the driver's figures: `metric`
-//! as the turn's median (the figure the stopping rule and the verdicts read first), and the
-//! driver's `p95_ns` and `p99_ns`, where it prints them, as the turn's tail, so p99 gets
-//! an interval and a verdict of its own. The server
-//! dies with the arm (`PR_SET_PDEATHSIG`), so a session that fails or is interrupted leaves
-//! no server behind.
+//! Measuring runs each arm as `service_arm.rs`, which uses the same server and driver. A
+//! server leads a process group of its own and dies with the thread that started it
+//! (`PR_SET_PDEATHSIG`), so a failed or interrupted run leaves no server behind.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,9 +25,6 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Workload;
-
-/// The hidden subcommand that runs a service arm.
-pub const SUBCOMMAND: &str = "__service-arm";
 
 /// How many lines of a server's output an error shows.
 const TAIL_LINES: usize = 20;
@@ -49,13 +39,6 @@ pub fn free_port() -> Result<u16> {
 pub fn fill(text: &str, port: u16) -> String {
     text.replace("{addr}", &format!("127.0.0.1:{port}"))
         .replace("{port}", &port.to_string())
-}
-
-/// The arm's command line, pinned to `core` (`--lockstep N` is appended by the session).
-pub fn command(spec: &Spec, core: Option<usize>) -> Result<crate::exec::Cmd> {
-    let me = std::env::current_exe().context("cannot find xtask's own executable")?;
-    let json = serde_json::to_string(spec).expect("paths and strings serialize");
-    Ok(crate::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
 }
 
 /// The server and its driver, with every path resolved: what an arm or a training run
@@ -100,14 +83,14 @@ impl Spec {
         })
     }
 
-    fn server_shown(&self, port: u16) -> String {
+    pub(crate) fn server_shown(&self, port: u16) -> String {
         std::iter::once(self.exe.display().to_string())
             .chain(self.args.iter().map(|a| fill(a, port)))
             .collect::<Vec<_>>()
             .join(" ")
     }
 
-    fn driver_shown(&self, port: u16) -> String {
+    pub(crate) fn driver_shown(&self, port: u16) -> String {
         self.driver
             .iter()
             .map(|a| fill(a, port))
@@ -325,7 +308,7 @@ impl Server {
     }
 
     /// Moves every thread of the server onto `cpus` (one that ended meanwhile is skipped).
-    fn pin(&self, cpus: &[usize]) -> Result<()> {
+    pub(crate) fn pin(&self, cpus: &[usize]) -> Result<()> {
         move_threads(self.pid(), cpus)
             .with_context(|| format!("listing the threads of the server `{}`", self.shown))?;
         Ok(())
@@ -449,7 +432,7 @@ pub(crate) fn move_threads(pid: u32, cpus: &[usize]) -> Result<Vec<(libc::pid_t,
     Ok(failed)
 }
 
-fn set_affinity(tid: libc::pid_t, cpus: &[usize]) -> std::io::Result<()> {
+pub(crate) fn set_affinity(tid: libc::pid_t, cpus: &[usize]) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is a plain bit array, valid all zeros.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &cpu in cpus {
@@ -462,34 +445,6 @@ fn set_affinity(tid: libc::pid_t, cpus: &[usize]) -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
-    }
-}
-
-/// The CPUs this thread may run on.
-fn own_cpus() -> Vec<usize> {
-    // SAFETY: as in `set_affinity`; sched_getaffinity fills the set it is given.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if rc != 0 {
-        return (0..n).collect();
-    }
-    // SAFETY: CPU_ISSET bounds-checks its index.
-    (0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
-}
-
-/// Every online CPU but `taken`; all of them where that leaves none.
-fn other_cpus(taken: &[usize]) -> Vec<usize> {
-    // SAFETY: sysconf has no preconditions.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
-    let others: Vec<usize> = (0..online).filter(|c| !taken.contains(c)).collect();
-    if others.is_empty() {
-        (0..online).collect()
-    } else {
-        others
     }
 }
 
@@ -608,214 +563,6 @@ pub fn train(spec: &Spec, env: &[(String, String)], timeout: Duration) -> Result
     server.stop(Duration::from_secs(spec.stop_timeout_secs))
 }
 
-/// `cargo-mty __service-arm SPEC --lockstep N`: exits 0 after `q` or when the coordinator is
-/// gone, 1 when the server or driver fails (the reason on stderr), 2 on a malformed command
-/// line or an unknown protocol command, as `mty-lockstep` does.
-pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
-    let (spec, batch) = match crate::process_arm::arm_args::<Spec>(argv) {
-        Ok(p) => p,
-        Err(err) => {
-            eprintln!("xtask {SUBCOMMAND}: {err:#}");
-            return ExitCode::from(2);
-        }
-    };
-    match serve(
-        &spec,
-        batch,
-        std::io::stdin().lock(),
-        std::io::stdout().lock(),
-    ) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("xtask {SUBCOMMAND}: {err:#}");
-            if err.to_string().starts_with("unknown lockstep command") {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-    }
-}
-
-/// A thread that keeps its core from idling while a turn runs: it spins at `SCHED_IDLE`
-/// (below every normal thread, so the server preempts it as soon as it wakes) and parks
-/// between turns. Made before the arm's ready line, so the session moves it onto the
-/// measured core with the arm's other threads.
-struct Awake {
-    /// Spin (a turn runs), and stop for good.
-    flags: Arc<[std::sync::atomic::AtomicBool; 2]>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Awake {
-    fn start(enabled: bool) -> Awake {
-        use std::sync::atomic::Ordering;
-        let flags: Arc<[std::sync::atomic::AtomicBool; 2]> = Arc::new(Default::default());
-        let thread = enabled.then(|| {
-            let flags = Arc::clone(&flags);
-            std::thread::spawn(move || {
-                // SAFETY: a plain system call on this thread (pid 0: the caller), with a
-                // parameter struct that lives on the stack for the call.
-                let idle = unsafe {
-                    let param = libc::sched_param { sched_priority: 0 };
-                    libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0
-                };
-                // Never spin at a normal priority: it would take the server's core.
-                if !idle {
-                    return;
-                }
-                while !flags[1].load(Ordering::Relaxed) {
-                    if flags[0].load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    } else {
-                        std::thread::park();
-                    }
-                }
-            })
-        });
-        Awake { flags, thread }
-    }
-
-    fn set(&self, which: usize, value: bool) {
-        self.flags[which].store(value, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = &self.thread {
-            t.thread().unpark();
-        }
-    }
-
-    /// Spin while a turn runs; park between.
-    fn during_turn(&self, on: bool) {
-        self.set(0, on);
-    }
-}
-
-impl Drop for Awake {
-    fn drop(&mut self) {
-        self.set(1, true);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// How long one driver run may take.
-const DRIVER_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// The protocol: the server started and warmed by one driver run, the ready line, one batch
-/// of `batch` driver runs per `g`, the closing report at `q` or end of input.
-fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Write) -> Result<()> {
-    let metric = spec
-        .metric
-        .as_deref()
-        .context("a measured service workload needs `metric`")?;
-    let port = free_port()?;
-    let mut server = Server::start(spec, port, &[])?;
-    // The warm-up runs where the arm sets up, never on the measured core.
-    let setup = own_cpus();
-    drive(spec, port, DRIVER_TIMEOUT, Some(&setup)).context("its warm-up run failed")?;
-    let warm_up = crate::process_arm::children_usage();
-    let awake = Awake::start(spec.keep_core_awake);
-    let mut answer = |line: String| -> Result<bool> {
-        Ok(writeln!(output, "{line}")
-            .and_then(|()| output.flush())
-            .is_ok())
-    };
-    if !answer(format!(
-        r#"{{"ready":true,"pid":{},"clock_overhead_ns":0}}"#,
-        std::process::id()
-    ))? {
-        return Ok(());
-    }
-    let mut all = Vec::new();
-    let mut pinned: Option<Vec<usize>> = None;
-    let mut command = String::new();
-    loop {
-        command.clear();
-        if input
-            .read_line(&mut command)
-            .context("cannot read the coordinator's commands")?
-            == 0
-        {
-            break;
-        }
-        match command.trim() {
-            "g" => {}
-            "q" => break,
-            other => bail!("unknown lockstep command `{other}` (expected `g` or `q`)"),
-        }
-        // The session moved this arm onto the measured core: the server follows it there, and
-        // the driver runs on the others.
-        let here = own_cpus();
-        if pinned.as_ref() != Some(&here) {
-            server.pin(&here)?;
-            pinned = Some(here.clone());
-        }
-        let driver_cpus = other_cpus(&here);
-        let started = Instant::now();
-        let mut samples = Vec::with_capacity(batch as usize);
-        for _ in 0..batch {
-            awake.during_turn(true);
-            let stdout = drive(spec, port, DRIVER_TIMEOUT, Some(&driver_cpus));
-            awake.during_turn(false);
-            server.check_alive()?;
-            let stdout = stdout?;
-            let read = |key: &str| {
-                crate::process_arm::metric(&stdout, key).with_context(|| {
-                    format!(
-                        "reading `{key}` from what the driver `{}` printed",
-                        spec.driver_shown(port)
-                    )
-                })
-            };
-            let primary = read(metric)?;
-            // The driver's own tail, where its last line has one; else the primary figure.
-            let last: Option<serde_json::Value> =
-                crate::workload::parse_last_line(&stdout, "a JSON object").ok();
-            let tail = |key: &str| {
-                if key == metric || last.as_ref().is_none_or(|l| l.get(key).is_none()) {
-                    Ok(primary)
-                } else {
-                    read(key)
-                }
-            };
-            samples.push([primary, tail("p95_ns")?, tail("p99_ns")?]);
-        }
-        let elapsed_ns = started.elapsed().as_nanos() as f64;
-        all.extend(samples.iter().map(|s| s[0]));
-        // One driver run a turn (the default): its own figures; several: each one's median.
-        let mid = |i: usize| {
-            let mut v: Vec<f64> = samples.iter().map(|s| s[i]).collect();
-            v.sort_by(f64::total_cmp);
-            crate::process_arm::quantile(&v, 0.5)
-        };
-        let line = serde_json::json!({
-            "median_ns": mid(0),
-            "p95_ns": mid(1),
-            "p99_ns": mid(2),
-            "mean_ns": samples.iter().map(|s| s[0]).sum::<f64>() / samples.len() as f64,
-            "elapsed_ns": elapsed_ns,
-        });
-        if !answer(line.to_string())? {
-            return Ok(());
-        }
-    }
-    all.sort_by(f64::total_cmp);
-    // Stopped (and reaped) first: the closing line's CPU time is the server's, whole, and
-    // the measured driver runs'.
-    drop(awake);
-    let stopped = server.stop(Duration::from_secs(spec.stop_timeout_secs))?;
-    let line = crate::process_arm::closing(&all, &warm_up);
-    if stopped.early {
-        bail!(
-            "the server `{}` {}",
-            spec.server_shown(port),
-            stopped.describe()
-        );
-    }
-    answer(serde_json::to_string(&line).expect("numbers serialize"))?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -825,15 +572,5 @@ mod tests {
         assert_eq!(fill("--listen={addr}", 4242), "--listen=127.0.0.1:4242");
         assert_eq!(fill("{port}", 80), "80");
         assert_eq!(fill("plain", 80), "plain");
-    }
-
-    #[test]
-    fn every_other_cpu_or_all_when_none_is_left() {
-        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as usize;
-        let all: Vec<usize> = (0..online).collect();
-        assert_eq!(other_cpus(&all), all);
-        if online > 1 {
-            assert!(!other_cpus(&[0]).contains(&0));
-        }
     }
 }
