@@ -218,23 +218,8 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
         ),
         None => Stdio::null(),
     });
-    let arm = std::process::id();
-    // SAFETY: between fork and exec only async-signal-safe calls may run; `prctl` and
-    // `getppid` are plain system calls, and nothing here allocates or takes a lock.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(move || {
-            // The command dies with its arm (a session kills a hung arm with SIGKILL).
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The arm died between the fork and the prctl: no signal will come.
-            if libc::getppid() as u32 != arm {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
+    // The command dies with its arm (a session kills a hung arm with SIGKILL).
+    crate::service::die_with_parent(&mut cmd);
     let shown = || {
         let exe = match shift {
             0 => spec.exe.display().to_string(),

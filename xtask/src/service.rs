@@ -361,8 +361,8 @@ fn signal_group(child: &Child, signal: libc::c_int) {
 }
 
 /// The command dies with the thread that started it (`PR_SET_PDEATHSIG`): a killed arm or
-/// an interrupted xtask leaves no server behind.
-fn die_with_parent(cmd: &mut Command) {
+/// an interrupted xtask leaves no server, driver or whole-process run behind.
+pub(crate) fn die_with_parent(cmd: &mut Command) {
     die_with_parent_in(cmd, false);
 }
 
