@@ -88,6 +88,9 @@ pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
 /// (below every normal thread, so the server preempts it as soon as it wakes) and parks
 /// between turns. Made before the arm's ready line, so the session moves it onto the
 /// measured core with the arm's other threads.
+/// The spinning thread's name (its `comm` in /proc).
+const AWAKE_THREAD: &str = "mty-awake";
+
 struct Awake {
     /// Spin (a turn runs), and stop for good.
     flags: Arc<[std::sync::atomic::AtomicBool; 2]>,
@@ -100,25 +103,28 @@ impl Awake {
         let flags: Arc<[std::sync::atomic::AtomicBool; 2]> = Arc::new(Default::default());
         let thread = enabled.then(|| {
             let flags = Arc::clone(&flags);
-            std::thread::spawn(move || {
-                // SAFETY: a plain system call on this thread (pid 0: the caller), with a
-                // parameter struct that lives on the stack for the call.
-                let idle = unsafe {
-                    let param = libc::sched_param { sched_priority: 0 };
-                    libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0
-                };
-                // Never spin at a normal priority: it would take the server's core.
-                if !idle {
-                    return;
-                }
-                while !flags[1].load(Ordering::Relaxed) {
-                    if flags[0].load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    } else {
-                        std::thread::park();
+            std::thread::Builder::new()
+                .name(AWAKE_THREAD.into())
+                .spawn(move || {
+                    // SAFETY: a plain system call on this thread (pid 0: the caller), with a
+                    // parameter struct that lives on the stack for the call.
+                    let idle = unsafe {
+                        let param = libc::sched_param { sched_priority: 0 };
+                        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0
+                    };
+                    // Never spin at a normal priority: it would take the server's core.
+                    if !idle {
+                        return;
                     }
-                }
-            })
+                    while !flags[1].load(Ordering::Relaxed) {
+                        if flags[0].load(Ordering::Relaxed) {
+                            std::hint::spin_loop();
+                        } else {
+                            std::thread::park();
+                        }
+                    }
+                })
+                .expect("a thread can be started")
         });
         Awake { flags, thread }
     }
@@ -266,6 +272,54 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The awake thread's scheduling policy (`/proc` stat field 41) and CPU ticks.
+    fn awake_thread() -> Option<(u32, u64)> {
+        for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            if comm.trim() != AWAKE_THREAD {
+                continue;
+            }
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+            // After the command: state is field 3, utime 14, stime 15, policy 41.
+            let ticks = fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?;
+            return Some((fields[38].parse().ok()?, ticks));
+        }
+        None
+    }
+
+    #[test]
+    fn the_core_is_kept_awake_at_the_lowest_priority_during_a_turn_only() {
+        let awake = Awake::start(true);
+        assert!({
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while awake_thread().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            awake_thread().is_some()
+        });
+        let (policy, parked) = awake_thread().unwrap();
+        assert_eq!(policy, libc::SCHED_IDLE as u32, "not at SCHED_IDLE");
+        awake.during_turn(true);
+        std::thread::sleep(Duration::from_millis(300));
+        let (_, spun) = awake_thread().unwrap();
+        assert!(
+            spun > parked,
+            "it did not run during the turn: {parked} -> {spun} ticks"
+        );
+        awake.during_turn(false);
+        std::thread::sleep(Duration::from_millis(50));
+        let (_, after) = awake_thread().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let (_, later) = awake_thread().unwrap();
+        assert!(
+            later <= after + 1,
+            "it spun between turns: {after} -> {later} ticks"
+        );
+        drop(awake);
+        assert!(awake_thread().is_none(), "it outlived its owner");
+    }
 
     #[test]
     fn every_other_cpu_or_all_when_none_is_left() {
