@@ -223,9 +223,9 @@ pub struct Row {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadAnalysis {
     pub workload: String,
-    /// Rounds per session (1 for calibration's blocks of separate processes).
+    /// Rounds per session.
     pub rounds_per_session: usize,
-    /// Sessions of new processes (calibration's separate-process contrast: undisturbed blocks).
+    /// Sessions of new processes.
     pub sessions: usize,
     /// Release against itself (a second arm of the same executable): a diagnostic, whose
     /// interval should hold 0 (judged against the min effect like any comparison).
@@ -590,7 +590,6 @@ mod tests {
             change_pct: change,
             ci_low_pct: lo,
             ci_high_pct: hi,
-            wilcoxon_p: 0.0,
             df: Some(7),
             arm: None,
             alpha: None,

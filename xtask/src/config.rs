@@ -60,14 +60,12 @@ pub struct Validate {
 /// (`--shuffle-sections`), measured beside the others, so that a gain can be told from layout
 /// luck (the layout floor).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Layout {
     /// Variants per build (K); 0 turns the stage off.
-    #[serde(default = "four")]
     pub variants: u32,
     /// The builds relinked: `release` (the layout floor), and optionally `lto` and `lto+pgo`
     /// (their gains over release as a range over layouts; BOLT against random layouts).
-    #[serde(default = "release_only")]
     pub builds: Vec<String>,
     /// The workloads whose sessions carry the variants (default: `check.workloads`); the others
     /// have no layout floor.
@@ -79,18 +77,17 @@ pub struct Layout {
     pub seed: Option<u32>,
     /// A variant's instructions per message may differ from its base's by at most this (%):
     /// more means the relink changed the code, not only where it lies.
-    #[serde(default = "one")]
     pub max_instructions_change_pct: f64,
 }
 
 impl Default for Layout {
     fn default() -> Self {
         Layout {
-            variants: four(),
-            builds: release_only(),
+            variants: 4,
+            builds: vec!["release".to_string()],
             workloads: None,
             seed: None,
-            max_instructions_change_pct: one(),
+            max_instructions_change_pct: 1.0,
         }
     }
 }
@@ -106,32 +103,17 @@ impl Layout {
 /// a yardstick).
 pub const LAYOUT_BUILDS: [&str; 3] = ["release", "lto", "lto+pgo"];
 
-fn ten() -> f64 {
-    10.0
-}
-
-fn four() -> u32 {
-    4
-}
-
-fn release_only() -> Vec<String> {
-    vec!["release".to_string()]
-}
-
 /// The `bolt` stage: BOLT on top of PGO + fat LTO, in instrumentation mode (no `perf`, no
 /// hardware counters), trained with the `[train]` mix.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Bolt {
     /// `"auto"` (run when llvm-bolt is found, else skip saying so), `true` (missing is an
     /// error), `false`.
-    #[serde(default)]
     pub enabled: BoltEnabled,
     /// `llvm-bolt` options of the optimising step (after `-data=<profile>`).
-    #[serde(default = "default_bolt_options")]
     pub options: Vec<String>,
     /// Seconds each BOLT step and each training workload may take.
-    #[serde(default = "default_bolt_timeout")]
     pub timeout_secs: u64,
     /// A merged `.fdata` profile to optimise with instead of training (a shipped
     /// `pgo-data/bolt/merged.fdata`, say); a relative path is taken from the config file's
@@ -140,28 +122,20 @@ pub struct Bolt {
     pub profile: Option<PathBuf>,
 }
 
-fn default_bolt_options() -> Vec<String> {
-    [
-        "-reorder-blocks=ext-tsp",
-        "-reorder-functions=cdsort",
-        "-split-functions",
-        "-split-all-cold",
-        "-dyno-stats",
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
-fn default_bolt_timeout() -> u64 {
-    300
-}
-
 impl Default for Bolt {
     fn default() -> Self {
         Bolt {
             enabled: BoltEnabled::Auto,
-            options: default_bolt_options(),
-            timeout_secs: default_bolt_timeout(),
+            options: [
+                "-reorder-blocks=ext-tsp",
+                "-reorder-functions=cdsort",
+                "-split-functions",
+                "-split-all-cold",
+                "-dyno-stats",
+            ]
+            .map(String::from)
+            .to_vec(),
+            timeout_secs: 300,
             profile: None,
         }
     }
@@ -214,7 +188,7 @@ pub const AGREEMENT_WARNING_PCT: f64 = 80.0;
 /// The `insight` stage: what the profile holds, and whether the training looks like the
 /// measured workloads.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Insight {
     /// How many of the hottest functions to list (training profile, and each workload's).
     pub top: usize,
@@ -235,65 +209,36 @@ impl Default for Insight {
 /// `[measure.lockstep]`, the measurement protocol: every arm a live process for a whole session, all pinned to
 /// one core, taking turns one batch at a time in a seeded random order each round.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Lockstep {
     /// The most sessions a workload runs, each with new processes: the unit of inference.
     /// How many it runs below that is the stopping rule's (`measure.target_half_width_pct`).
     pub sessions: u32,
     /// The stopping rule's pilot: the sessions every workload runs before its count is
     /// planned from their spread (at most `sessions`).
-    #[serde(default = "twelve")]
     pub min_sessions: u32,
     /// A workload's sessions stop once they have taken this many seconds in all (the pilot
     /// always runs whole): the interval is then wider than the target, and says so.
-    #[serde(default = "sixty")]
     pub max_secs: f64,
     /// Rounds per session; each round runs every arm's batch once.
-    #[serde(default = "twenty")]
     pub rounds: u32,
     /// Messages (iterations) per batch of an in-process workload (about 1 ms of work); a
     /// whole-process workload runs its command once a turn unless it sets its own.
-    #[serde(default = "three_thousand")]
     pub batch_messages: u64,
     /// Whether the arms share one core (`measure.pin_core`, else the last), as they do by
     /// default. `false` leaves them unpinned: for workloads of several threads
     /// (`agent_send_contended`), which then have every core while the other arms wait.
-    #[serde(default = "yes")]
     pub share_core: bool,
-}
-
-fn twenty() -> u32 {
-    20
-}
-
-fn three_thousand() -> u64 {
-    3000
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn twelve() -> u32 {
-    12
-}
-
-fn sixty() -> f64 {
-    60.0
-}
-
-fn one() -> f64 {
-    1.0
 }
 
 impl Default for Lockstep {
     fn default() -> Self {
         Lockstep {
-            sessions: 100,
-            min_sessions: twelve(),
-            max_secs: sixty(),
-            rounds: twenty(),
-            batch_messages: three_thousand(),
+            sessions: 400,
+            min_sessions: 12,
+            max_secs: 60.0,
+            rounds: 12,
+            batch_messages: 6000,
             share_core: true,
         }
     }
@@ -301,18 +246,16 @@ impl Default for Lockstep {
 
 /// `cargo xtask pgo calibrate`: release against release with a known cost injected.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Calibrate {
     /// The measured workload (a name from `measure.workloads`) to inject into; the first
     /// measured one when not given.
-    #[serde(default)]
     pub workload: Option<String>,
     /// Injected costs, in % of that workload's median.
     pub sizes_pct: Vec<f64>,
     /// The threshold a detection must clear (%): 0, the default, calls any injected cost
     /// whose interval excludes 0 detected (the statistics' own sensitivity); the pipeline's
     /// verdicts clear `measure.min_effect_pct` too.
-    #[serde(default)]
     pub min_effect_pct: f64,
 }
 
@@ -327,7 +270,7 @@ impl Default for Calibrate {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Train {
     /// Seconds each training workload may run before it is killed.
     pub timeout_secs: u64,
@@ -335,9 +278,19 @@ pub struct Train {
     /// as they change (`%c` in `LLVM_PROFILE_FILE`, with runtime counter relocation and
     /// without value profiles), so a server killed by SIGKILL still leaves its profile.
     /// Loses indirect-call and memcpy-size profiles; for servers that cannot exit cleanly.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub continuous: bool,
     pub workloads: Vec<Workload>,
+}
+
+impl Default for Train {
+    fn default() -> Self {
+        Train {
+            timeout_secs: 300,
+            continuous: false,
+            workloads: Vec::new(),
+        }
+    }
 }
 
 impl Train {
@@ -367,15 +320,13 @@ impl Train {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Measure {
-    #[serde(default)]
     pub lockstep: Lockstep,
     /// A null arm beside the A/A arm in every workload's sessions: release's bytes copied to
     /// another file (`release/copy`). Each build is another file; the copy's shift is what a
     /// file alone moves, and with the A/A arm it estimates the arm component every interval
     /// carries (`stats::components`). One more arm.
-    #[serde(default = "yes")]
     pub null_copy: bool,
     /// Start each arm with a random number (0 to 2047) of extra leading slashes in the path
     /// it runs as, drawn anew every session (every run of a whole-process workload). The path
@@ -383,12 +334,10 @@ pub struct Measure {
     /// it starts (Rust's `std::env::args` does), so every later allocation starts at an
     /// offset drawn per session instead of one fixed by the file's name and the arm's
     /// arguments: what a build's heap layout does to it moves into session noise.
-    #[serde(default = "yes")]
     pub shift_heap: bool,
     /// A session with more of other processes' CPU time than this on the arms' core(s) (% of
     /// a core over its turns) is disturbed: named in the report, and left out of a workload
     /// of several threads (whose figures depend on the load).
-    #[serde(default = "ten")]
     pub max_other_cpu_pct: f64,
     /// Seeds the arms' places, heap shifts and turn orders (and the capture's bootstrap). Unset (the
     /// default): drawn per run and recorded in report.json, so that no fixed order is
@@ -399,7 +348,6 @@ pub struct Measure {
     /// killed.
     pub timeout_secs: u64,
     /// Pin every measured run to this CPU (`taskset -c`), or leave it to the scheduler.
-    #[serde(default)]
     pub pin_core: Option<usize>,
     /// Bootstrap resamples for the oracle capture's interval (at least 10,000 for a stable
     /// 95 % interval).
@@ -409,15 +357,12 @@ pub struct Measure {
     /// its pilot's spread asks for to be at most this wide on either side, in %, unless it
     /// settles earlier beyond every threshold (0: no target, `lockstep.sessions` unless
     /// `lockstep.max_secs` comes first).
-    #[serde(default = "one")]
     pub target_half_width_pct: f64,
     /// The layout variants' own target (%), where wider than `target_half_width_pct`: the
     /// floor rests on their spread, which needs less precision than a verdict.
-    #[serde(default = "default_layout_half_width")]
     pub layout_half_width_pct: f64,
     /// The oracle's own target (%), where wider than `target_half_width_pct`: the capture
     /// share needs less precision than a verdict.
-    #[serde(default = "default_oracle_half_width")]
     pub oracle_half_width_pct: f64,
     /// The smallest change called a change, in %: the verdict threshold is the larger of this
     /// and the A/A noise floor.
@@ -425,8 +370,28 @@ pub struct Measure {
     pub workloads: Vec<Workload>,
     /// Pairs of measured workloads compared on the same build, paired in the
     /// same sessions (`versus.rs`), e.g. the mailbox against bare tokio.
-    #[serde(default)]
     pub versus: Vec<Versus>,
+}
+
+impl Default for Measure {
+    fn default() -> Self {
+        Measure {
+            lockstep: Lockstep::default(),
+            null_copy: true,
+            shift_heap: true,
+            max_other_cpu_pct: 10.0,
+            seed: None,
+            timeout_secs: 120,
+            pin_core: None,
+            bootstrap_resamples: 10_000,
+            target_half_width_pct: 1.0,
+            layout_half_width_pct: 1.5,
+            oracle_half_width_pct: 2.0,
+            min_effect_pct: 1.0,
+            workloads: Vec::new(),
+            versus: Vec::new(),
+        }
+    }
 }
 
 /// `subject`'s cost over `reference`'s, both names of measured workloads.
@@ -440,7 +405,7 @@ pub struct Versus {
 /// Instructions per message from `valgrind --tool=callgrind`: deterministic where wall time
 /// is not. Two runs of `messages` and 2 × `messages` messages; the difference removes setup.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Instructions {
     /// 0 turns the measurement off.
     pub messages: u64,
@@ -459,14 +424,13 @@ impl Default for Instructions {
 
 /// The comparators (`cargo xtask compare`, and the comparison section of the report).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Compare {
     /// Measured messages per run of every same-thread row.
     pub messages: u64,
     /// Measured messages per run of the cross-thread row (at most `messages`): one thread
     /// wake-up per message makes it about 300 times slower per message, and a few thousand
     /// samples give its percentiles.
-    #[serde(default = "default_cross_thread_messages")]
     pub cross_thread_messages: u64,
     /// Messages before measuring.
     pub warmup: u64,
@@ -477,21 +441,22 @@ pub struct Compare {
     pub timeout_secs: u64,
 }
 
-fn default_layout_half_width() -> f64 {
-    1.5
-}
-
-fn default_oracle_half_width() -> f64 {
-    2.0
-}
-
-fn default_cross_thread_messages() -> u64 {
-    5000
+impl Default for Compare {
+    fn default() -> Self {
+        Compare {
+            messages: 50_000,
+            cross_thread_messages: 5000,
+            warmup: 2500,
+            rounds: 3,
+            seed: 20261130,
+            timeout_secs: 120,
+        }
+    }
 }
 
 /// `cargo xtask pgo --check`: the gate.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Check {
     /// The measured workloads the gate judges.
     pub workloads: Vec<String>,

@@ -103,7 +103,7 @@ fn another_programs_config_needs_only_its_own_sections() {
         Some(Path::new("/ws")),
         "no cwd: the root"
     );
-    assert_eq!(c.measure.workloads[1].batch_in(&c.measure.lockstep), 3000);
+    assert_eq!(c.measure.workloads[1].batch_in(&c.measure.lockstep), 6000);
 }
 
 #[test]

@@ -92,20 +92,30 @@ pub struct Session {
     pub timing: Option<Timing>,
 }
 
+/// One figure of a batch: its median, p95 or p99.
+pub type BatchMetric = fn(&Batch) -> f64;
+
 impl Session {
     /// The session's value for `cand` against `base`: the median over its rounds of
-    /// ln(cand batch median / base batch median); `None` without both arms.
+    /// ln(cand batch median / base batch median); `None` without both arms. The report's
+    /// estimate takes the same value per session (`stats::compare_sessions`).
     pub fn median_log_ratio(&self, cand: &str, base: &str) -> Option<f64> {
-        crate::stats::median(&self.round_log_ratios(cand, base)?)
+        crate::stats::median(&self.round_log_ratios(cand, base, |b| b.median_ns)?)
     }
 
-    /// Round by round, ln(cand batch median / base batch median); `None` without both arms.
-    pub fn round_log_ratios(&self, cand: &str, base: &str) -> Option<Vec<f64>> {
+    /// Round by round, ln(metric of cand's batch / metric of base's); `None` without both
+    /// arms.
+    pub fn round_log_ratios(
+        &self,
+        cand: &str,
+        base: &str,
+        metric: BatchMetric,
+    ) -> Option<Vec<f64>> {
         let (c, b) = (self.arm(cand)?, self.arm(base)?);
         Some(
             c.iter()
                 .zip(b)
-                .map(|(c, b)| (c.median_ns / b.median_ns).ln())
+                .map(|(c, b)| (metric(c) / metric(b)).ln())
                 .collect(),
         )
     }

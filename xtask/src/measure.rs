@@ -421,7 +421,7 @@ impl Watch {
             match self.unit {
                 Unit::Session => self.vals.extend(s.median_log_ratio(&self.cand, &self.base)),
                 Unit::Turn => self.vals.extend(
-                    s.round_log_ratios(&self.cand, &self.base)
+                    s.round_log_ratios(&self.cand, &self.base, |b| b.median_ns)
                         .unwrap_or_default(),
                 ),
             }
@@ -439,7 +439,7 @@ impl Watch {
             let rounds: Vec<Vec<f64>> = done
                 .iter()
                 .filter(|s| limit_pct.is_none_or(|l| s.machine.is_none_or(|m| m.measured_pct <= l)))
-                .filter_map(|s| s.round_log_ratios(&self.cand, &self.base))
+                .filter_map(|s| s.round_log_ratios(&self.cand, &self.base, |b| b.median_ns))
                 .take(pilot)
                 .collect();
             if crate::stats::components::no_session_component(&rounds) {

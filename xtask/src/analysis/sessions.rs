@@ -3,7 +3,7 @@
 //! rounds (robust to a speed flip), the estimate a trimmed mean over sessions, the interval
 //! the stopping rule's (`stats::compare_sessions`).
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use super::history::{History, LayoutRecord, NullRecord, RunRecord};
 use super::{
@@ -12,7 +12,7 @@ use super::{
 };
 use crate::config::Measure;
 use crate::instructions::InstructionCount;
-use crate::lockstep::{Batch, Session};
+use crate::lockstep::{BatchMetric, Session};
 use crate::measure;
 use crate::measure::BASELINE_AGAIN;
 use crate::stats::Verdict;
@@ -20,7 +20,6 @@ use crate::stats::components::{self, ArmSpread};
 use crate::stats::median;
 use crate::stats::{self, Estimate};
 
-type BatchMetric = fn(&Batch) -> f64;
 const BOLT: &str = "lto+pgo+bolt";
 const PGO: &str = "lto+pgo";
 const BATCH_METRICS: [BatchMetric; 3] = [|b| b.median_ns, |b| b.p95_ns, |b| b.p99_ns];
@@ -240,18 +239,12 @@ pub fn round_ratios(
         .iter()
         .filter(|s| s.arm(cand).is_some())
         .map(|s| {
-            let Some((base, c)) = s.arm(BASELINE).zip(s.arm(cand)) else {
-                bail!(
+            s.round_log_ratios(cand, BASELINE, metric).with_context(|| {
+                format!(
                     "session {} of `{}` has no arm `{BASELINE}`",
-                    s.session,
-                    s.workload
-                );
-            };
-            Ok(base
-                .iter()
-                .zip(c)
-                .map(|(b, c)| (metric(c) / metric(b)).ln())
-                .collect())
+                    s.session, s.workload
+                )
+            })
         })
         .collect()
 }

@@ -1,8 +1,7 @@
 //! Paired statistics: per lockstep session r = ln(candidate / baseline), the median of its
 //! rounds'. The estimate is a 20 % trimmed mean of r with the stopping rule's interval
 //! (`sequential.rs`), widened by the arm component (`components.rs`); the oracle capture has a
-//! seeded nested bootstrap; a Wilcoxon signed-rank test as a cross-check. Numbers in, numbers
-//! out: no processes here.
+//! seeded nested bootstrap. Numbers in, numbers out: no processes here.
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
@@ -28,8 +27,6 @@ pub struct Estimate {
     /// The 95 % interval of `change_pct`: the stopping rule's, widened by `arm` where given.
     pub ci_low_pct: f64,
     pub ci_high_pct: f64,
-    /// Two-sided p-value of the Wilcoxon signed-rank test on r (1.0 when every r is 0).
-    pub wilcoxon_p: f64,
     /// Sessions: the degrees of freedom of the sessions' half-width.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub df: Option<usize>,
@@ -121,7 +118,6 @@ pub fn compare_sessions_at(sessions: &[Vec<f64>], pilot: usize, alpha: f64) -> R
         change_pct: pct(m),
         ci_low_pct: pct(m - half),
         ci_high_pct: pct(m + half),
-        wilcoxon_p: wilcoxon_signed_rank_p(&per_session),
         df: Some(df),
         arm: None,
         alpha: (alpha != sequential::ALPHA).then_some(alpha),
@@ -209,6 +205,7 @@ pub fn capture_nested(
 }
 
 /// The median (mean of the middle two for an even count), reordering `v`.
+/// The median of `v`, reordering it in place (the bootstrap's inner loop); `v` not empty.
 fn median_of(v: &mut [f64]) -> f64 {
     let n = v.len();
     let (_, &mut hi, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
@@ -280,79 +277,6 @@ fn quantile_sorted(v: &[f64], q: f64) -> f64 {
     }
 }
 
-/// Two-sided p-value of the Wilcoxon signed-rank test that the r are centred on 0. Zeros are
-/// dropped (Wilcoxon's convention); ties get mid-ranks. Exact (by enumerating the null
-/// distribution of the rank sum over sign flips) for up to 30 non-zero values, normal
-/// approximation with tie correction above.
-pub fn wilcoxon_signed_rank_p(r: &[f64]) -> f64 {
-    let mut nz: Vec<f64> = r.iter().copied().filter(|x| *x != 0.0).collect();
-    let n = nz.len();
-    if n == 0 {
-        return 1.0;
-    }
-    nz.sort_by(|a, b| a.abs().total_cmp(&b.abs()));
-    // Doubled mid-ranks, so ties stay integers.
-    let mut ranks2 = vec![0u64; n];
-    let mut i = 0;
-    while i < n {
-        let mut j = i;
-        while j + 1 < n && nz[j + 1].abs() == nz[i].abs() {
-            j += 1;
-        }
-        for rank in &mut ranks2[i..=j] {
-            *rank = (i + j + 2) as u64; // 2 × mean of ranks i+1 ..= j+1
-        }
-        i = j + 1;
-    }
-    let w_plus2: u64 = nz
-        .iter()
-        .zip(&ranks2)
-        .filter(|(x, _)| **x > 0.0)
-        .map(|(_, r)| r)
-        .sum();
-    let total2: u64 = ranks2.iter().sum();
-    if n <= 30 {
-        // counts[s] = number of sign patterns whose doubled positive-rank sum is s.
-        let mut counts = vec![0f64; total2 as usize + 1];
-        counts[0] = 1.0;
-        for &rk in &ranks2 {
-            for s in (rk as usize..counts.len()).rev() {
-                counts[s] += counts[s - rk as usize];
-            }
-        }
-        let all: f64 = counts.iter().sum();
-        let lo = w_plus2.min(total2 - w_plus2) as usize;
-        let tail: f64 = counts[..=lo].iter().sum::<f64>() / all;
-        return (2.0 * tail).min(1.0);
-    }
-    let nf = n as f64;
-    let w = w_plus2 as f64 / 2.0;
-    let mu = nf * (nf + 1.0) / 4.0;
-    let mut ties = 0.0;
-    let mut k = 0;
-    while k < n {
-        let t = ranks2[k..].iter().take_while(|r| **r == ranks2[k]).count();
-        ties += (t * t * t - t) as f64;
-        k += t;
-    }
-    let sigma = (nf * (nf + 1.0) * (2.0 * nf + 1.0) / 24.0 - ties / 48.0).sqrt();
-    let z = ((w - mu).abs() - 0.5).max(0.0) / sigma;
-    (2.0 * (1.0 - normal_cdf(z))).min(1.0)
-}
-
-/// Standard normal CDF through erf by Abramowitz–Stegun 7.1.26 (absolute error < 1.5e-7).
-fn normal_cdf(z: f64) -> f64 {
-    let x = z / std::f64::consts::SQRT_2;
-    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
-    let poly = t
-        * (0.254_829_592
-            + t * (-0.284_496_736
-                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
-    let erf = 1.0 - poly * (-x * x).exp();
-    let erf = if x >= 0.0 { erf } else { -erf };
-    0.5 * (1.0 + erf)
-}
-
 /// What a comparison says, judged against the noise floor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -417,14 +341,7 @@ pub fn describe(e: &Estimate) -> String {
 
 /// The median of `values` (mean of the middle two for an even count); `None` when empty.
 pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
+    (!values.is_empty()).then(|| median_of(&mut values.to_vec()))
 }
 
 #[cfg(test)]
@@ -529,21 +446,8 @@ mod tests {
         assert!(compare_sessions(&[vec![0.1]], 2).is_err());
         assert!(compare_sessions(&[vec![0.1], vec![]], 2).is_err());
         assert!(compare_sessions(&[vec![0.1], vec![f64::NAN]], 2).is_err());
-        assert_eq!(median_of(&mut [3.0, 1.0, 2.0, 4.0]), 2.5);
-        assert_eq!(median_of(&mut [3.0, 1.0, 2.0]), 2.0);
-    }
-
-    #[test]
-    fn wilcoxon_matches_tables() {
-        // n = 5 all positive: exact two-sided p = 2/32.
-        assert!((wilcoxon_signed_rank_p(&[1.0, 2.0, 3.0, 4.0, 5.0]) - 0.0625).abs() < 1e-12);
-        // n = 6, only the smallest positive: W+ = 1, P(W+ <= 1) = 2/64, two-sided p = 4/64.
-        let p = wilcoxon_signed_rank_p(&[0.1, -0.25, -0.3, -0.4, -0.5, -0.6]);
-        assert!((p - 2.0 * 2.0 / 64.0).abs() < 1e-12, "{p}");
-        // Large n uses the normal approximation; symmetric data gives p near 1.
-        let sym: Vec<f64> = (1..=40)
-            .map(|i| if i % 2 == 0 { i as f64 } else { -(i as f64) })
-            .collect();
-        assert!(wilcoxon_signed_rank_p(&sym) > 0.8);
+        assert_eq!(median(&[3.0, 1.0, 2.0, 4.0]), Some(2.5));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[]), None);
     }
 }
