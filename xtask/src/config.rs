@@ -40,13 +40,13 @@ pub struct Config {
     pub bolt: Bolt,
     #[serde(default)]
     pub layout: Layout,
-    /// Workloads the training's weights are tuned on (`cargo xtask pgo tune`), never the
+    /// Workloads the training's weights are tuned on (`cargo xtask tune`), never the
     /// measured ones: the measured workloads' capture stays held out.
     #[serde(default)]
     pub validate: Validate,
 }
 
-/// `[validate]`: the validation workloads of `cargo xtask pgo tune`.
+/// `[validate]`: the validation workloads of `cargo xtask tune`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Validate {
@@ -244,7 +244,7 @@ impl Default for Lockstep {
     }
 }
 
-/// `cargo xtask pgo calibrate`: release against release with a known cost injected.
+/// `cargo xtask calibrate`: release against release with a known cost injected.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Calibrate {

@@ -1,23 +1,32 @@
-//! The command line's parser, help and README option table, checked against the flag tables.
+//! The command line: what each command accepts and refuses, old spellings, and the README's
+//! option table against the definitions.
 use super::*;
+use clap::CommandFactory;
 
-fn parse_words(s: &str) -> Result<Command, UsageError> {
-    parse(s.split_whitespace().map(String::from))
+fn parse_words(s: &str) -> Result<Command, clap::Error> {
+    parse(s.split_whitespace().map(String::from), "cargo xtask")
 }
 
-fn pgo(s: &str) -> PgoFlags {
+fn pgo(s: &str) -> PgoArgs {
     match parse_words(&format!("pgo {s}")).unwrap() {
-        Command::Pgo(f) => *f,
+        Command::Pgo(a) => a,
         other => panic!("{other:?}"),
     }
 }
 
+/// The first line of the usage error, which must exit 2.
 fn usage_error(s: &str) -> String {
-    parse_words(s).unwrap_err().message
+    let err = parse_words(s).expect_err(s);
+    assert_eq!(err.exit_code(), 2, "{s}: {err}");
+    err.to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]
-fn stages_flags_and_their_errors() {
+fn stages_and_their_flags() {
     assert_eq!(pgo("merge --config x.toml").stage, Some(Stage::Merge));
     assert_eq!(
         pgo("merge --config x.toml").common.config,
@@ -30,191 +39,236 @@ fn stages_flags_and_their_errors() {
         Some(PathBuf::from("../app/Cargo.toml"))
     );
     assert_eq!(pgo("").stage, None);
-    assert!(pgo("--baseline r.json").check, "--baseline implies --check");
-    assert_eq!(usage_error("pgo bake"), "unknown stage `bake`");
-    assert_eq!(
-        usage_error("pgo --fast"),
-        "unknown flag `--fast` for `cargo xtask pgo`"
-    );
-    assert_eq!(
-        usage_error("pgo merge train"),
-        "give at most one stage (or `calibrate`, `tune`, `export DIR`, `ab OLD NEW`)"
-    );
-    assert_eq!(pgo("export out/b").export, Some(PathBuf::from("out/b")));
-    assert_eq!(pgo("export out/b").stage, None);
-    assert_eq!(
-        pgo("ab old/x new/x").ab,
-        Some((PathBuf::from("old/x"), PathBuf::from("new/x")))
-    );
-    assert_eq!(
-        usage_error("pgo ab old/x"),
-        "`ab` needs two executables (cargo xtask pgo ab OLD NEW)"
-    );
-    assert_eq!(
-        usage_error("pgo ab a b c"),
-        "give at most one stage (or `calibrate`, `tune`, `export DIR`, `ab OLD NEW`)"
-    );
-    assert_eq!(
-        usage_error("pgo export"),
-        "`export` needs a directory (cargo xtask pgo export DIR)"
-    );
+    assert!(pgo("--baseline r.json").gates(), "--baseline gates too");
     let merge = pgo("merge --input a --input b:3 --bundle m");
     assert_eq!(merge.inputs, ["a", "b:3"]);
     assert_eq!(merge.bundle, Some(PathBuf::from("m")));
-    assert_eq!(
-        usage_error("pgo --input a"),
-        "`--input` is for `cargo xtask pgo merge`"
-    );
-    assert_eq!(
-        usage_error("pgo measure --bundle a"),
-        "`--bundle` is for `cargo xtask pgo train` or `merge`"
-    );
-    assert_eq!(
-        usage_error("pgo train --profile p"),
-        "`--profile` is for the whole pipeline (`cargo xtask pgo --profile PATH`)"
-    );
-    assert!(pgo("calibrate").calibrate);
     // `--force [STAGE]`: the stage is its value only when it names one.
-    assert_eq!(pgo("--force").force, Some(Stage::Doctor));
+    assert_eq!(pgo("--force").run.force, Some(Stage::Doctor));
     assert_eq!(pgo("--force").stage, None);
-    assert_eq!(pgo("--force train").force, Some(Stage::Train));
+    assert_eq!(pgo("--force train").run.force, Some(Stage::Train));
     assert_eq!(pgo("--force train").stage, None);
     let alone = pgo("train --force --remeasure");
     assert_eq!(
-        (alone.stage, alone.force),
+        (alone.stage, alone.run.force),
         (Some(Stage::Train), Some(Stage::Doctor))
     );
     assert!(alone.remeasure);
-    assert_eq!(pgo("--half-width 0.5").half_width, Some(0.5));
-    assert_eq!(pgo("--against HEAD~3").against.as_deref(), Some("HEAD~3"));
-    assert_eq!(
-        usage_error("pgo measure --against HEAD"),
-        "`--against` is for the whole pipeline (`cargo xtask pgo --against REV`)"
-    );
-    // `tune` trains here: neither another commit nor a stored profile.
-    assert!(pgo("tune").tune);
-    assert_eq!(
-        usage_error("pgo tune --against HEAD"),
-        "`--against` is for the whole pipeline (`cargo xtask pgo --against REV`)"
-    );
-    assert_eq!(
-        usage_error("pgo tune --profile x.profdata"),
-        "`--profile` is for the whole pipeline (`cargo xtask pgo --profile PATH`)"
-    );
-    assert_eq!(pgo("measure").half_width, None);
-    assert_eq!(
-        usage_error("pgo --half-width fine"),
-        "`--half-width` takes a half-width in % (1.0, 0.5), not `fine`"
-    );
-    assert_eq!(
-        usage_error("pgo --half-width -1"),
-        "`--half-width` takes a half-width in % (1.0, 0.5), not `-1`"
-    );
     assert_eq!(
         (
-            pgo("--force measure report").force,
+            pgo("--force measure report").run.force,
             pgo("--force measure report").stage
         ),
         (Some(Stage::Measure), Some(Stage::Report))
     );
+    assert_eq!(pgo("--half-width 0.5").measure.half_width, Some(0.5));
+    assert_eq!(pgo("measure").measure.half_width, None);
+    assert_eq!(pgo("--seed 7").measure.seed, Some(7));
+    assert_eq!(pgo("--against HEAD~3").against.as_deref(), Some("HEAD~3"));
+}
+
+#[test]
+fn each_command_takes_its_own_arguments() {
+    let Command::Calibrate(c) = parse_words("calibrate --repeat 3 --half-width 0.5").unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!((c.repeat, c.measure.half_width), (3, Some(0.5)));
+    let Command::Calibrate(c) = parse_words("calibrate").unwrap() else {
+        panic!()
+    };
+    assert_eq!(c.repeat, 1);
+    let Command::Ab(ab) = parse_words("ab old/x new/x --seed 3").unwrap() else {
+        panic!()
+    };
     assert_eq!(
-        usage_error("pgo calibrate merge"),
-        "give at most one stage (or `calibrate`, `tune`, `export DIR`, `ab OLD NEW`)"
+        (ab.old, ab.new, ab.measure.seed),
+        (PathBuf::from("old/x"), PathBuf::from("new/x"), Some(3))
+    );
+    let Command::Export(e) = parse_words("export out/b --config q.toml").unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (e.dir, e.common.config),
+        (PathBuf::from("out/b"), Some(PathBuf::from("q.toml")))
+    );
+    let Command::Tune(t) = parse_words("tune --skip-bad-profiles --force").unwrap() else {
+        panic!()
+    };
+    assert!(t.skip_bad_profiles && t.run.force == Some(Stage::Doctor));
+    assert!(matches!(
+        parse_words("compare --wait").unwrap(),
+        Command::Compare(CompareArgs {
+            common: CommonFlags { wait: true, .. }
+        })
+    ));
+}
+
+#[test]
+fn usage_errors_name_the_problem_and_exit_2() {
+    assert_eq!(
+        usage_error("pgo bake"),
+        "error: invalid value 'bake' for '[STAGE]'"
+    );
+    assert_eq!(
+        usage_error("pgo --fast"),
+        "error: unexpected argument '--fast' found"
+    );
+    assert_eq!(
+        usage_error("pgo merge train"),
+        "error: unexpected argument 'train' found"
+    );
+    assert_eq!(
+        usage_error("pgo --input a"),
+        "error: `--input` is for `cargo xtask pgo merge`"
+    );
+    assert_eq!(
+        usage_error("pgo measure --bundle a"),
+        "error: `--bundle` is for `cargo xtask pgo train` or `merge`"
+    );
+    assert_eq!(
+        usage_error("pgo train --profile p"),
+        "error: `--profile` is for the whole pipeline (`cargo xtask pgo --profile PATH`)"
+    );
+    assert_eq!(
+        usage_error("pgo measure --against HEAD"),
+        "error: `--against` is for the whole pipeline (`cargo xtask pgo --against REV`)"
+    );
+    assert_eq!(
+        usage_error("pgo --half-width fine"),
+        "error: invalid value 'fine' for '--half-width <PCT>': a half-width in % (1.0, 0.5), not `fine`"
     );
     assert_eq!(
         usage_error("pgo --pgo-data"),
-        "`--pgo-data` needs a value (--pgo-data DIR)"
+        "error: a value is required for '--pgo-data <DIR>' but none was supplied"
     );
     assert_eq!(
+        usage_error("calibrate --repeat 0"),
+        "error: invalid value '0' for '--repeat <R>': 0 is not in 1..=4294967295"
+    );
+    // Each command has only its own flags.
+    assert_eq!(
         usage_error("compare --check"),
-        "unknown flag `--check` for `cargo xtask compare`"
+        "error: unexpected argument '--check' found"
+    );
+    assert_eq!(
+        usage_error("tune --against HEAD"),
+        "error: unexpected argument '--against' found"
+    );
+    assert_eq!(
+        usage_error("ab old --repeat 2"),
+        "error: unexpected argument '--repeat' found"
     );
     assert_eq!(
         usage_error("compare merge"),
-        "`cargo xtask compare` takes no positional argument (got `merge`)"
+        "error: unexpected argument 'merge' found"
     );
-    assert_eq!(usage_error("bake"), "unknown command `bake`");
-    assert_eq!(usage_error(""), "no command given");
-    let err = parse_words("pgo --fast").unwrap_err();
-    assert!(err.usage.starts_with("usage: cargo xtask pgo"), "{err}");
+    assert_eq!(usage_error("bake"), "error: unrecognized subcommand 'bake'");
+    assert_eq!(
+        usage_error("ab old/x"),
+        "error: the following required arguments were not provided:"
+    );
+    assert!(parse_words("").is_err(), "no command is a usage error");
 }
 
+/// The words that were `pgo`'s are refused with their new spelling, wherever they stand,
+/// but not as a flag's value.
 #[test]
-fn help_is_asked_for_anywhere() {
-    for line in ["--help", "help", "-h"] {
-        assert_eq!(parse_words(line).unwrap(), Command::Help(xtask_help()));
+fn old_spellings_name_the_new_command() {
+    for word in MOVED {
+        assert_eq!(
+            usage_error(&format!("pgo {word} x y")),
+            format!(
+                "error: `cargo xtask pgo {word}` is now `cargo xtask {word}` (`cargo xtask {word} --help`)"
+            )
+        );
     }
+    assert!(usage_error("pgo --seed 3 calibrate").contains("is now `cargo xtask calibrate`"));
     assert_eq!(
-        parse_words("pgo merge --help").unwrap(),
-        Command::Help(command_help("pgo"))
+        pgo("--config export").common.config,
+        Some(PathBuf::from("export")),
+        "a flag's value is not a command"
     );
-    assert_eq!(
-        parse_words("compare -h").unwrap(),
-        Command::Help(command_help("compare"))
-    );
+    let err = parse(["pgo", "tune"].map(String::from), "cargo mty").unwrap_err();
+    assert!(err.to_string().contains("is now `cargo mty tune`"), "{err}");
 }
 
-/// Tidy: every flag in a command's table parses and changes what was parsed (so none is
-/// accepted and ignored), every flag is in the help, and every stage is in the help.
 #[test]
-fn every_flag_in_the_tables_is_parsed_and_shown() {
-    for (command, flags) in [
-        ("pgo", pgo_flags().collect::<Vec<_>>()),
-        ("compare", compare_flags().collect()),
+fn help_exits_0_and_lists_every_stage() {
+    for line in [
+        "--help",
+        "help",
+        "pgo --help",
+        "pgo merge -h",
+        "calibrate --help",
     ] {
-        let help = command_help(command);
-        for f in flags {
-            let value = match f.value {
-                Some(v) if v.starts_with('[') => "",
-                Some("PCT") => "0.5",
-                Some("N") | Some("R") => "3",
-                Some(_) => "v",
-                None => "",
+        let err = parse_words(line).expect_err(line);
+        assert_eq!(err.exit_code(), 0, "{line}");
+    }
+    let help = parse_words("pgo --help").unwrap_err().to_string();
+    for stage in Stage::ALL {
+        assert!(
+            help.contains(&format!("- {}:", stage.name())),
+            "pgo --help lacks {}: {help}",
+            stage.name()
+        );
+    }
+}
+
+/// Every long flag of every command as the README writes it (`--force [STAGE]`,
+/// `--config FILE`), with the commands that take it.
+fn flags_by_command() -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut cli = Cli::command();
+    cli.build();
+    let mut out = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for sub in cli.get_subcommands().filter(|s| s.get_name() != "help") {
+        for arg in sub.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if long == "help" {
+                continue;
+            }
+            let takes = arg.get_num_args().expect("built");
+            let value = arg
+                .get_value_names()
+                .and_then(|v| v.first())
+                .map(|v| v.to_string());
+            let spelled = match (takes.min_values(), takes.max_values(), value) {
+                (_, 0, _) | (_, _, None) => format!("--{long}"),
+                (0, _, Some(v)) => format!("--{long} [{v}]"),
+                (_, _, Some(v)) => format!("--{long} {v}"),
             };
-            // The flags of one stage are tried with that stage.
-            let context = match f.name {
-                "--bundle" => format!("{command} train"),
-                "--input" => format!("{command} merge"),
-                "--repeat" => format!("{command} calibrate"),
-                _ => command.to_string(),
-            };
-            let default = parse_words(&context).unwrap();
-            let line = format!("{context} {} {value}", f.name);
-            let parsed = parse_words(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
-            assert_ne!(parsed, default, "`{line}` changed nothing");
-            let shown = match f.value {
-                Some(v) => format!("  {} {v} ", f.name),
-                None => format!("  {} ", f.name),
-            };
-            assert!(help.contains(&shown), "{command} help lacks {shown:?}");
+            out.entry(spelled)
+                .or_default()
+                .push(sub.get_name().to_string());
         }
     }
-    let help = command_help("pgo");
-    for stage in Stage::ALL {
-        assert!(help.contains(&format!("\n  {} ", stage.name())), "{help}");
-    }
+    out
 }
 
-/// Tidy: the README's option table lists exactly the flags the commands take.
+/// Tidy: the README's option table lists exactly the flags the commands take, each with the
+/// commands that take it.
 #[test]
-fn the_readme_option_table_matches_the_flags() {
+fn the_readme_option_table_matches_the_commands() {
     let readme =
         std::fs::read_to_string(crate::cargo::project_root().join("README.md")).expect("README.md");
-    let mut listed: Vec<String> = readme
+    let listed: std::collections::BTreeMap<String, Vec<String>> = readme
         .lines()
         .filter_map(|l| l.strip_prefix("| `--"))
-        .map(|l| format!("--{}", l.split('`').next().unwrap()))
-        .collect();
-    listed.sort();
-    let mut ours: Vec<String> = pgo_flags()
-        .map(|f| match f.value {
-            Some(v) => format!("{} {v}", f.name),
-            None => f.name.to_string(),
+        .map(|l| {
+            let mut cells = l.split(" | ");
+            let flag = format!("--{}", cells.next().unwrap().trim_end_matches('`'));
+            let commands = cells
+                .next()
+                .unwrap_or_default()
+                .split(", ")
+                .map(|c| c.trim_matches('`').to_string())
+                .collect();
+            (flag, commands)
         })
         .collect();
-    ours.sort();
+    let ours = flags_by_command();
     assert_eq!(
         listed, ours,
-        "README.md's option table (`| `--flag VALUE` | …`) and the flags of `cargo xtask pgo` differ"
+        "README.md's option table (`| `--flag VALUE` | `command`, … | what |`) and the commands' flags differ"
     );
 }

@@ -57,17 +57,21 @@ fn main() -> ExitCode {
     if subcommand {
         argv.next();
     }
-    let mut command = match flags::parse(argv) {
+    let bin_name = if subcommand {
+        "cargo mty"
+    } else {
+        "cargo xtask"
+    };
+    let mut command = match flags::parse(argv, bin_name) {
         Ok(command) => command,
-        Err(usage) => {
-            eprintln!("{usage}");
-            return ExitCode::from(2);
+        Err(err) => {
+            // Help and version exit 0, usage errors 2.
+            let _ = err.print();
+            return ExitCode::from(err.exit_code().clamp(0, 255) as u8);
         }
     };
-    if let Some(common) = command
-        .common_mut()
-        .filter(|c| subcommand && c.manifest_path.is_none())
-    {
+    let common = command.common_mut();
+    if subcommand && common.manifest_path.is_none() {
         match cargo::manifest_here() {
             Ok(manifest) => common.manifest_path = Some(manifest),
             Err(err) => {
@@ -77,12 +81,12 @@ fn main() -> ExitCode {
         }
     }
     let result = match command {
-        flags::Command::Help(text) => {
-            println!("{text}");
-            return ExitCode::SUCCESS;
-        }
-        flags::Command::Pgo(flags) => pipeline::run(*flags),
-        flags::Command::Compare(flags) => pipeline::compare_command::run(flags),
+        flags::Command::Pgo(args) => pipeline::pgo(args),
+        flags::Command::Calibrate(args) => pipeline::calibrate(args),
+        flags::Command::Tune(args) => pipeline::tune(args),
+        flags::Command::Ab(args) => pipeline::ab(args),
+        flags::Command::Export(args) => pipeline::export(args),
+        flags::Command::Compare(args) => pipeline::compare_command::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

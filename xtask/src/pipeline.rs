@@ -27,7 +27,9 @@ mod stages;
 mod steps;
 mod tune;
 
-use crate::flags::PgoFlags;
+use crate::flags::{
+    AbArgs, CalibrateArgs, CommonFlags, ExportArgs, MeasureFlags, PgoArgs, RunFlags, TuneArgs,
+};
 use crate::fsx;
 use crate::outputs::{InstrumentedBuild, MergedProfile, OptimizedBuild, TrainingRun};
 use crate::report::Report;
@@ -37,57 +39,90 @@ use ctx::Ctx;
 use stages::Timer;
 use steps::ProfileSource;
 
-pub fn run(flags: PgoFlags) -> Result<()> {
+/// `cargo xtask pgo [STAGE]`.
+pub fn pgo(args: PgoArgs) -> Result<()> {
+    timed(|timer| {
+        let mut ctx = open(&args.common, &args.run, &args.measure)?;
+        ctx.remeasure = args.remeasure;
+        match args.stage {
+            Some(only) => one_stage(&ctx, &args, timer, only),
+            None => pipeline(&ctx, &args, timer),
+        }
+    })
+}
+
+/// `cargo xtask calibrate`.
+pub fn calibrate(args: CalibrateArgs) -> Result<()> {
+    timed(|timer| {
+        let ctx = open(&args.common, &args.run, &args.measure)?;
+        let tc = steps::doctor(&ctx, timer)?;
+        timer
+            .section_named("calibrate", || calibrate::run(&ctx, &tc, args.repeat))
+            .map(drop)
+    })
+}
+
+/// `cargo xtask tune`.
+pub fn tune(args: TuneArgs) -> Result<()> {
+    timed(|timer| {
+        let ctx = open(&args.common, &args.run, &MeasureFlags::default())?;
+        let tc = steps::doctor(&ctx, timer)?;
+        tune::run(&ctx, &tc, timer, args.skip_bad_profiles).map(drop)
+    })
+}
+
+/// `cargo xtask ab OLD NEW`.
+pub fn ab(args: AbArgs) -> Result<()> {
+    timed(|timer| {
+        let ctx = open(&args.common, &RunFlags::default(), &args.measure)?;
+        timer.section_named("ab", || ab::run(&ctx, &args.old, &args.new))
+    })
+}
+
+/// `cargo xtask export DIR`.
+pub fn export(args: ExportArgs) -> Result<()> {
+    timed(|timer| {
+        let ctx = open(&args.common, &RunFlags::default(), &MeasureFlags::default())?;
+        let tc = steps::doctor(&ctx, timer)?;
+        timer.section_named("export", || shipped::export(&ctx, &tc, &args.dir))
+    })
+}
+
+/// Runs `work`, then prints the timing table, also when it failed.
+fn timed(work: impl FnOnce(&mut Timer) -> Result<()>) -> Result<()> {
     let mut timer = Timer::default();
-    let result = pipeline(&flags, &mut timer);
+    let result = work(&mut timer);
     timer.print();
     result
 }
 
-fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
-    let mut ctx = Ctx::open(&flags.common)?;
-    ctx.force_from = flags.force;
-    ctx.remeasure = flags.remeasure;
-    if let Some(pct) = flags.half_width {
+/// The run's context, with the command line's overrides of the config.
+fn open(common: &CommonFlags, run: &RunFlags, measure: &MeasureFlags) -> Result<Ctx> {
+    let mut ctx = Ctx::open(common)?;
+    ctx.force_from = run.force;
+    if let Some(pct) = measure.half_width {
         ctx.config.config.measure.target_half_width_pct = pct;
     }
-    if let Some(seed) = flags.seed {
+    if let Some(seed) = measure.seed {
         ctx.config.config.measure.seed = Some(seed);
     }
-    let ctx = ctx;
     eprintln!(
         "pgo: config {}, artifacts in {}, builds in {}",
         ctx.config.path.display(),
         ctx.data.display(),
         ctx.target_root.display()
     );
-    if let Some((old, new)) = &flags.ab {
-        // Before the doctor's background work: nothing else may run while the lockstep
-        // measures.
-        return timer.section_named("ab", || ab::run(&ctx, old, new));
-    }
-    let tc = steps::doctor(&ctx, timer)?;
+    Ok(ctx)
+}
+
+/// The whole pipeline.
+fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
+    let tc = steps::doctor(ctx, timer)?;
     // The C++ and Go comparators compile (seconds, one core each) while the builds below leave a
     // core idle in their single-threaded LTO steps; the report finds them up to date.
     let comparators = ctx.config.config.compare.is_some().then(|| {
         crate::compare::compile_in_background(&ctx.ws.root, &ctx.target_root.join("comparators"))
     });
-    if flags.calibrate {
-        return timer
-            .section_named("calibrate", || {
-                calibrate::run(&ctx, &tc, flags.repeat.unwrap_or(1))
-            })
-            .map(drop);
-    }
-    if let Some(dir) = &flags.export {
-        return timer.section_named("export", || shipped::export(&ctx, &tc, dir));
-    }
-    if flags.tune {
-        return tune::run(&ctx, &tc, timer, flags.skip_bad_profiles).map(drop);
-    }
-    if let Some(only) = flags.stage {
-        return one_stage(&ctx, &tc, flags, timer, only);
-    }
     // Beside the chain of stages below: the baselines build from the start (a fat-LTO build
     // leaves a core idle in its single-threaded steps, and nothing here is timed until
     // `measure`), and each build's instructions per message counted as soon as it is built.
@@ -103,7 +138,7 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         // with the baselines beside them, 93.7 and 94.7 s after them.
         let baselines = scope.spawn(|| {
             let mut own = Timer::default();
-            let base = steps::baselines(&ctx, &tc, &mut own);
+            let base = steps::baselines(ctx, &tc, &mut own);
             if let Ok(base) = &base {
                 beside.count(&base.release);
                 beside.count(&base.lto);
@@ -111,7 +146,7 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
             // `--against REV`: that commit's builds, in its worktree, beside the chain too.
             let theirs = match (&base, &flags.against) {
                 (Ok(_), Some(rev)) => {
-                    Some(own.section_named("against", || against::build(&ctx, &tc, rev)))
+                    Some(own.section_named("against", || against::build(ctx, &tc, rev)))
                 }
                 _ => None,
             };
@@ -129,16 +164,16 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
                         path,
                         allow_stale: flags.allow_stale,
                     };
-                    (steps::merge(&ctx, &tc, timer, source)?, None)
+                    (steps::merge(ctx, &tc, timer, source)?, None)
                 }
                 None => {
-                    let instrumented = steps::instrument(&ctx, &tc, timer)?;
-                    let training = steps::train(&ctx, &tc, timer, &instrumented)?;
+                    let instrumented = steps::instrument(ctx, &tc, timer)?;
+                    let training = steps::train(ctx, &tc, timer, &instrumented)?;
                     let source = ProfileSource::Training {
                         training: &training,
                         skip_bad: flags.skip_bad_profiles,
                     };
-                    (steps::merge(&ctx, &tc, timer, source)?, Some(instrumented))
+                    (steps::merge(ctx, &tc, timer, source)?, Some(instrumented))
                 }
             };
             // Stages 6-7: why, and the oracle, beside stage 5 (they need the instrumented
@@ -147,7 +182,7 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
             // earlier training are removed: they describe another profile than this run's.
             let oracle = match instrumented {
                 Some(instrumented) => {
-                    let (ctx, tc, merged) = (&ctx, &tc, merged.clone());
+                    let (ctx, tc, merged) = (ctx, &tc, merged.clone());
                     Some(scope.spawn(move || {
                         let mut own = Timer::default();
                         let oracle = (|| -> Result<_> {
@@ -170,10 +205,10 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
             };
             // Stage 5: the PGO build, and the proof that the profile applied.
             let optimized = (|| -> Result<_> {
-                let optimized = steps::optimize(&ctx, &tc, timer, &merged, flags.allow_stale)?;
+                let optimized = steps::optimize(ctx, &tc, timer, &merged, flags.allow_stale)?;
                 beside.count(&optimized.build);
                 // Stage 5b: BOLT after PGO, when llvm-bolt is there (or required).
-                let bolted = steps::bolt(&ctx, &tc, timer, &merged, &optimized)?;
+                let bolted = steps::bolt(ctx, &tc, timer, &merged, &optimized)?;
                 if let Some(b) = &bolted {
                     beside.count(&b.build);
                 }
@@ -203,10 +238,10 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         let _ = compiling.join();
     }
     // Stage 9: release (and `layout.builds`) in other layouts.
-    let layout = steps::layout(&ctx, &tc, timer, &optimized, &base)?;
+    let layout = steps::layout(ctx, &tc, timer, &optimized, &base)?;
     // Stage 10: the held-out workloads on every build, in lockstep; instructions per message.
     steps::measure(
-        &ctx,
+        ctx,
         timer,
         &optimized,
         &base,
@@ -216,18 +251,13 @@ fn pipeline(flags: &PgoFlags, timer: &mut Timer) -> Result<()> {
         layout.as_ref(),
     )?;
     // Stage 11: the statistics, the table, report.json, report.md, the plots, history.
-    let report = steps::report(&ctx, &tc, timer)?;
-    publish_and_gate(&ctx, flags, &report)
+    let report = steps::report(ctx, &tc, timer)?;
+    publish_and_gate(ctx, flags, &report)
 }
 
 /// `cargo xtask pgo <stage>`: that stage alone, on the recorded outputs of the earlier ones.
-fn one_stage(
-    ctx: &Ctx,
-    tc: &Toolchain,
-    flags: &PgoFlags,
-    timer: &mut Timer,
-    only: Stage,
-) -> Result<()> {
+fn one_stage(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer, only: Stage) -> Result<()> {
+    let tc = &steps::doctor(ctx, timer)?;
     match only {
         Stage::Doctor => {}
         Stage::Instrument => {
@@ -342,7 +372,7 @@ fn one_stage(
 fn train_from_scratch(
     ctx: &Ctx,
     tc: &Toolchain,
-    flags: &PgoFlags,
+    flags: &PgoArgs,
     timer: &mut Timer,
 ) -> Result<MergedProfile> {
     let instrumented = steps::instrument(ctx, tc, timer)?;
@@ -356,12 +386,12 @@ fn train_from_scratch(
 
 /// After the report is safely written: `--publish` (a copy in docs/results/), then the gate
 /// (`--check` / `--baseline`).
-fn publish_and_gate(ctx: &Ctx, flags: &PgoFlags, report: &Report) -> Result<()> {
+fn publish_and_gate(ctx: &Ctx, flags: &PgoArgs, report: &Report) -> Result<()> {
     if flags.publish {
         let written = crate::report::publish::publish(&ctx.ws.root, &ctx.data, report)?;
         println!("published {}", written.display());
     }
-    if !flags.check {
+    if !flags.gates() {
         return Ok(());
     }
     let baseline = match &flags.baseline {

@@ -439,7 +439,7 @@ fn a_raw_profile_is_refused_before_any_build() {
     );
 }
 
-/// `cargo xtask pgo calibrate --repeat 2` on the quick config: nothing injected is not called
+/// `cargo xtask calibrate --repeat 2` on the quick config: nothing injected is not called
 /// a change, and +30 % (large, so this cannot be flaky) is called slower, near its size, in
 /// both runs, each with a seed of its own; the replication says the verdicts agree.
 #[test]
@@ -458,7 +458,7 @@ fn calibration_detects_a_large_injection_and_not_a_zero_one() {
     );
     let out = xtask_with(
         &config,
-        &["pgo", "calibrate", "--repeat", "2"],
+        &["calibrate", "--repeat", "2"],
         &run.data,
         &run.target,
     );
@@ -506,7 +506,7 @@ fn calibration_detects_a_large_injection_and_not_a_zero_one() {
     }
 }
 
-/// `cargo xtask pgo ab OLD NEW` with the run's release and lto executables: both arms in the
+/// `cargo xtask ab OLD NEW` with the run's release and lto executables: both arms in the
 /// same sessions, one comparison per measured workload with its interval, in the terminal and
 /// in ab.json; a missing executable is named before anything runs.
 #[test]
@@ -517,7 +517,7 @@ fn ab_measures_two_executables_in_the_same_sessions() {
         baselines["release"]["exe"].as_str().unwrap(),
         baselines["lto"]["exe"].as_str().unwrap(),
     );
-    let out = xtask(&["pgo", "ab", old, new], &run.data, &run.target);
+    let out = xtask(&["ab", old, new], &run.data, &run.target);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}\n{stdout}", stderr_of(&out));
     assert!(stdout.contains("new against old"), "{stdout}");
@@ -554,7 +554,7 @@ fn ab_measures_two_executables_in_the_same_sessions() {
     );
     let missing = run.tmp.join("no-such-mty-bench");
     let out = xtask(
-        &["pgo", "ab", old, missing.to_str().unwrap()],
+        &["ab", old, missing.to_str().unwrap()],
         &run.data,
         &run.target,
     );

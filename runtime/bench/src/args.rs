@@ -48,7 +48,7 @@ workloads:
            command of its own, weighed by the pipeline; every phase when not given.
 
 --inject-ns N: add N ns to every measured round trip: a known effect, exactly, for
-           `cargo xtask pgo calibrate` to check what the measurement detects. Lockstep
+           `cargo xtask calibrate` to check what the measurement detects. Lockstep
            answers then carry `inject_ns`.
 
 defaults: --messages 200000 --warmup 10000 --policy block --payload-bytes 0

@@ -1,4 +1,4 @@
-//! `cargo xtask pgo ab OLD NEW`: two `mty-bench` executables (two commits' release builds,
+//! `cargo xtask ab OLD NEW`: two `mty-bench` executables (two commits' release builds,
 //! say) as arms of the same lockstep sessions, OLD twice (its A/A arm) and NEW once, in a
 //! random order per round, for every measured workload: NEW's change against OLD with its
 //! 95 % interval, judged by the same rule as the pipeline's verdicts (beyond the min effect,
@@ -44,12 +44,12 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
     for exe in [old, new] {
         let meta = std::fs::metadata(exe).with_context(|| {
             format!(
-                "`cargo xtask pgo ab`: cannot read {} (give two built mty-bench executables)",
+                "`cargo xtask ab`: cannot read {} (give two built mty-bench executables)",
                 exe.display()
             )
         })?;
         if !meta.is_file() {
-            bail!("`cargo xtask pgo ab`: {} is not a file", exe.display());
+            bail!("`cargo xtask ab`: {} is not a file", exe.display());
         }
     }
     let arm = |name: &str, exe: &Path| MeasuredArm {

@@ -174,7 +174,7 @@ pub fn read(dir: &Path) -> Result<(Manifest, PathBuf)> {
     let manifest_path = dir.join(MANIFEST);
     if !dir.is_dir() {
         bail!(
-            "{} is not a profile bundle (a directory with {MANIFEST} and {PROFILE}, made by `cargo xtask pgo export DIR` or `train --bundle DIR`)",
+            "{} is not a profile bundle (a directory with {MANIFEST} and {PROFILE}, made by `cargo xtask export DIR` or `train --bundle DIR`)",
             dir.display()
         );
     }

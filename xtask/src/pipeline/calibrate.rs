@@ -1,4 +1,4 @@
-//! `cargo xtask pgo calibrate`: the tool proving its own sensitivity. Release is measured
+//! `cargo xtask calibrate`: the tool proving its own sensitivity. Release is measured
 //! against release with a known effect injected (`mty-bench --inject-ns N`: N ns added to
 //! every measured round trip), at several sizes, in lockstep sessions beside the A/A arm: the
 //! 0 % row is the false-positive check, the others show what is detected and how wide the

@@ -5,14 +5,14 @@ use anyhow::Result;
 use super::ctx::Ctx;
 use crate::build::Build;
 use crate::compare::{render, run_comparators};
-use crate::flags::CompareFlags;
+use crate::flags::CompareArgs;
 use crate::fsx;
 
 /// `cargo xtask compare`: the comparison table alone, on a release build of the binary
 /// (cargo rebuilds it only when stale). The LTO and PGO rows come with `cargo xtask pgo`,
 /// whose report holds the same table for all three builds: reusing old pipeline builds here
 /// could silently measure stale executables.
-pub fn run(flags: CompareFlags) -> Result<()> {
+pub fn run(flags: CompareArgs) -> Result<()> {
     let ctx = Ctx::open(&flags.common)?;
     let Some(compare) = &ctx.config.config.compare else {
         anyhow::bail!(

@@ -145,7 +145,7 @@ fn runs_most(
         .max_by(|a, b| a.1.total_cmp(&b.1));
     match best {
         Some((part, s)) if s > 0.0 => format!(
-            "; run most by training workload `{}` ({:.2} % of its count, weight {}): weigh it more, or `cargo xtask pgo tune`",
+            "; run most by training workload `{}` ({:.2} % of its count, weight {}): weigh it more, or `cargo xtask tune`",
             part.workload,
             100.0 * s,
             part.weight

@@ -65,14 +65,14 @@ pub fn tuned_weights(ctx: &Ctx) -> Result<Option<Vec<(String, u64)>>> {
         .with_context(|| format!("cannot read {}", path.display()))?;
     let tuned: Tuned = serde_json::from_str(&text).with_context(|| {
         format!(
-            "{} is corrupt: delete it, or run `cargo xtask pgo tune` again",
+            "{} is corrupt: delete it, or run `cargo xtask tune` again",
             path.display()
         )
     })?;
     let config = &ctx.config.config;
     if tuned.commands != commands_hash(config)? || tuned.from != config.train.weights() {
         eprintln!(
-            "merge: {} was tuned for other training commands or weights than {}'s: the config's weights are used (run `cargo xtask pgo tune` again)",
+            "merge: {} was tuned for other training commands or weights than {}'s: the config's weights are used (run `cargo xtask tune` again)",
             path.display(),
             ctx.config.path.display()
         );
@@ -355,7 +355,7 @@ fn merge_parts(ctx: &Ctx, tc: &Toolchain, raw: &[PathBuf]) -> Result<Vec<Trainin
     let tuned = tuned_weights(ctx)?;
     if tuned.is_some() {
         eprintln!(
-            "merge: the weights `cargo xtask pgo tune` chose ({}), not the config's",
+            "merge: the weights `cargo xtask tune` chose ({}), not the config's",
             ctx.data.join(TUNED).display()
         );
     }

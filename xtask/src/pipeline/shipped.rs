@@ -44,7 +44,7 @@ pub fn use_profile(
             let why = why.join("; ");
             if !allow_stale {
                 bail!(
-                    "the bundle {} is stale: {why}. Train a new one (`cargo xtask pgo`, then `cargo xtask pgo export DIR`), \
+                    "the bundle {} is stale: {why}. Train a new one (`cargo xtask pgo`, then `cargo xtask export DIR`), \
                      or pass --allow-stale to build with it anyway (the report then shows the functions without profile \
                      data and the hash mismatches)",
                     path.display()

@@ -1,4 +1,4 @@
-//! `cargo xtask pgo tune`: the training's weights chosen by the tool, on validation workloads
+//! `cargo xtask tune`: the training's weights chosen by the tool, on validation workloads
 //! (`[validate]`), never on the measured ones. Each training workload's profile and each
 //! validation workload's are read once; a candidate mix is their weighted sum, scored by its
 //! agreement with each validation workload ([`insight::agreement`], the predictor of
@@ -21,14 +21,14 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, skip_bad: bool) -> Resu
     let cfg = &ctx.config.config;
     if cfg.validate.workloads.is_empty() {
         bail!(
-            "`cargo xtask pgo tune` needs validation workloads: a `[validate]` section in {} with `workloads = [...]`, \
+            "`cargo xtask tune` needs validation workloads: a `[validate]` section in {} with `workloads = [...]`, \
              like `[measure]`'s but with other inputs (other sizes, counts, files)",
             ctx.config.path.display()
         );
     }
     if cfg.train.workloads.len() < 2 {
         bail!(
-            "`cargo xtask pgo tune` weighs training workloads against each other: {} has one (`train.workloads`); split the training into several commands",
+            "`cargo xtask tune` weighs training workloads against each other: {} has one (`train.workloads`); split the training into several commands",
             ctx.config.path.display()
         );
     }

@@ -56,10 +56,7 @@ fn an_exported_bundle_builds_the_pgo_binary_without_training() {
     let run = own_run();
     let (config, data) = (ws().join("pgo.toml"), &*run.data);
     let bundle = run.tmp.join("exported");
-    ok(&own_xtask(
-        &config,
-        &["pgo", "export", bundle.to_str().unwrap()],
-    ));
+    ok(&own_xtask(&config, &["export", bundle.to_str().unwrap()]));
     let m = json(&bundle.join("manifest.json"));
     assert_eq!(m["format"], 1);
     assert_eq!(m["binary"], "jsonsum");
@@ -186,7 +183,7 @@ fn a_bundle_of_another_instrumented_binary_is_refused_naming_both() {
     let run = own_run();
     let config = ws().join("pgo.toml");
     let (a, c) = (run.tmp.join("here"), run.tmp.join("elsewhere"));
-    ok(&own_xtask(&config, &["pgo", "export", a.to_str().unwrap()]));
+    ok(&own_xtask(&config, &["export", a.to_str().unwrap()]));
     // Another pgo-data is another raw-profile path compiled into the instrumented binary:
     // another executable (built in a target directory of its own, not to disturb the rest).
     let (other_data, other_target) = (run.tmp.join("other-data"), run.tmp.join("other-target"));
@@ -231,11 +228,7 @@ fn a_corrupt_or_stale_bundle_is_refused_naming_the_file_and_the_field() {
     let run = good_run();
     let (tmp, data, target) = (&*run.tmp, &*run.data, &*run.target);
     let good = tmp.join("good");
-    ok(&xtask(
-        &["pgo", "export", good.to_str().unwrap()],
-        data,
-        target,
-    ));
+    ok(&xtask(&["export", good.to_str().unwrap()], data, target));
     let refused = |dir: &Path, expected: &[&str]| {
         let out = xtask(&["pgo", "--profile", dir.to_str().unwrap()], data, target);
         assert!(!out.status.success());

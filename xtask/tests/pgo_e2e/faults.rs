@@ -495,7 +495,7 @@ fn calibrating_a_whole_process_workload_is_refused_before_building() {
         ],
     );
     let (data, target) = (tmp.join("pgo-data"), tmp.join("target"));
-    let out = xtask_with(&config, &["pgo", "calibrate"], &data, &target);
+    let out = xtask_with(&config, &["calibrate"], &data, &target);
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(

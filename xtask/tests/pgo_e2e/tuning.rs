@@ -1,4 +1,4 @@
-//! `cargo xtask pgo tune` on real profiles of mty-bench: a training whose fast-path phase is
+//! `cargo xtask tune` on real profiles of mty-bench: a training whose fast-path phase is
 //! starved of weight is found and corrected on a validation workload, and later merges use
 //! the weights it chose.
 
@@ -44,7 +44,7 @@ fn the_tuner_gives_a_starved_phase_its_weight_back() {
             ),
         ],
     );
-    let out = xtask_with(&config, &["pgo", "tune"], data, target);
+    let out = xtask_with(&config, &["tune"], data, target);
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");
     let tuned = json(&data.join("tune.json"));
@@ -68,7 +68,7 @@ fn the_tuner_gives_a_starved_phase_its_weight_back() {
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");
     assert!(
-        err.contains("merge: the weights `cargo xtask pgo tune` chose"),
+        err.contains("merge: the weights `cargo xtask tune` chose"),
         "{err}"
     );
     let parts = json(&data.join("stages/merge.json"))["parts"].clone();
@@ -97,12 +97,7 @@ fn the_tuner_gives_a_starved_phase_its_weight_back() {
     assert!(out.status.success(), "{}", stderr_of(&out));
     // A bundle of that profile keeps them.
     let bundle = tmp.join("tuned-bundle");
-    let out = xtask_with(
-        &config,
-        &["pgo", "export", bundle.to_str().unwrap()],
-        data,
-        target,
-    );
+    let out = xtask_with(&config, &["export", bundle.to_str().unwrap()], data, target);
     assert!(out.status.success(), "{}", stderr_of(&out));
     let manifest = json(&bundle.join("manifest.json"));
     for w in manifest["training"]["workloads"].as_array().unwrap() {
@@ -148,7 +143,7 @@ fn a_registry_crates_training_is_tuned_on_its_own_validation_corpus() {
                  [validate]\nworkloads = [{ name = \"other_orders\", args = [], stdin = \"corpus/validate.jsonl\" }]",
         )],
     );
-    let out = own_xtask(&config, &["pgo", "tune"]);
+    let out = own_xtask(&config, &["tune"]);
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");
     let tuned = json(&run.data.join("tune.json"));
