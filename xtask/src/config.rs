@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-mod workload_spec;
-pub use workload_spec::{Mode, Workload};
+mod workload;
+pub use workload::{Mode, Workload};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -192,7 +192,7 @@ pub const AGREEMENT_WARNING_PCT: f64 = 80.0;
 pub struct Insight {
     /// How many of the hottest functions to list (training profile, and each workload's).
     pub top: usize,
-    /// A measured workload whose agreement with the training (`insight_data::agreement`,
+    /// A measured workload whose agreement with the training (`insight::agreement`,
     /// the predictor of capture, %) is below this is warned about.
     pub min_agreement_pct: f64,
 }
@@ -889,5 +889,4 @@ fn shared_input(v: &Workload, m: &Workload) -> Option<String> {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

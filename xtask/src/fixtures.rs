@@ -141,7 +141,7 @@ pub fn report() -> Report {
 
 /// An insight of made-up but plausible figures (the parsers are tested on real output).
 pub fn insight() -> crate::outputs::InsightReport {
-    use crate::insight_data::{FunctionCount, HotFunction, contents};
+    use crate::insight::{FunctionCount, HotFunction, contents};
     let f = |name: &str, count: u64| FunctionCount {
         symbol: format!("_ZN{name}"),
         name: name.into(),
@@ -186,7 +186,7 @@ pub fn insight() -> crate::outputs::InsightReport {
                 },
             ],
             never_trained: Vec::new(),
-            agreement: Some(crate::insight_data::Agreement {
+            agreement: Some(crate::insight::Agreement {
                 score_pct: 84.2,
                 hot_pct: 99.0,
                 shape_pct: 85.1,

@@ -365,5 +365,4 @@ fn check_pgo(a: &PgoArgs) -> Result<(), String> {
 }
 
 #[cfg(test)]
-#[path = "flags_tests.rs"]
 mod tests;

@@ -585,5 +585,4 @@ impl Drop for Live {
 }
 
 #[cfg(test)]
-#[path = "lockstep_tests.rs"]
 mod tests;

@@ -3,6 +3,7 @@
 //! its own module.
 
 mod analysis;
+mod bolt;
 mod build;
 mod callgrind;
 mod cargo;
@@ -13,9 +14,8 @@ mod exec;
 mod fixtures;
 mod flags;
 mod fsx;
-mod insight_data;
+mod insight;
 mod instructions;
-mod llvm_bolt;
 mod lockstep;
 mod machine;
 mod measure;
@@ -86,7 +86,7 @@ fn main() -> ExitCode {
         flags::Command::Tune(args) => pipeline::tune(args),
         flags::Command::Ab(args) => pipeline::ab(args),
         flags::Command::Export(args) => pipeline::export(args),
-        flags::Command::Compare(args) => pipeline::compare_command::run(args),
+        flags::Command::Compare(args) => pipeline::compare::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

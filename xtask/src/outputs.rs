@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bolt::{BoltReport, BoltTools};
 use crate::build::{Build, Built};
-use crate::insight_data::{Contents, HotFunction};
+use crate::insight::{Contents, HotFunction};
 use crate::instructions::InstructionCount;
-use crate::llvm_bolt::{BoltReport, BoltTools};
 use crate::lockstep::Session;
 use crate::warnings::ApplyReport;
 
@@ -219,7 +219,7 @@ pub struct WorkloadInsight {
     /// How well the training stands for this workload in what PGO reads (the predictor of
     /// capture); absent in records made before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agreement: Option<crate::insight_data::Agreement>,
+    pub agreement: Option<crate::insight::Agreement>,
 }
 
 /// The stage's output.

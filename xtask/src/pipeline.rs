@@ -13,7 +13,7 @@ mod against;
 mod bolt;
 mod bundle;
 mod calibrate;
-pub mod compare_command;
+pub mod compare;
 mod ctx;
 mod fresh;
 mod guard;

@@ -254,5 +254,4 @@ pub fn check_conflicts(user: &UserFlags) -> Result<()> {
 }
 
 #[cfg(test)]
-#[path = "rustflags_tests.rs"]
 mod tests;

@@ -1,7 +1,7 @@
-//! Tidy checks, as ordinary tests (after rust-analyzer's `tidy.rs`): the module graph keeps
-//! the layers ARCHITECTURE.md lists and has no circle, no two files share a name, every file
-//! says what it is, and the configuration reference (docs/configuration.md) lists exactly the keys the
-//! config accepts.
+//! Tidy checks, as ordinary tests (after rust-analyzer's `tidy.rs`). The module graph keeps
+//! the layers ARCHITECTURE.md lists and has no circle. Every file says what it is and is in
+//! the codemap. docs/configuration.md lists exactly the keys the config accepts, with the
+//! code's defaults, and the shipped profile keeps those defaults.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -38,9 +38,9 @@ fn modules() -> BTreeMap<String, PathBuf> {
     out
 }
 
-/// Test-only code: the `*_tests.rs` files included by `#[path]`, and the fixtures.
+/// Test-only code: a module's `tests` (inline or in `<module>/tests.rs`), and the fixtures.
 fn test_only(module: &str) -> bool {
-    module.ends_with("_tests") || ["fixtures", "testutil", "tidy"].contains(&module)
+    module.ends_with("::tests") || ["fixtures", "testutil", "tidy"].contains(&module)
 }
 
 /// The text without its `#[cfg(test)]` items (a `mod tests { … }` block, a `mod x;` line).
@@ -370,25 +370,39 @@ fn imports_are_resolved_to_the_file_that_defines_them() {
     assert_eq!(refs, ["a::b"]);
 }
 
+/// One layout of unit tests: a module's child `tests`, declared last under `#[cfg(test)]`,
+/// its body inline or in `<module>/tests.rs` by Rust's own rule; no `#[path]`.
 #[test]
-fn no_two_files_share_a_name_and_each_says_what_it_is() {
-    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (m, path) in modules() {
-        let file = path.file_name().unwrap().to_string_lossy().into_owned();
-        names.entry(file).or_default().push(m.clone());
+fn unit_tests_are_each_modules_child_tests() {
+    for (module, path) in modules() {
         let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !text.lines().any(|l| l.trim_start().starts_with("#[path")),
+            "{}: a `#[path]` attribute (declare `mod tests;`, in <module>/tests.rs)",
+            path.display()
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.starts_with("mod tests") {
+                assert!(
+                    i > 0 && lines[i - 1] == "#[cfg(test)]",
+                    "{module}: `mod tests` without `#[cfg(test)]` before it"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_file_says_what_it_is() {
+    for path in modules().values() {
+        let text = std::fs::read_to_string(path).unwrap();
         assert!(
             text.starts_with("//!"),
             "{} does not start with a `//!` line saying what it is",
             path.display()
         );
     }
-    let shared: Vec<String> = names
-        .iter()
-        .filter(|(_, ms)| ms.len() > 1)
-        .map(|(f, ms)| format!("{f}: {}", ms.join(", ")))
-        .collect();
-    assert!(shared.is_empty(), "files of the same name: {shared:?}");
 }
 
 /// ARCHITECTURE.md's codemap names every file of xtask's `src/` by its path, and every
@@ -527,5 +541,138 @@ fn the_configuration_reference_lists_every_key() {
         missing.is_empty() && extra.is_empty(),
         "docs/configuration.md's table and the config differ: not documented {missing:?}; \
          documented but not accepted {extra:?}"
+    );
+}
+
+/// The config with every default: only what has none given.
+fn defaults() -> toml::Value {
+    let config: crate::config::Config = toml::from_str(
+        "binary = \"x\"\n[train]\n[measure]\n[apply_check]\nrequired = []\n[compare]\n",
+    )
+    .unwrap();
+    toml::Value::try_from(config).unwrap()
+}
+
+/// The value at a dotted key (`measure.lockstep.sessions`) of a TOML document.
+fn at<'a>(doc: &'a toml::Value, key: &str) -> Option<&'a toml::Value> {
+    key.split('.').try_fold(doc, |v, part| v.get(part))
+}
+
+/// A documented default (`6,000`, `` `true` ``, `1.0`) equal to the code's.
+fn same_value(documented: &str, code: &toml::Value) -> bool {
+    let text = documented.replace([',', '`'], "");
+    match code {
+        toml::Value::Boolean(b) => text == b.to_string(),
+        toml::Value::Integer(i) => text.parse::<f64>() == Ok(*i as f64),
+        toml::Value::Float(f) => text.parse::<f64>() == Ok(*f),
+        toml::Value::String(s) => text.trim_matches('"') == s,
+        toml::Value::Array(a) => text == "none" && a.is_empty(),
+        _ => false,
+    }
+}
+
+/// One source of truth per default: every "(default X" in docs/configuration.md's table is the
+/// code's default for that key, where the row names one key or as many keys as defaults.
+#[test]
+fn the_documented_defaults_are_the_codes() {
+    let reference = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
+    let defaults = defaults();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for row in section(&reference, "docs/configuration.md", "Keys")
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+    {
+        let mut cells = row.split(" | ");
+        let keys: Vec<&str> = cells
+            .next()
+            .unwrap_or("")
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .collect();
+        let said: Vec<&str> = cells
+            .next()
+            .unwrap_or("")
+            .split("(default ")
+            .skip(1)
+            .map(|rest| {
+                let value = rest.split([')', ';', ':']).next().unwrap_or("");
+                value.split(", ").next().unwrap_or("").trim()
+            })
+            .collect();
+        if said.is_empty() || said.len() != keys.len() {
+            continue;
+        }
+        for (key, value) in keys.iter().zip(&said) {
+            // A key the code leaves unset has its default said in words (`(default none)`).
+            if let Some(code) = at(&defaults, key) {
+                checked += 1;
+                if !same_value(value, code) {
+                    wrong.push(format!("{key}: documented {value}, code {code}"));
+                }
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} documented defaults found");
+    assert!(
+        wrong.is_empty(),
+        "docs/configuration.md and the code differ: {wrong:#?}"
+    );
+}
+
+/// The shipped profile sets no default of its own: where it gives a key the code defaults, the
+/// value is the code's (program-specific keys aside), so a user's config gets the same shape.
+#[test]
+fn the_shipped_profile_keeps_the_codes_defaults() {
+    // mty-bench's own: what it is, where its profile must reach, its core, its instruction
+    // counts, its calibration sizes, its workloads compared.
+    const ITS_OWN: [&str; 7] = [
+        "binary",
+        "apply_check.required",
+        "measure.pin_core",
+        "measure.versus",
+        "instructions.messages",
+        "calibrate.sizes_pct",
+        "check.workloads",
+    ];
+    let shipped: toml::Value =
+        toml::from_str(&std::fs::read_to_string(root().join("profiles/default.toml")).unwrap())
+            .unwrap();
+    let defaults = defaults();
+    let mut differ = Vec::new();
+    let mut checked = 0;
+    let mut stack = vec![(String::new(), &shipped)];
+    while let Some((path, value)) = stack.pop() {
+        if let toml::Value::Table(t) = value {
+            for (k, v) in t {
+                let key = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                stack.push((key, v));
+            }
+            continue;
+        }
+        if ITS_OWN.contains(&path.as_str()) || value.is_array() && path.ends_with("workloads") {
+            continue;
+        }
+        if let Some(code) = at(&defaults, &path).filter(|c| !c.is_table()) {
+            checked += 1;
+            let number = |v: &toml::Value| v.as_float().or(v.as_integer().map(|i| i as f64));
+            let same = match (number(code), number(value)) {
+                (Some(a), Some(b)) => a == b,
+                _ => code == value,
+            };
+            if !same {
+                differ.push(format!("{path}: shipped {value}, code {code}"));
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} keys compared");
+    assert!(
+        differ.is_empty(),
+        "profiles/default.toml and the code's defaults differ: {differ:#?}"
     );
 }

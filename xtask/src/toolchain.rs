@@ -27,7 +27,7 @@ pub struct Toolchain {
     pub user_rustflags: crate::rustflags::UserFlags,
     /// llvm-bolt and merge-fdata, when found (the `bolt` stage).
     #[serde(default)]
-    pub bolt: Option<crate::llvm_bolt::BoltTools>,
+    pub bolt: Option<crate::bolt::BoltTools>,
     pub rustc: RustcInfo,
     /// `rustc -vV`, verbatim, for the report.
     pub rustc_vv: String,
@@ -137,7 +137,7 @@ pub fn doctor(dir: &Path) -> Result<Toolchain> {
     let user_rustflags =
         crate::rustflags::effective(&crate::rustflags::Sources::at(dir), &rustc.host, &cfg)?;
     crate::rustflags::check_conflicts(&user_rustflags)?;
-    let bolt = crate::llvm_bolt::find(rustc.llvm_major, &path_dirs());
+    let bolt = crate::bolt::find(rustc.llvm_major, &path_dirs());
     Ok(Toolchain {
         bolt,
         rustc,

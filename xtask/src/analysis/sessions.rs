@@ -440,7 +440,7 @@ fn difference(sessions: &[&Session], a: &str, b: &str) -> Result<Vec<Vec<f64>>> 
         .collect())
 }
 
-/// Release's layout variants against release (`stats::layout_spread`), pooled with earlier
+/// Release's layout variants against release (`stats::layout`), pooled with earlier
 /// runs' layouts of the same release executable, when there are at least two in all; the
 /// gains and BOLT's comparison are filled in later.
 fn layout_floor(
@@ -470,7 +470,7 @@ fn layout_floor(
             .iter()
             .filter_map(|(_, e)| Some((e.mean_log_ratio, e.se_log()?))),
     );
-    let Some(spread) = stats::layout_spread::pooled(&shifts) else {
+    let Some(spread) = stats::layout::pooled(&shifts) else {
         return Ok(None);
     };
     let pct = |x: f64| (x.exp() - 1.0) * 100.0;

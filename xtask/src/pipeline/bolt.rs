@@ -18,10 +18,10 @@ use anyhow::{Context, Result, bail};
 
 use super::ctx::Ctx;
 
+use crate::bolt::{self as bolt, BoltTools};
 use crate::build::{Build, Built};
 use crate::exec::Cmd;
 use crate::fsx;
-use crate::llvm_bolt::{self as bolt, BoltTools};
 use crate::outputs::BoltBuild;
 use crate::outputs::MergedProfile;
 use crate::toolchain::Toolchain;
@@ -74,7 +74,7 @@ pub(super) fn bolt(
     let exe = dir.join(format!("{}.bolt", ctx.ws.binary));
     let tmp = fsx::temp_path(&exe);
     let report_text = run(
-        Cmd::new(tools.llvm_bolt.display().to_string())
+        Cmd::new(tools.bolt.display().to_string())
             .arg(relinked.display().to_string())
             .arg("-o")
             .arg(tmp.display().to_string())
@@ -161,7 +161,7 @@ fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<Pa
     }
     let inst = dir.join(format!("{}.bolt-inst", ctx.ws.binary));
     run(
-        Cmd::new(tools.llvm_bolt.display().to_string())
+        Cmd::new(tools.bolt.display().to_string())
             .arg(relinked.display().to_string())
             .args(["-instrument", "-o"])
             .arg(inst.display().to_string())

@@ -72,7 +72,7 @@ pub fn optimize(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<Inp
 pub fn bolt(
     ctx: &Ctx,
     tc: &Toolchain,
-    tools: &crate::llvm_bolt::BoltTools,
+    tools: &crate::bolt::BoltTools,
     merged: &MergedProfile,
 ) -> Result<Inputs> {
     let flags = Build::Bolt.rustflags(Some(&merged.0.path));

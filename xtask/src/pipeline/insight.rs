@@ -13,7 +13,7 @@ use super::ctx::Ctx;
 
 use crate::config::Workload;
 use crate::exec::Cmd;
-use crate::insight_data::{self as insight, FunctionCount};
+use crate::insight::{self as insight, FunctionCount};
 use crate::outputs::InsightReport;
 use crate::outputs::RequiredCoverage;
 use crate::outputs::WorkloadInsight;

@@ -42,13 +42,13 @@ pub fn doctor(ctx: &Ctx, timer: &mut Timer) -> Result<Toolchain> {
         match &tc.bolt {
             Some(b) => eprintln!(
                 "doctor: llvm-bolt {} ({}), merge-fdata {}",
-                b.llvm_bolt.display(),
+                b.bolt.display(),
                 b.version,
                 b.merge_fdata.display()
             ),
             None => eprintln!(
                 "doctor: llvm-bolt not found (the bolt stage needs it: apt-get install {})",
-                crate::llvm_bolt::package(tc.rustc.llvm_major)
+                crate::bolt::package(tc.rustc.llvm_major)
             ),
         }
         Ok(tc)
@@ -169,7 +169,7 @@ pub fn bolt(
     merged: &MergedProfile,
     optimized: &OptimizedBuild,
 ) -> Result<Option<BoltBuild>> {
-    let decided = crate::llvm_bolt::decide(
+    let decided = crate::bolt::decide(
         ctx.config.config.bolt.enabled,
         tc.bolt.as_ref(),
         tc.rustc.llvm_major,

@@ -13,7 +13,7 @@ use super::profile::{Scored, TUNED, Tuned, commands_hash};
 use super::stages::Timer;
 use super::steps::{self, ProfileSource};
 
-use crate::insight_data::{self as insight, FunctionCount};
+use crate::insight::{self as insight, FunctionCount};
 use crate::outputs::{InstrumentedBuild, MergedProfile};
 use crate::toolchain::Toolchain;
 
@@ -224,7 +224,7 @@ pub fn search(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::insight_data::counted;
+    use crate::insight::counted;
 
     /// Two training parts, each running one function; validation needs both. Started with
     /// the first starved (1 against 64), the search gives it its weight back.

@@ -1,9 +1,9 @@
 //! `report.md`: the benchmark page, in the form of the seed's page (workload, numbers,
 //! comparators, recorded values, raw nanos, interpretation), rendered from the [`Report`].
 
-mod bolt_section;
-mod functions_section;
-mod sessions_section;
+mod bolt;
+mod functions;
+mod sessions;
 
 use std::fmt::Write as _;
 
@@ -29,14 +29,14 @@ pub fn render_markdown(report: &Report) -> String {
     numbers(&mut md, report);
     insight(&mut md, report);
     simulated(&mut md, report);
-    functions_section::render(&mut md, &report.instructions);
+    functions::render(&mut md, &report.instructions);
     if let Some(b) = &report.bolt {
-        bolt_section::render(&mut md, b);
+        bolt::render(&mut md, b);
     }
     crate::versus::render_markdown(&mut md, &report.versus);
     comparators(&mut md, report);
     recorded(&mut md, report);
-    sessions_section::render(&mut md, &report.stopped);
+    sessions::render(&mut md, &report.stopped);
     raw_nanos(&mut md, report);
     interpretation(&mut md, report);
     md

@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 pub mod components;
-pub mod layout_spread;
+pub mod layout;
 pub mod sequential;
 
 /// The comparison of a candidate build with a baseline over paired runs.

@@ -231,5 +231,4 @@ pub fn log_width(pct: f64) -> f64 {
 }
 
 #[cfg(test)]
-#[path = "sequential_tests.rs"]
 mod tests;
