@@ -1,79 +1,14 @@
-//! What each stage hands the next, as recorded in `pgo-data/stages/<stage>.json`: typed, so
-//! that a stage accepts only what the stage before it makes (the optimised build takes a
-//! `MergedProfile`, which only `merge`, a shipped profile or a validated record makes).
+//! The stage outputs the report reads (the profile, insight, BOLT and layout records), kept
+//! below the report layer. The other stages' outputs live in their own files
+//! (`pipeline/stage/<name>.rs`).
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::bolt::{BoltReport, BoltTools};
-use crate::build::{Build, Built};
+use crate::build::Built;
 use crate::insight::{Contents, HotFunction};
-use crate::instructions::InstructionCount;
-use crate::lockstep::Session;
-use crate::warnings::ApplyReport;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct InstrumentedBuild(pub Built);
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TrainingRun {
-    pub profraw: Vec<PathBuf>,
-    /// What the profile depends on (toolchain, training config, sources), hashed.
-    pub fingerprint: String,
-}
-
-/// An indexed profile produced by `merge` from this run's training.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MergedProfile(pub ProfileInfo);
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OptimizedBuild {
-    pub build: Built,
-    pub apply: ApplyReport,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Baselines {
-    pub release: Built,
-    pub lto: Built,
-}
-
-/// `--against REV`: another commit's `release` and `lto+pgo`, built from its own worktree
-/// with its own training, measured beside this tree's builds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AgainstBuilds {
-    /// The revision as given (`HEAD~3`, a tag, a hash).
-    pub rev: String,
-    /// The commit it names, in full.
-    pub commit: String,
-    pub release: Built,
-    pub lto_pgo: Built,
-}
-
-impl AgainstBuilds {
-    /// The commit's short hash: the prefix of its arms' names.
-    pub fn short(&self) -> &str {
-        &self.commit[..self.commit.len().min(12)]
-    }
-
-    /// Its builds under their arm names (`<short>:release`, `<short>:lto+pgo`), each with the
-    /// name of this tree's build it is compared with.
-    pub fn arms(&self) -> [(String, &Built, &'static str); 2] {
-        [
-            (
-                format!("{}:{}", self.short(), self.release.name()),
-                &self.release,
-                self.release.name(),
-            ),
-            (
-                format!("{}:{}", self.short(), self.lto_pgo.name()),
-                &self.lto_pgo,
-                self.lto_pgo.name(),
-            ),
-        ]
-    }
-}
 
 /// The `layout` stage's output: per relinked build, its variants, each verified to differ
 /// from its base in layout only.
@@ -129,54 +64,6 @@ pub struct LayoutVariant {
     pub instructions: Option<f64>,
     #[serde(default)]
     pub instructions_note: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Measurements {
-    /// The measured builds, in [`Build::MEASURED`] order.
-    pub builds: Vec<Built>,
-    /// Every lockstep session.
-    pub sessions: Vec<Session>,
-    /// The sessions of `measure.versus`, workload against workload.
-    pub versus_sessions: Vec<Session>,
-    /// Per workload and `versus` pair: the stopping rule's sessions, why they stopped, where
-    /// their time went.
-    #[serde(default)]
-    pub stopped: Vec<crate::measure::Stopping>,
-    /// `--against REV`: that revision's builds, measured as arms of the same sessions.
-    #[serde(default)]
-    pub against: Option<AgainstBuilds>,
-    /// The layout variants measured as arms of the sessions of their workloads.
-    #[serde(default)]
-    pub layout: Option<LayoutVariants>,
-    pub instructions: Vec<InstructionCount>,
-    pub comparators: Vec<crate::compare::Row>,
-    /// The run's seed: the arms' places and turn orders (`--seed` replays them).
-    #[serde(default)]
-    pub seed: u64,
-}
-
-impl Measurements {
-    /// The measured builds; without an oracle (`--profile`: nothing trained here to make
-    /// one from) the others.
-    pub fn builds_of(
-        optimized: &OptimizedBuild,
-        base: &Baselines,
-        oracle: Option<&OptimizedBuild>,
-        bolt: Option<&BoltBuild>,
-    ) -> Vec<Built> {
-        Build::MEASURED
-            .iter()
-            .filter_map(|b| match b {
-                Build::Release => Some(base.release.clone()),
-                Build::Lto => Some(base.lto.clone()),
-                Build::LtoPgo => Some(optimized.build.clone()),
-                Build::Oracle => oracle.map(|o| o.build.clone()),
-                Build::Bolt => bolt.map(|b| b.build.clone()),
-                Build::Instrumented => unreachable!("the instrumented build is not measured"),
-            })
-            .collect()
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -276,12 +163,4 @@ pub struct TrainingPart {
     pub weight: u64,
     /// Its raw profiles merged alone (`pgo-data/train/<workload>.profdata`).
     pub profile: PathBuf,
-}
-
-/// What the report stage records: where report.json is, and its content hash (the other
-/// documents are rendered from it).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Rendered {
-    pub report_json: std::path::PathBuf,
-    pub hash: String,
 }

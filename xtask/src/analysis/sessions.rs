@@ -392,7 +392,7 @@ fn analyze_sessions(
     let capture = capture(builds, cfg, |b| round_ratios(sessions, b, BATCH_METRICS[0]))?;
     // BOLT on top of PGO: ln(bolt / pgo) = ln(bolt / release) − ln(pgo / release), round by round.
     let bolt_vs_pgo = if builds.iter().any(|b| b == BOLT) && builds.iter().any(|b| b == PGO) {
-        // Watched on its own (`pipeline/results.rs`): its sessions and error from its stop.
+        // Watched on its own (`pipeline/stage/measure.rs`): its sessions and error from its stop.
         let spend = measure::spend(pooled.stops, workload, BOLT, PGO);
         let mine: Vec<&Session> = sessions
             .iter()

@@ -12,14 +12,15 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
 
 use super::ctx::Ctx;
-use super::stages::Timer;
-use super::steps::{self, ProfileSource};
-use crate::build::Build;
+use super::runner::Timer;
+use super::stage::merge::ProfileSource;
+use super::stage::{instrument, merge, optimize, train};
+use crate::build::{Build, Built};
 use crate::exec::Cmd;
 use crate::flags::CommonFlags;
-use crate::outputs::AgainstBuilds;
 use crate::toolchain::Toolchain;
 
 /// Builds `rev`'s release and lto+pgo in its worktree.
@@ -55,14 +56,14 @@ pub(super) fn build(ctx: &Ctx, tc: &Toolchain, rev: &str) -> Result<AgainstBuild
     .with_context(|| format!("`--against {rev}`: the worktree {}", dir.display()))?;
     let mut timer = Timer::default();
     let built = (|| -> Result<AgainstBuilds> {
-        let instrumented = steps::instrument(&theirs, tc, &mut timer)?;
-        let training = steps::train(&theirs, tc, &mut timer, &instrumented)?;
+        let instrumented = instrument::run(&theirs, tc, &mut timer)?;
+        let training = train::run(&theirs, tc, &mut timer, &instrumented)?;
         let source = ProfileSource::Training {
             training: &training,
             skip_bad: false,
         };
-        let merged = steps::merge(&theirs, tc, &mut timer, source)?;
-        let optimized = steps::optimize(&theirs, tc, &mut timer, &merged, false)?;
+        let merged = merge::run(&theirs, tc, &mut timer, source)?;
+        let optimized = optimize::run(&theirs, tc, &mut timer, &merged, false)?;
         let (release, _) = theirs.build(tc, Build::Release, Build::Release.rustflags(None))?;
         Ok(AgainstBuilds {
             rev: rev.to_string(),
@@ -106,4 +107,40 @@ fn worktree(root: &Path, dir: &Path, commit: &str) -> Result<()> {
         .read()
         .with_context(|| format!("cannot check {commit} out into {}", dir.display()))?;
     Ok(())
+}
+
+/// `--against REV`: another commit's `release` and `lto+pgo`, built from its own worktree
+/// with its own training, measured beside this tree's builds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgainstBuilds {
+    /// The revision as given (`HEAD~3`, a tag, a hash).
+    pub rev: String,
+    /// The commit it names, in full.
+    pub commit: String,
+    pub release: Built,
+    pub lto_pgo: Built,
+}
+
+impl AgainstBuilds {
+    /// The commit's short hash: the prefix of its arms' names.
+    pub fn short(&self) -> &str {
+        &self.commit[..self.commit.len().min(12)]
+    }
+
+    /// Its builds under their arm names (`<short>:release`, `<short>:lto+pgo`), each with the
+    /// name of this tree's build it is compared with.
+    pub fn arms(&self) -> [(String, &Built, &'static str); 2] {
+        [
+            (
+                format!("{}:{}", self.short(), self.release.name()),
+                &self.release,
+                self.release.name(),
+            ),
+            (
+                format!("{}:{}", self.short(), self.lto_pgo.name()),
+                &self.lto_pgo,
+                self.lto_pgo.name(),
+            ),
+        ]
+    }
 }

@@ -1,6 +1,6 @@
 //! Profiles that were not trained in this run: a stored profile or bundle (`--profile`),
 //! bundles trained on several machines and merged (`merge --input DIR[:WEIGHT]`), and the
-//! bundle a run exports (`export DIR`, `train --bundle DIR`).
+//! bundle a run exports (`export DIR`, `train --bundle DIR`; `stage/merge.rs` calls these).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,8 +12,7 @@ use super::ctx::Ctx;
 use super::fresh::Inputs;
 use crate::exec::Cmd;
 use crate::fsx;
-use crate::outputs::{InstrumentedBuild, MergedProfile};
-use crate::stage::Stage;
+use crate::outputs::ProfileInfo;
 use crate::toolchain::Toolchain;
 
 /// What `--profile PATH` depends on: the profile's bytes and, for a bundle, its manifest.
@@ -36,7 +35,7 @@ pub fn use_profile(
     tc: &Toolchain,
     path: &Path,
     allow_stale: bool,
-) -> Result<MergedProfile> {
+) -> Result<ProfileInfo> {
     let (profile, origin) = if path.is_dir() {
         let (manifest, profile) = bundle::read(path)?;
         let why = manifest.stale_reasons(ctx, tc)?;
@@ -86,7 +85,7 @@ pub fn use_profile(
         info.total_count,
         info.origin
     );
-    Ok(MergedProfile(info))
+    Ok(info)
 }
 
 /// The bundles of `merge --input DIR[:WEIGHT] …`, read and checked.
@@ -124,7 +123,7 @@ pub fn merge_bundles(
     ctx: &Ctx,
     tc: &Toolchain,
     bundles: &[(PathBuf, u64, Manifest, PathBuf)],
-) -> Result<MergedProfile> {
+) -> Result<ProfileInfo> {
     let tmp = fsx::temp_path(&ctx.data.join("merged.profdata"));
     std::fs::create_dir_all(&ctx.data)?;
     let cmd = Cmd::new(tc.llvm_profdata.display().to_string())
@@ -151,7 +150,7 @@ pub fn merge_bundles(
         info.total_count,
         info.origin
     );
-    Ok(MergedProfile(info))
+    Ok(info)
 }
 
 fn provenance(bundles: &[(PathBuf, u64, Manifest, PathBuf)]) -> Vec<String> {
@@ -164,11 +163,10 @@ fn provenance(bundles: &[(PathBuf, u64, Manifest, PathBuf)]) -> Vec<String> {
 /// The bundle of a merge of bundles: the first one's manifest, with the new profile.
 pub fn write_merged_bundle(
     dir: &Path,
-    merged: &MergedProfile,
+    info: &ProfileInfo,
     bundles: &[(PathBuf, u64, Manifest, PathBuf)],
 ) -> Result<()> {
     let first = &bundles[0].2;
-    let info = &merged.0;
     let manifest = Manifest {
         profile: bundle::Summary {
             hash: info.hash.clone(),
@@ -180,23 +178,4 @@ pub fn write_merged_bundle(
         ..first.clone()
     };
     bundle::write(dir, &info.path, &manifest)
-}
-
-/// `export DIR` (and `train --bundle DIR`): this pgo-data's trained profile as a bundle.
-pub fn export(ctx: &Ctx, tc: &Toolchain, dir: &Path) -> Result<()> {
-    let merged = super::profile::load_merged(ctx)?;
-    if !merged.0.origin.is_empty() && !merged.0.origin.starts_with("trained") {
-        bail!(
-            "this pgo-data's profile was not trained here ({}): export the bundle it came from instead",
-            merged.0.origin
-        );
-    }
-    let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument).map_err(|e| {
-        e.context(
-            "export needs the instrumented build that trained the profile; run `cargo xtask pgo` (or `train`) first",
-        )
-    })?;
-    let hash = fsx::file_hash(&instrumented.0.exe)?;
-    let manifest = Manifest::new(ctx, tc, &merged.0, &hash, Vec::new())?;
-    bundle::write(dir, &merged.0.path, &manifest)
 }

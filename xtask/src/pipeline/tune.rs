@@ -10,11 +10,12 @@ use anyhow::{Context, Result, bail};
 
 use super::ctx::Ctx;
 use super::profile::{Scored, TUNED, Tuned, commands_hash};
-use super::stages::Timer;
-use super::steps::{self, ProfileSource};
+use super::runner::Timer;
+use super::stage::instrument::InstrumentedBuild;
+use super::stage::merge::{MergedProfile, ProfileSource};
+use super::stage::{insight as insight_stage, instrument, merge, train};
 
 use crate::insight::{self as insight, FunctionCount};
-use crate::outputs::{InstrumentedBuild, MergedProfile};
 use crate::toolchain::Toolchain;
 
 pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, skip_bad: bool) -> Result<Tuned> {
@@ -32,13 +33,13 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, skip_bad: bool) -> Resu
             ctx.config.path.display()
         );
     }
-    let instrumented = steps::instrument(ctx, tc, timer)?;
-    let training = steps::train(ctx, tc, timer, &instrumented)?;
+    let instrumented = instrument::run(ctx, tc, timer)?;
+    let training = train::run(ctx, tc, timer, &instrumented)?;
     let source = ProfileSource::Training {
         training: &training,
         skip_bad,
     };
-    let merged = steps::merge(ctx, tc, timer, source)?;
+    let merged = merge::run(ctx, tc, timer, source)?;
     timer.section_named("tune", || choose(ctx, tc, &instrumented, &merged))
 }
 
@@ -58,16 +59,16 @@ fn choose(
         let text = dir.join(format!("train-{}.proftext", part.workload));
         parts.push((
             part.workload.clone(),
-            super::insight::functions(tc, &part.profile, &text)?,
+            insight_stage::functions(tc, &part.profile, &text)?,
         ));
     }
     let mut validation = Vec::new();
     for w in &cfg.validate.workloads {
-        let profile = super::insight::profile_workload(ctx, tc, instrumented, w, &dir)?;
+        let profile = insight_stage::profile_workload(ctx, tc, instrumented, w, &dir)?;
         let text = dir.join(format!("{}.proftext", w.name));
         validation.push((
             w.name.clone(),
-            super::insight::functions(tc, &profile, &text)?,
+            insight_stage::functions(tc, &profile, &text)?,
         ));
     }
     let start: Vec<u64> = parts

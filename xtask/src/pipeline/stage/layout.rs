@@ -18,12 +18,19 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::ctx::Ctx;
+use super::baselines::Baselines;
+use super::measure::Arms;
+use super::optimize::OptimizedBuild;
 use crate::build::Built;
 use crate::config::Workload;
+use crate::flags::PgoArgs;
 use crate::fsx;
 use crate::outputs::{LayoutSet, LayoutVariant, LayoutVariants};
+use crate::pipeline::ctx::Ctx;
+use crate::pipeline::fresh::{Artifacts, Inputs};
+use crate::pipeline::runner::{self, Timer};
 use crate::relink::{self, Moved};
+use crate::stage::Stage;
 use crate::toolchain::Toolchain;
 
 /// The linker flag of a variant, `{seed}` replaced by its seed.
@@ -31,8 +38,67 @@ const SHUFFLE: &str = "-Wl,--shuffle-sections=.text*={seed}";
 /// Fewer of the functions at another address than this (%) is not another layout.
 const MIN_MOVED_PCT: f64 = 50.0;
 
+impl Artifacts for LayoutVariants {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.arms()
+            .map(|(_, b)| (b.exe.clone(), Some(b.hash.clone())))
+            .collect()
+    }
+}
+
+/// The relinked builds by content, the toolchain (its linker), the layout config and the
+/// instruction count's (the variants are checked with it).
+fn inputs(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<Inputs> {
+    let cfg = &ctx.config.config;
+    let mut inputs = Inputs::new()
+        .text("toolchain", tc.rustc_vv.clone())
+        .json("config.layout", &cfg.layout)
+        // The workloads it measures on: `check.workloads` by default, not the rest of `check`.
+        .json("layout.workloads", &cfg.layout.workloads_of(&cfg.check))
+        .json("config.measure.workloads", &cfg.measure.workloads)
+        .json("config.instructions", &cfg.instructions);
+    for b in builds
+        .iter()
+        .filter(|b| cfg.layout.builds.iter().any(|n| n == b.name()))
+    {
+        inputs = inputs.built(b)?;
+    }
+    Ok(inputs)
+}
+
+/// `layout.builds` relinked in `layout.variants` other function orders, each checked to
+/// differ from its build in layout only (`layout.rs`); `None` when `layout.variants = 0`.
+pub fn run(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    timer: &mut Timer,
+    optimized: &OptimizedBuild,
+    base: &Baselines,
+) -> Result<Option<LayoutVariants>> {
+    let cfg = &ctx.config.config;
+    let why = if cfg.layout.variants == 0 {
+        Some("`layout.variants = 0`")
+    } else if cfg.layout.workloads_of(&cfg.check).is_empty() {
+        Some(
+            "no workload to measure the variants on (`layout.workloads`, else `check.workloads`, is empty)",
+        )
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        ctx.forget(Stage::Layout)?;
+        timer.skip(Stage::Layout, why);
+        return Ok(None);
+    }
+    let builds = Arms::builds(optimized, base, None, None);
+    runner::run(ctx, timer, Stage::Layout, inputs(ctx, tc, &builds)?, || {
+        variants(ctx, tc, &builds)
+    })
+    .map(Some)
+}
+
 /// The variants of every build of `layout.builds`, from the measured `builds`.
-pub(super) fn variants(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<LayoutVariants> {
+fn variants(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<LayoutVariants> {
     let cfg = &ctx.config.config;
     let workloads = cfg.layout.workloads_of(&cfg.check).to_vec();
     let (dir, counted) = prepare(ctx, &workloads)?;
@@ -213,6 +279,13 @@ fn instructions(
         Some(c) => (c.per_message, c.note),
         None => (None, Some("not counted".to_string())),
     }
+}
+
+/// `cargo xtask pgo layout`: of the recorded builds.
+pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+    let optimized: OptimizedBuild = ctx.load(Stage::Optimize)?;
+    let base: Baselines = ctx.load(Stage::Baselines)?;
+    run(ctx, tc, timer, &optimized, &base).map(drop)
 }
 
 #[cfg(test)]

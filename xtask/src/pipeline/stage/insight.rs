@@ -9,18 +9,74 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::ctx::Ctx;
+use super::instrument::InstrumentedBuild;
+use super::merge::MergedProfile;
+use crate::pipeline::ctx::Ctx;
+use crate::pipeline::fresh::{Artifacts, Inputs};
+use crate::pipeline::profile;
+use crate::pipeline::runner::{self, Timer};
+use crate::stage::Stage;
 
 use crate::config::Workload;
 use crate::exec::Cmd;
+use crate::flags::PgoArgs;
 use crate::insight::{self as insight, FunctionCount};
 use crate::outputs::InsightReport;
 use crate::outputs::RequiredCoverage;
 use crate::outputs::WorkloadInsight;
-use crate::outputs::{InstrumentedBuild, MergedProfile, OptimizedBuild};
 use crate::toolchain::Toolchain;
 
-pub(super) fn insight(
+impl Artifacts for InsightReport {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.workloads
+            .iter()
+            .map(|w| (w.profile.clone(), None))
+            .collect()
+    }
+}
+
+fn inputs(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    instrumented: &InstrumentedBuild,
+    merged: &MergedProfile,
+) -> Result<Inputs> {
+    let cfg = &ctx.config.config;
+    Inputs::new()
+        .built(&instrumented.0)?
+        .text("profile", merged.0.hash.clone())
+        .text("llvm-profdata", tc.llvm_profdata_version.clone())
+        .json("config.measure.workloads", &cfg.measure.workloads)
+        .json("config.insight", &cfg.insight)
+        .json("config.apply_check", &cfg.apply_check)
+        .file(
+            "previous.profdata",
+            &ctx.data.join(profile::PREVIOUS_PROFILE),
+        )
+}
+
+/// Why: what the profile holds, and whether the training looks like each measured workload
+/// (profiled alone on the instrumented binary). Its findings are printed whether it ran or
+/// was up to date.
+pub fn run(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    timer: &mut Timer,
+    instrumented: &InstrumentedBuild,
+    merged: &MergedProfile,
+) -> Result<InsightReport> {
+    let found = runner::run(
+        ctx,
+        timer,
+        Stage::Insight,
+        inputs(ctx, tc, instrumented, merged)?,
+        || insight(ctx, tc, instrumented, merged),
+    )?;
+    summarize(&found);
+    Ok(found)
+}
+
+fn insight(
     ctx: &Ctx,
     tc: &Toolchain,
     instrumented: &InstrumentedBuild,
@@ -103,7 +159,7 @@ pub(super) fn insight(
             agreement: Some(agreement),
         });
     }
-    let previous = ctx.data.join(super::profile::PREVIOUS_PROFILE);
+    let previous = ctx.data.join(profile::PREVIOUS_PROFILE);
     let previous_overlap_pct = if previous.is_file() {
         Some(overlap(tc, &previous, &merged.0.path)?)
     } else {
@@ -156,7 +212,7 @@ fn runs_most(
 
 /// What the insight found, on the terminal: each workload's overlap with the training and its
 /// hottest functions, the overlap with the previous training, the warnings.
-pub(super) fn summarize(found: &InsightReport) {
+fn summarize(found: &InsightReport) {
     for w in &found.workloads {
         if let Some(a) = &w.agreement {
             eprintln!(
@@ -195,42 +251,9 @@ pub(super) fn summarize(found: &InsightReport) {
     }
 }
 
-/// The oracle: a build whose profile is the measured workloads' own (merged from the insight
-/// stage's per-workload profiles). It says what a training could get at best; it is measured
-/// beside the others and never shipped. The profile is content-addressed like the training's
-/// (cargo fingerprints the path, not the content).
-pub(super) fn oracle(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Result<OptimizedBuild> {
-    let dir = ctx.data.join("insight");
-    let tmp = crate::fsx::temp_path(&dir.join("oracle.profdata"));
-    Cmd::new(tc.llvm_profdata.display().to_string())
-        .args(["merge", "-o"])
-        .arg(tmp.display().to_string())
-        .args(
-            insight
-                .workloads
-                .iter()
-                .map(|w| w.profile.display().to_string()),
-        )
-        .read()
-        .context("merging the measured workloads' profiles into the oracle profile")?;
-    let bytes = std::fs::read(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?;
-    let path = dir.join(format!(
-        "oracle-{:016x}.profdata",
-        crate::fsx::fnv1a64(&bytes)
-    ));
-    crate::fsx::rename_content_addressed(&tmp, &path)?;
-    for entry in std::fs::read_dir(&dir)?.filter_map(|e| e.ok()) {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("oracle-") && entry.path() != path {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-    super::profile::pgo_build(ctx, tc, crate::build::Build::Oracle, &path)
-}
-
 /// Runs one measured workload on the instrumented binary into a directory of its own and
 /// merges what it wrote: that workload's own profile.
-pub(super) fn profile_workload(
+pub fn profile_workload(
     ctx: &Ctx,
     tc: &Toolchain,
     instrumented: &InstrumentedBuild,
@@ -246,7 +269,7 @@ pub(super) fn profile_workload(
     let mut w = w.clone();
     ctx.resolve_drivers(std::slice::from_mut(&mut w))?;
     let timeout = Duration::from_secs(ctx.config.config.measure.timeout_secs);
-    super::profile::profile_run(ctx, &instrumented.0.exe, &w, &raw, timeout)
+    super::train::profile_run(ctx, &instrumented.0.exe, &w, &raw, timeout)
         .with_context(|| format!("profiling the workload `{name}`"))?;
     let profraw: Vec<String> = std::fs::read_dir(&raw)?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -270,7 +293,7 @@ pub(super) fn profile_workload(
 }
 
 /// A profile's functions, via its text dump written to `text`.
-pub(super) fn functions(tc: &Toolchain, profile: &Path, text: &Path) -> Result<Vec<FunctionCount>> {
+pub fn functions(tc: &Toolchain, profile: &Path, text: &Path) -> Result<Vec<FunctionCount>> {
     Cmd::new(tc.llvm_profdata.display().to_string())
         .args(["merge", "--text", "-o"])
         .arg(text.display().to_string())
@@ -294,4 +317,11 @@ fn overlap(tc: &Toolchain, base: &Path, test: &Path) -> Result<f64> {
             cmd.display()
         )
     })
+}
+
+/// `cargo xtask pgo insight`: on the recorded instrumented build and profile.
+pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+    let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
+    let merged = super::merge::load_merged(ctx)?;
+    run(ctx, tc, timer, &instrumented, &merged).map(drop)
 }

@@ -16,21 +16,97 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use super::ctx::Ctx;
-
+use super::merge::MergedProfile;
+use super::optimize::OptimizedBuild;
 use crate::bolt::{self as bolt, BoltTools};
 use crate::build::{Build, Built};
 use crate::exec::Cmd;
+use crate::flags::PgoArgs;
 use crate::fsx;
 use crate::outputs::BoltBuild;
-use crate::outputs::MergedProfile;
+use crate::pipeline::ctx::Ctx;
+use crate::pipeline::fresh::{Artifacts, Inputs};
+use crate::pipeline::runner::{self, Timer};
+use crate::stage::Stage;
 use crate::toolchain::Toolchain;
+
+impl Artifacts for BoltBuild {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        vec![(self.build.exe.clone(), Some(self.build.hash.clone()))]
+    }
+    fn compiled(&self) -> u64 {
+        self.build.compiled
+    }
+}
+
+/// The relinked PGO build's inputs, the BOLT tools, the BOLT and training config.
+fn inputs(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    tools: &crate::bolt::BoltTools,
+    merged: &MergedProfile,
+) -> Result<Inputs> {
+    let flags = Build::Bolt.rustflags(Some(&merged.0.path));
+    let inputs = super::build_inputs(ctx, tc, Build::Bolt, &flags)?
+        .text("profile", merged.0.hash.clone())
+        .text("llvm-bolt", tools.version.clone())
+        .json("config.bolt", &ctx.config.config.bolt)
+        .json("config.train", &ctx.config.config.train)
+        .json("config.apply_check", &ctx.config.config.apply_check);
+    match &ctx.config.config.bolt.profile {
+        // A given profile's bytes, not only its path: a new one in the same place reruns.
+        Some(given) => inputs.file("bolt.profile", given),
+        None => Ok(inputs),
+    }
+}
+
+/// BOLT after PGO, as `bolt.enabled` asks: skipped (saying why and what to install) when off
+/// or when llvm-bolt is missing under "auto"; an error when it is required and missing. A
+/// skipped stage's record of an earlier run is removed: it is not this run's build.
+pub fn run(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    timer: &mut Timer,
+    merged: &MergedProfile,
+    optimized: &OptimizedBuild,
+) -> Result<Option<BoltBuild>> {
+    let decided = crate::bolt::decide(
+        ctx.config.config.bolt.enabled,
+        tc.bolt.as_ref(),
+        tc.rustc.llvm_major,
+    )?;
+    match decided {
+        Err(why) => {
+            ctx.forget(Stage::Bolt)?;
+            timer.skip(Stage::Bolt, &why);
+            Ok(None)
+        }
+        Ok(tools) => {
+            let built = runner::run(
+                ctx,
+                timer,
+                Stage::Bolt,
+                inputs(ctx, tc, tools, merged)?,
+                || build(ctx, tc, tools, merged, &optimized.build),
+            )?;
+            if super::reused(timer) {
+                eprintln!(
+                    "bolt: {} ({} of {} functions profiled)",
+                    built.build.exe.display(),
+                    built.report.functions_profiled,
+                    built.report.functions_total
+                );
+            }
+            Ok(Some(built))
+        }
+    }
+}
 
 fn dir(ctx: &Ctx) -> PathBuf {
     ctx.data.join("bolt")
 }
 
-fn run(cmd: Cmd, timeout: u64, what: &str) -> Result<String> {
+fn tool(cmd: Cmd, timeout: u64, what: &str) -> Result<String> {
     let out = cmd
         .run_with_timeout(Duration::from_secs(timeout))
         .with_context(|| what.to_string())?;
@@ -41,7 +117,7 @@ fn run(cmd: Cmd, timeout: u64, what: &str) -> Result<String> {
     ))
 }
 
-pub(super) fn bolt(
+fn build(
     ctx: &Ctx,
     tc: &Toolchain,
     tools: &BoltTools,
@@ -73,7 +149,7 @@ pub(super) fn bolt(
     // 5. Optimised, with BOLT's report.
     let exe = dir.join(format!("{}.bolt", ctx.ws.binary));
     let tmp = fsx::temp_path(&exe);
-    let report_text = run(
+    let report_text = tool(
         Cmd::new(tools.bolt.display().to_string())
             .arg(relinked.display().to_string())
             .arg("-o")
@@ -160,7 +236,7 @@ fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<Pa
         std::fs::remove_file(&old).with_context(|| format!("cannot remove {}", old.display()))?;
     }
     let inst = dir.join(format!("{}.bolt-inst", ctx.ws.binary));
-    run(
+    tool(
         Cmd::new(tools.bolt.display().to_string())
             .arg(relinked.display().to_string())
             .args(["-instrument", "-o"])
@@ -238,4 +314,11 @@ fn fdata_files(dir: &Path) -> Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+/// `cargo xtask pgo bolt`: on the recorded profile and PGO build.
+pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+    let merged = super::merge::load_merged(ctx)?;
+    let optimized: OptimizedBuild = ctx.load(Stage::Optimize)?;
+    run(ctx, tc, timer, &merged, &optimized).map(drop)
 }

@@ -169,10 +169,3 @@ where
     }
     Ok(out)
 }
-
-/// Doctor's output: not fingerprinted (it always runs), never reused.
-impl Artifacts for crate::toolchain::Toolchain {
-    fn artifacts(&self) -> Vec<(std::path::PathBuf, Option<String>)> {
-        Vec::new()
-    }
-}

@@ -1,0 +1,53 @@
+//! `baselines`: what every build is compared against: no LTO and no PGO (`release`), and fat
+//! LTO without PGO (`lto`).
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{Build, Built};
+use crate::flags::PgoArgs;
+use crate::pipeline::ctx::Ctx;
+use crate::pipeline::fresh::{Artifacts, Inputs};
+use crate::pipeline::runner::{self, Timer};
+use crate::stage::Stage;
+use crate::toolchain::Toolchain;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Baselines {
+    pub release: Built,
+    pub lto: Built,
+}
+
+impl Artifacts for Baselines {
+    fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
+        [&self.release, &self.lto]
+            .iter()
+            .flat_map(|b| b.artifacts())
+            .collect()
+    }
+    fn compiled(&self) -> u64 {
+        self.release.compiled + self.lto.compiled
+    }
+}
+
+fn inputs(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
+    Ok(super::build_inputs(ctx, tc, Build::Release, "")?
+        .text("lto.cargo_profile", Build::Lto.cargo_profile())
+        .text("lto.rustflags", ""))
+}
+
+/// What we compare against: no LTO and no PGO (`release`); fat LTO without PGO (`lto`).
+pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Baselines> {
+    runner::run(ctx, timer, Stage::Baselines, inputs(ctx, tc)?, || {
+        let (release, _) = ctx.build(tc, Build::Release, Build::Release.rustflags(None))?;
+        let (lto, _) = ctx.build(tc, Build::Lto, Build::Lto.rustflags(None))?;
+        Ok(Baselines { release, lto })
+    })
+}
+
+/// `cargo xtask pgo baselines`.
+pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+    run(ctx, tc, timer).map(drop)
+}

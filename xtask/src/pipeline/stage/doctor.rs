@@ -1,0 +1,58 @@
+//! `doctor`: rustc and a version-matched llvm-profdata, or nothing works. Cheap, so every
+//! command that builds runs it.
+
+use anyhow::Result;
+
+use crate::flags::PgoArgs;
+use crate::pipeline::ctx::Ctx;
+use crate::pipeline::fresh::Artifacts;
+use crate::pipeline::runner::Timer;
+use crate::stage::Stage;
+use crate::toolchain::{self, Toolchain};
+
+/// Stage 1: rustc and a version-matched llvm-profdata, or nothing works. Cheap, so every
+/// invocation runs it.
+pub fn run(ctx: &Ctx, timer: &mut Timer) -> Result<Toolchain> {
+    let tc = timer.section(Stage::Doctor, || {
+        let tc = toolchain::doctor(&ctx.ws.root)?;
+        eprintln!(
+            "doctor: rustc {} (LLVM {}, host {}); llvm-profdata {} ({})",
+            tc.rustc.release,
+            tc.rustc.llvm_version,
+            tc.rustc.host,
+            tc.llvm_profdata.display(),
+            tc.llvm_profdata_version
+        );
+        eprintln!(
+            "doctor: the user's rustflags: {}",
+            tc.user_rustflags.describe()
+        );
+        match &tc.bolt {
+            Some(b) => eprintln!(
+                "doctor: llvm-bolt {} ({}), merge-fdata {}",
+                b.bolt.display(),
+                b.version,
+                b.merge_fdata.display()
+            ),
+            None => eprintln!(
+                "doctor: llvm-bolt not found (the bolt stage needs it: apt-get install {})",
+                crate::bolt::package(tc.rustc.llvm_major)
+            ),
+        }
+        Ok(tc)
+    })?;
+    ctx.record(Stage::Doctor, &tc)?;
+    Ok(tc)
+}
+
+/// Doctor's output: not fingerprinted (it always runs), never reused.
+impl Artifacts for crate::toolchain::Toolchain {
+    fn artifacts(&self) -> Vec<(std::path::PathBuf, Option<String>)> {
+        Vec::new()
+    }
+}
+
+/// `cargo xtask pgo doctor`: nothing more than every command runs first.
+pub fn alone(_ctx: &Ctx, _tc: &Toolchain, _timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+    Ok(())
+}
