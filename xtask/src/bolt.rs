@@ -14,7 +14,7 @@ use crate::exec::Cmd;
 /// `llvm-bolt` and its `merge-fdata`, with the version `llvm-bolt --version` printed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BoltTools {
-    pub bolt: PathBuf,
+    pub llvm_bolt: PathBuf,
     pub merge_fdata: PathBuf,
     pub version: String,
 }
@@ -74,8 +74,8 @@ pub fn find(llvm_major: u32, path_dirs: &[PathBuf]) -> Option<BoltTools> {
     None
 }
 
-fn tools(bolt: PathBuf, merge_fdata: PathBuf) -> BoltTools {
-    let version = Cmd::new(bolt.display().to_string())
+fn tools(llvm_bolt: PathBuf, merge_fdata: PathBuf) -> BoltTools {
+    let version = Cmd::new(llvm_bolt.display().to_string())
         .arg("--version")
         .read()
         .ok()
@@ -86,7 +86,7 @@ fn tools(bolt: PathBuf, merge_fdata: PathBuf) -> BoltTools {
         })
         .unwrap_or_else(|| "unknown version".into());
     BoltTools {
-        bolt,
+        llvm_bolt,
         merge_fdata,
         version,
     }
@@ -388,7 +388,7 @@ BOLT-INFO: program-wide dynostats after all optimizations before SCTC and FOP:
     fn bolt_enabled_runs_skips_or_refuses() {
         use crate::config::BoltEnabled;
         let tools = BoltTools {
-            bolt: "/usr/bin/llvm-bolt-22".into(),
+            llvm_bolt: "/usr/bin/llvm-bolt-22".into(),
             merge_fdata: "/usr/bin/merge-fdata-22".into(),
             version: "LLVM version 22".into(),
         };
@@ -423,7 +423,7 @@ BOLT-INFO: program-wide dynostats after all optimizations before SCTC and FOP:
         ] {
             std::fs::write(dir.join(name), "#!/bin/sh\necho 'LLVM version 0'\n").unwrap();
         }
-        let found = find(99, std::slice::from_ref(&dir)).map(|t| t.bolt);
+        let found = find(99, std::slice::from_ref(&dir)).map(|t| t.llvm_bolt);
         // rustc's 99 is not there; 21 is the newest here (a real /usr/lib/llvm-99 is not).
         assert_eq!(found, Some(dir.join("llvm-bolt-21")));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -140,7 +140,7 @@ impl Build {
 
     /// The build whose target folder seeds this one's when it does not exist yet: same
     /// profile, same rustflags, so cargo finds every dependency fresh and compiles only the
-    /// final crate (8 s instead of 15 here, on a cold run).
+    /// final crate.
     pub fn seeded_from(self) -> Option<Build> {
         match self {
             Build::Bolt => Some(Build::LtoPgo),

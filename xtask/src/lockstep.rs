@@ -159,9 +159,8 @@ pub struct Timing {
     /// Of that, what the measured core waited for: none when the arms set up while the
     /// session before took its turns.
     pub waited_secs: f64,
-    /// Moving the arms onto the measured core. Their first batch there runs on cold caches
-    /// (about 4 % slower per message here): the median over rounds sets it aside, cheaper
-    /// than an unrecorded round (measured: 6 ms a session against 11).
+    /// Moving the arms onto the measured core. Their first batch there runs on cold caches;
+    /// the median over rounds sets it aside, which is cheaper than an unrecorded round.
     pub move_secs: f64,
     /// The recorded rounds, wall time.
     pub turns_secs: f64,

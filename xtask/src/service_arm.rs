@@ -324,6 +324,11 @@ mod tests {
             "it spun between turns: {after} -> {later} ticks"
         );
         drop(awake);
+        // Joined; the kernel drops the thread's /proc entry a moment after the join returns.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while awake_thread().is_some() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert!(awake_thread().is_none(), "it outlived its owner");
     }
 

@@ -676,3 +676,39 @@ fn the_shipped_profile_keeps_the_codes_defaults() {
         "profiles/default.toml and the code's defaults differ: {differ:#?}"
     );
 }
+
+/// Commit subjects since the house rule (issue 36) are at most 72 characters, git's
+/// convention: details go in the body. A clone without that history has nothing to check.
+#[test]
+fn commit_subjects_are_at_most_72_characters() {
+    const SINCE: &str = "9bfb083";
+    let out = std::process::Command::new("git")
+        .args([
+            "log",
+            "--no-merges",
+            "--format=%h %s",
+            &format!("{SINCE}..HEAD"),
+        ])
+        .current_dir(root())
+        .output()
+        .expect("git runs");
+    if !out.status.success() {
+        eprintln!(
+            "no history since {SINCE} in this clone: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return;
+    }
+    let long: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.split_once(' ')
+                .is_some_and(|(_, s)| s.chars().count() > 72)
+        })
+        .map(String::from)
+        .collect();
+    assert!(
+        long.is_empty(),
+        "commit subjects over 72 characters: {long:#?}"
+    );
+}

@@ -116,9 +116,8 @@ fn run(
 /// One loop, never inlined, for every mode (`--untimed`, the warm-up, a whole run, each
 /// lockstep batch), as `agent_send_contended` has: PGO lays code out by the counts of the
 /// functions the training ran, and the training runs whole runs. When lockstep batches had
-/// a loop of their own, nothing had trained it and PGO optimised it as cold: on one machine
-/// here the lto+pgo build measured 9 % slower than release in lockstep while whole runs of
-/// the same binaries were 25-30 % faster.
+/// a loop of their own, nothing had trained it and PGO optimised it as cold, so lockstep
+/// measured another build than whole runs did (`docs/findings.md`, "the cold-loop trap").
 #[inline(never)]
 fn round_trips(
     rt: &tokio::runtime::Runtime,

@@ -73,8 +73,8 @@
 //! **Run the same never-inlined function in training and in the batches.** PGO lays code out
 //! by the counts of the functions the training ran, and the training runs whole runs. A loop
 //! written for lockstep alone, with the work inlined into it, was never trained: PGO
-//! optimises it as cold, for size. In `mty-bench` that once made the PGO build measure 9 %
-//! slower than release in lockstep while whole runs of the same binaries were 25-30 % faster.
+//! optimises it as cold, for size, and the batches then measure a build nobody ships
+//! (`docs/findings.md`, "the cold-loop trap").
 //! The timing around the call (two clock reads, a push) is the only code of its own a batch
 //! may have.
 

@@ -258,9 +258,8 @@ fn replication(rows: &[CalibrationRow], sizes: &[f64]) -> Vec<Replication> {
 }
 
 /// A release arm with `--inject-ns N`. Every arm of a row carries the flag, release and the
-/// A/A arm with 0 written as wide as N: an arm's arguments alone moved it by 1 % (the 0 % row
-/// read 1.0 % faster with `--inject-ns 0` on the injected arm only, 3 runs in 3), so all
-/// three must have the same arguments but the number.
+/// A/A arm with 0 written as wide as N. An arm's arguments alone move it (they are copied to
+/// its heap), so all three must have the same arguments but the number.
 fn arm(name: &str, build: &Built, inject_ns: u64, width: usize) -> MeasuredArm {
     MeasuredArm {
         name: name.to_string(),

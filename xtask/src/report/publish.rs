@@ -24,9 +24,13 @@ commit; `cargo xtask pgo --publish` adds them.
 
 ";
 
-const TABLE_HEADER: &str = "| date | machine | commit | lto+pgo vs release, `agent_send_latency` | A/A floor | mailbox / tokio (release) | file |
-|---|---|---|---|---|---|---|
+const TABLE_HEADER: &str = "| date | machine | commit | lto+pgo vs release, `agent_send_latency` | A/A floor | mailbox / tokio (release) | file | how measured |
+|---|---|---|---|---|---|---|---|
 ";
+
+/// How this version measures, as the index's last column names it (its README says what each
+/// name means).
+const PROTOCOL: &str = "per comparison";
 
 /// Writes the run's page and its index row under `root/docs/results/`; returns the page.
 pub fn publish(root: &Path, data: &Path, report: &Report) -> Result<PathBuf> {
@@ -136,7 +140,7 @@ pub fn index_row(report: &Report, page: &str) -> String {
     let mut row = String::new();
     let _ = write!(
         row,
-        "| {} | {} ({} cores) | `{}`{} | {gain} | {floor} | {versus} | [{page}]({page}) |",
+        "| {} | {} ({} cores) | `{}`{} | {gain} | {floor} | {versus} | [{page}]({page}) | {PROTOCOL} |",
         utc_date(report.generated_unix_secs),
         env.cpu_model,
         env.cores,
@@ -234,6 +238,13 @@ mod tests {
             rows[0]
         );
         assert!(rows[0].contains("`0123456789ab`"), "{}", rows[0]);
+        // As many cells as the header has: the protocol last.
+        let header = TABLE_HEADER.lines().next().unwrap();
+        assert_eq!(
+            rows[0].matches(" | ").count(),
+            header.matches(" | ").count()
+        );
+        assert!(rows[0].ends_with("| per comparison |"), "{}", rows[0]);
         // An index without the marker is refused, naming the fix.
         std::fs::write(&index, "# Results\n").unwrap();
         let err = format!("{:#}", publish(&root, &data, &r).unwrap_err());

@@ -204,7 +204,6 @@ pub fn capture_nested(
     })
 }
 
-/// The median (mean of the middle two for an even count), reordering `v`.
 /// The median of `v`, reordering it in place (the bootstrap's inner loop); `v` not empty.
 fn median_of(v: &mut [f64]) -> f64 {
     let n = v.len();

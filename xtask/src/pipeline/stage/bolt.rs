@@ -150,7 +150,7 @@ fn build(
     let exe = dir.join(format!("{}.bolt", ctx.ws.binary));
     let tmp = fsx::temp_path(&exe);
     let report_text = tool(
-        Cmd::new(tools.bolt.display().to_string())
+        Cmd::new(tools.llvm_bolt.display().to_string())
             .arg(relinked.display().to_string())
             .arg("-o")
             .arg(tmp.display().to_string())
@@ -237,7 +237,7 @@ fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<Pa
     }
     let inst = dir.join(format!("{}.bolt-inst", ctx.ws.binary));
     tool(
-        Cmd::new(tools.bolt.display().to_string())
+        Cmd::new(tools.llvm_bolt.display().to_string())
             .arg(relinked.display().to_string())
             .args(["-instrument", "-o"])
             .arg(inst.display().to_string())

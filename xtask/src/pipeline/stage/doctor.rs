@@ -10,8 +10,7 @@ use crate::pipeline::runner::Timer;
 use crate::stage::Stage;
 use crate::toolchain::{self, Toolchain};
 
-/// Stage 1: rustc and a version-matched llvm-profdata, or nothing works. Cheap, so every
-/// invocation runs it.
+/// Checks the toolchain and records it.
 pub fn run(ctx: &Ctx, timer: &mut Timer) -> Result<Toolchain> {
     let tc = timer.section(Stage::Doctor, || {
         let tc = toolchain::doctor(&ctx.ws.root)?;
@@ -30,7 +29,7 @@ pub fn run(ctx: &Ctx, timer: &mut Timer) -> Result<Toolchain> {
         match &tc.bolt {
             Some(b) => eprintln!(
                 "doctor: llvm-bolt {} ({}), merge-fdata {}",
-                b.bolt.display(),
+                b.llvm_bolt.display(),
                 b.version,
                 b.merge_fdata.display()
             ),

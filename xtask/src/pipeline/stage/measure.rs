@@ -57,8 +57,6 @@ impl Artifacts for Measurements {
     }
 }
 
-/// The measured executables by content, the measurement's config, and the comparators'
-/// sources: `--remeasure` measures again anyway.
 /// Every arm the sessions measure, as one value: the measured builds, `--against`'s builds of
 /// another commit, and the layout variants. The null arms (the A/A arm, release's copy), the
 /// pairs the stopping rule watches and the versus pairs follow from these and the config

@@ -11,7 +11,7 @@ pub fn render(md: &mut String, b: &BoltBuild) {
     let _ = writeln!(
         md,
         "## BOLT after PGO\n\n`{}` ({}), instrumentation mode: the PGO build relinked with `-Wl,-q`, {}, then `llvm-bolt -data=… {}`.\n",
-        b.tools.bolt.display(),
+        b.tools.llvm_bolt.display(),
         b.tools.version,
         if b.given {
             format!(
