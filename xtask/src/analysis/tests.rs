@@ -1,0 +1,711 @@
+//! Unit tests of `analysis.rs`.
+
+use super::sessions::analyze_lockstep;
+use crate::fixtures::builds;
+
+use super::{Bound, LayoutFloor};
+use crate::fixtures::measure_config;
+use crate::stats::Verdict;
+
+#[test]
+fn the_layout_floor_recovers_known_layout_shifts_through_state_flips() {
+    // Four layouts of release shifted by known amounts (sd 0.93 %), in sessions whose
+    // machine state flips between 170 and 235 ns.
+    let shifts = [-1.0, -0.3, 0.4, 1.1];
+    let sessions = crate::fixtures::layout_sessions(30, 20, &shifts);
+    let w = &analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &sessions,
+        &[],
+        &measure_config(),
+        &crate::analysis::sessions::Pooled::none(&Default::default()),
+    )
+    .unwrap()[0];
+    let l = w.layout.as_ref().expect("a layout floor");
+    assert_eq!(l.variants.len(), 4);
+    for ((arm, e), truth) in l.variants.iter().zip(shifts) {
+        assert!(
+            (e.change_pct - truth).abs() < 0.3,
+            "{arm}: {} against {truth}",
+            e.change_pct
+        );
+    }
+    let truth_sd = crate::stats::sequential::sd(&shifts);
+    assert!(
+        (l.sd_pct - truth_sd).abs() < 0.2,
+        "{} against {truth_sd}",
+        l.sd_pct
+    );
+    assert!(
+        (l.layout_sd_pct - truth_sd).abs() < 0.3,
+        "{} against {truth_sd}",
+        l.layout_sd_pct
+    );
+    // The prediction interval reaches past every layout measured; the floor is its farther
+    // bound from 0 (the centre kept).
+    assert!(l.low_pct < -1.0 && l.high_pct > 1.1, "{l:?}");
+    assert!(
+        (l.floor_pct - l.low_pct.abs().max(l.high_pct.abs())).abs() < 1e-9,
+        "{l:?}"
+    );
+    assert_eq!(l.layouts, 4);
+    assert!((l.lowest_pct + 1.0).abs() < 0.3 && (l.highest_pct - 1.1).abs() < 0.3);
+    // Four layouts do not veto: the threshold is the farthest layout measured, not the
+    // floor (wider than every layout measured). lto's 1 % lies within the layouts;
+    // lto+pgo's 10 % beyond them.
+    let judged = |b: &str| {
+        w.rows
+            .iter()
+            .find(|r| r.build == b)
+            .and_then(|r| r.vs_release.clone())
+            .unwrap()
+            .median
+    };
+    let (lto, pgo) = (judged("lto"), judged("lto+pgo"));
+    assert_eq!(
+        (lto.bound, pgo.bound),
+        (Bound::LayoutRange, Bound::LayoutRange)
+    );
+    assert!(lto.threshold_pct < l.floor_pct, "{lto:?} {l:?}");
+    assert!((lto.threshold_pct - l.highest_pct.abs().max(l.lowest_pct.abs())).abs() < 1e-9);
+    assert_eq!(lto.verdict, Verdict::NoDetectableChange, "{lto:?}");
+    assert_eq!(pgo.verdict, Verdict::Faster, "{pgo:?}");
+    // The A/A arm is the same executable: no layout floor on it.
+    assert_ne!(w.aa.median.bound, Bound::LayoutFloor);
+    // Eight layouts or more (earlier runs' of the same executable pooled): the floor vetoes.
+    let mut pooled = l.clone();
+    pooled.layouts = LayoutFloor::VETO_LAYOUTS;
+    assert_eq!(pooled.threshold(), (pooled.floor_pct, Bound::LayoutFloor));
+    // No variants, no floor.
+    let plain = &analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &crate::fixtures::sessions(30, 20),
+        &[],
+        &measure_config(),
+        &crate::analysis::sessions::Pooled::none(&Default::default()),
+    )
+    .unwrap()[0];
+    assert!(plain.layout.is_none());
+    assert!(
+        plain
+            .rows
+            .iter()
+            .filter_map(|r| r.vs_release.as_ref())
+            .all(|c| c.median.bound != Bound::LayoutFloor)
+    );
+}
+
+/// pulldown-cmark, whole-process (issue 32's figures): four layouts within −2.1…+1.4 %
+/// gave a floor of ±5.8 % that called lto's 5.5 % [3.7, 7.3] no change. Below eight
+/// layouts the threshold is the farthest layout measured, so lto's gain stands; from
+/// eight on the floor decides.
+#[test]
+fn a_floor_of_few_layouts_does_not_veto_a_gain_beyond_every_layout() {
+    let estimate = |change: f64, lo: f64, hi: f64| crate::stats::Estimate {
+        pairs: 12,
+        rounds: None,
+        mean_log_ratio: (1.0 + change / 100.0f64).ln(),
+        ratio: 1.0 + change / 100.0,
+        change_pct: change,
+        ci_low_pct: lo,
+        ci_high_pct: hi,
+        df: Some(7),
+        arm: None,
+        alpha: None,
+    };
+    let mut floor = LayoutFloor {
+        build: "release".into(),
+        variants: Vec::new(),
+        layouts: 4,
+        mean_pct: -0.3,
+        sd_pct: 1.5,
+        layout_sd_pct: 1.4,
+        lowest_pct: -2.1,
+        highest_pct: 1.4,
+        low_pct: -5.8,
+        high_pct: 5.2,
+        floor_pct: 5.8,
+        max_half_width_pct: 1.0,
+        gains: Vec::new(),
+        bolt_vs_layouts: Vec::new(),
+    };
+    let lto = || estimate(-5.5, -7.3, -3.7);
+    let j = super::judged(lto(), 1.0, Some(&floor));
+    assert_eq!((j.verdict, j.bound), (Verdict::Faster, Bound::LayoutRange));
+    assert!((j.threshold_pct - 2.1).abs() < 1e-12);
+    // A gain within the layouts measured is not called one.
+    let within = super::judged(estimate(-1.8, -2.6, -1.0), 1.0, Some(&floor));
+    assert_eq!(within.verdict, Verdict::NoDetectableChange);
+    // Eight layouts: the floor vetoes.
+    floor.layouts = LayoutFloor::VETO_LAYOUTS;
+    let j = super::judged(lto(), 1.0, Some(&floor));
+    assert_eq!(
+        (j.verdict, j.bound),
+        (Verdict::NoDetectableChange, Bound::LayoutFloor)
+    );
+    // The min effect still binds above a narrow floor.
+    floor.floor_pct = 0.4;
+    assert_eq!(super::threshold(1.0, Some(&floor)), (1.0, Bound::MinEffect));
+    assert!(
+        floor.line().starts_with("layout floor ±0.4 % (8 layouts"),
+        "{}",
+        floor.line()
+    );
+}
+
+/// Earlier runs' layouts of the same release executable pool with this run's (another
+/// executable's do not): K grows past the point where the floor vetoes, the floor keeps
+/// its centre, and this run's records go to the history under their seeds.
+#[test]
+fn the_floor_pools_earlier_runs_layouts_and_keeps_its_centre() {
+    use super::history::{History, LayoutRecord};
+    use super::sessions::{Pooled, records};
+    let sessions = crate::fixtures::layout_sessions(30, 20, &[-1.0, -0.3, 0.4, 1.1]);
+    let record = |hash: &str, seed: u32, pct: f64| LayoutRecord {
+        workload: "agent_send_latency".into(),
+        exe_hash: hash.into(),
+        layout_seed: seed,
+        log: (1.0 + pct / 100.0f64).ln(),
+        se: 0.001,
+    };
+    let mut history = History::default();
+    // An earlier run: six layouts of this executable, all a little slower than its
+    // default order; and one of another executable, far off.
+    let earlier: Vec<LayoutRecord> = (0..6)
+        .map(|k| record("abc", 100 + k, 0.3 + 0.1 * k as f64))
+        .chain([record("another", 7, 9.0)])
+        .collect();
+    history.add(Vec::new(), earlier);
+    let seeds: Vec<(String, u32)> = (1..=4).map(|k| (format!("release/L{k}"), k)).collect();
+    let pooled = Pooled {
+        history: &history,
+        run_seed: 9,
+        release_hash: Some("abc"),
+        layout_seeds: &seeds,
+        build_hashes: &[],
+        other_files: true,
+        stops: &[],
+    };
+    let w = &analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &sessions,
+        &[],
+        &measure_config(),
+        &pooled,
+    )
+    .unwrap()[0];
+    let l = w.layout.as_ref().unwrap();
+    assert_eq!((l.layouts, l.variants.len()), (10, 4), "{l:?}");
+    assert!(
+        l.highest_pct < 1.5,
+        "another executable's layout left out: {l:?}"
+    );
+    // Ten layouts: the floor itself is the threshold; its centre (the shuffled orders
+    // lean slower than the default) stays in, so it reaches past the half-width.
+    assert_eq!(l.threshold(), (l.floor_pct, Bound::LayoutFloor));
+    assert!(l.mean_pct > 0.1, "{l:?}");
+    assert!(
+        (l.floor_pct - l.high_pct).abs() < 1e-9
+            && l.floor_pct > (l.high_pct - l.low_pct) / 2.0 + 0.1,
+        "{l:?}"
+    );
+    // This run's layouts and nulls, for the next run.
+    let (nulls, layouts, runs) = records(std::slice::from_ref(w), &pooled, true);
+    assert!(runs.is_empty(), "no build hashes given, no run records");
+    let mut recorded: Vec<u32> = layouts.iter().map(|r| r.layout_seed).collect();
+    recorded.sort();
+    assert_eq!(recorded, [1, 2, 3, 4]);
+    assert!(layouts.iter().all(|r| r.exe_hash == "abc"));
+    assert!(
+        nulls.is_empty(),
+        "no copy here, and the A/A arm (release's own file) is no null of the arm component: {nulls:?}"
+    );
+    // The same run rendered again does not count its layouts twice.
+    let mut history = history.clone();
+    history.add(Vec::new(), layouts);
+    let again = Pooled {
+        history: &history,
+        run_seed: 9,
+        release_hash: Some("abc"),
+        layout_seeds: &seeds,
+        build_hashes: &[],
+        other_files: true,
+        stops: &[],
+    };
+    let w2 = &analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &sessions,
+        &[],
+        &measure_config(),
+        &again,
+    )
+    .unwrap()[0];
+    assert_eq!(w2.layout.as_ref().unwrap().layouts, 10);
+}
+
+/// Earlier runs of the same two executables whose estimates scattered beyond their
+/// intervals give a run component that widens this run's intervals; runs of other
+/// executables do not count; this run's estimates go to the history.
+#[test]
+fn runs_of_the_same_executables_widen_the_next_runs_intervals() {
+    use super::history::{History, RunRecord};
+    use super::sessions::{Pooled, records};
+    let sessions = crate::fixtures::sessions(20, 20);
+    let hashes: Vec<(String, String)> = [
+        ("release", "r"),
+        ("lto", "l"),
+        ("lto+pgo", "p"),
+        ("oracle", "o"),
+    ]
+    .map(|(b, h)| (b.to_string(), h.to_string()))
+    .to_vec();
+    let record = |hash: &str, seed: u64, log: f64| RunRecord {
+        workload: "agent_send_latency".into(),
+        build: "lto+pgo".into(),
+        exe_hash: hash.into(),
+        release_hash: "r".into(),
+        run_seed: seed,
+        log,
+        se: 0.001,
+    };
+    let analyse = |history: &History| {
+        let pooled = Pooled {
+            history,
+            run_seed: 99,
+            release_hash: Some("r"),
+            layout_seeds: &[],
+            build_hashes: &hashes,
+            other_files: true,
+            stops: &[],
+        };
+        let w = analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions,
+            &[],
+            &measure_config(),
+            &pooled,
+        )
+        .unwrap()
+        .remove(0);
+        let (_, _, runs) = records(std::slice::from_ref(&w), &pooled, true);
+        (w, runs)
+    };
+    let width = |w: &super::WorkloadAnalysis| {
+        let e = &w
+            .rows
+            .iter()
+            .find(|r| r.build == "lto+pgo")
+            .unwrap()
+            .vs_release
+            .as_ref()
+            .unwrap()
+            .median
+            .estimate;
+        e.ci_high_pct - e.ci_low_pct
+    };
+    let (alone, runs) = analyse(&History::default());
+    assert!(alone.run.is_none(), "one run is no spread");
+    assert_eq!(runs.len(), 3);
+    assert!(
+        runs.iter()
+            .all(|r| r.release_hash == "r" && r.run_seed == 99)
+    );
+    // Three earlier runs of these executables, ±1 % apart; and one of another lto+pgo.
+    let mut history = History::default();
+    history.add_runs(vec![
+        record("p", 1, 0.9f64.ln() - 0.01),
+        record("p", 2, 0.9f64.ln()),
+        record("p", 3, 0.9f64.ln() + 0.01),
+        record("another", 4, 0.5),
+    ]);
+    let (pooled, _) = analyse(&history);
+    let run = pooled.run.expect("a run component");
+    assert_eq!(
+        run.nulls, 3,
+        "four runs of lto+pgo's executables: 3 degrees of freedom"
+    );
+    assert!(run.sd > 0.007 && run.sd < 0.012, "{run:?}");
+    assert!(
+        width(&pooled) > width(&alone) + 1.0,
+        "{} against {}",
+        width(&pooled),
+        width(&alone)
+    );
+}
+
+/// Sessions beside a busy neighbour are named; a workload of several threads leaves
+/// them out of its figures and says so, or withholds its verdicts when too few are left;
+/// a session-sharing one keeps them.
+#[test]
+fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
+    let mut sessions = crate::fixtures::sessions(10, 20);
+    for s in &mut sessions {
+        s.machine = Some(crate::machine::Beside {
+            secs: 0.5,
+            measured_pct: if s.session == 3 || s.session == 7 {
+                45.0
+            } else {
+                2.0
+            },
+            setup_pct: Some(4.0),
+            steal_pct: 1.0,
+        });
+    }
+    let analyse = |cfg: &crate::config::Measure| {
+        analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions,
+            &[],
+            cfg,
+            &super::sessions::Pooled::none(&Default::default()),
+        )
+        .unwrap()
+        .remove(0)
+    };
+    let mut cfg = measure_config();
+    let shared = analyse(&cfg);
+    let m = shared.machine.as_ref().unwrap();
+    assert_eq!((m.disturbed.clone(), m.left_out), (vec![3, 7], false));
+    assert_eq!(shared.sessions, 10);
+    assert_eq!(
+        (m.median_pct, m.max_pct, m.setup_median_pct),
+        (2.0, 45.0, Some(4.0))
+    );
+    let line = m.line(shared.sessions);
+    assert!(
+        line.contains("2 of 10 sessions disturbed (over 10 %): 4, 8"),
+        "{line}"
+    );
+    assert!(line.contains("(the hypervisor's steal 1.0 %)"), "{line}");
+    // Several threads, a pilot of 4: eight undisturbed sessions are enough.
+    cfg.workloads[0].share_core = Some(false);
+    cfg.lockstep.min_sessions = 4;
+    let spread = analyse(&cfg);
+    let m = spread.machine.as_ref().unwrap();
+    assert!(m.left_out && !m.unjudged);
+    assert_eq!(spread.sessions, 8);
+    assert!(
+        m.line(10).contains("the disturbed sessions are left out"),
+        "{}",
+        m.line(10)
+    );
+    // A pilot of 12: too few undisturbed sessions, so no verdict is given.
+    cfg.lockstep.min_sessions = 12;
+    let busy = analyse(&cfg);
+    let m = busy.machine.as_ref().unwrap();
+    assert!(m.unjudged && !m.left_out);
+    assert_eq!(busy.sessions, 10);
+    assert!(
+        m.line(10).contains("its verdicts are not judged"),
+        "{}",
+        m.line(10)
+    );
+    let verdicts: Vec<Verdict> = busy
+        .rows
+        .iter()
+        .filter_map(|r| r.vs_release.as_ref())
+        .flat_map(|c| [c.median.verdict, c.p95.verdict, c.p99.verdict])
+        .chain([busy.aa.median.verdict])
+        .collect();
+    assert!(verdicts.len() > 4 && verdicts.iter().all(|v| *v == Verdict::NotJudged));
+    assert_eq!(Verdict::NotJudged.text(), "not judged (machine busy)");
+}
+
+/// The arm component rests on release's copies in other files: this run's and earlier
+/// shifted runs', not the A/A arm (release's own file) nor runs whose heaps were not
+/// shifted; every build's interval carries it, and this run's copy is recorded as shifted.
+#[test]
+fn the_arm_component_comes_from_copies_of_shifted_runs() {
+    use super::history::{History, NullRecord};
+    let sessions = crate::fixtures::sessions_with(30, 20, &[("release/copy", 1.01)]);
+    let cfg = measure_config();
+    assert!(cfg.shift_heap, "on by default");
+    let record = |arm: &str, seed: u64, log: f64, shifted: bool| NullRecord {
+        workload: "agent_send_latency".into(),
+        arm: arm.into(),
+        run_seed: seed,
+        log,
+        se: 0.001,
+        shifted,
+    };
+    let history = History {
+        nulls: vec![
+            record("release/copy", 1, -0.01, true),
+            record("release/copy", 2, 0.05, false),
+            record("release-aa", 3, 0.0, true),
+        ],
+        ..History::default()
+    };
+    let analyse = |history: &History| {
+        let pooled = super::sessions::Pooled {
+            run_seed: 9,
+            ..super::sessions::Pooled::none(history)
+        };
+        let w = analyze_lockstep(
+            &["agent_send_latency".into()],
+            &builds(),
+            &sessions,
+            &[],
+            &cfg,
+            &pooled,
+        )
+        .unwrap()
+        .remove(0);
+        let (nulls, _, _) = super::sessions::records(std::slice::from_ref(&w), &pooled, true);
+        (w, nulls)
+    };
+    let (w, nulls) = analyse(&history);
+    let arm = w.arm.expect("an arm component");
+    // This run's copy (about +1 %) and the earlier shifted one (−1 %): RMS about 1 %.
+    assert_eq!(arm.nulls, 2, "{arm:?}");
+    assert!(arm.sd > 0.007 && arm.sd < 0.011, "{arm:?}");
+    let (alone, _) = analyse(&History::default());
+    assert_eq!(alone.arm.unwrap().nulls, 1);
+    let width = |w: &super::WorkloadAnalysis, b: &str| {
+        let e = &w.rows.iter().find(|r| r.build == b).unwrap();
+        let e = &e.vs_release.as_ref().unwrap().median.estimate;
+        e.ci_high_pct - e.ci_low_pct
+    };
+    let raw = w.raw.iter().find(|(b, _, _)| b == "lto").unwrap().2;
+    assert!(
+        width(&w, "lto") > 2.0 * 1.96 * 100.0 * raw,
+        "lto's interval carries the component: {} against its sessions' se {raw}",
+        width(&w, "lto")
+    );
+    assert_eq!(
+        nulls.len(),
+        1,
+        "the copy recorded, not the A/A arm: {nulls:?}"
+    );
+    assert_eq!(
+        (nulls[0].arm.as_str(), nulls[0].shifted),
+        ("release/copy", true)
+    );
+    let line = crate::report::nulls_line(&w);
+    assert!(
+        line.contains(&format!(
+            "arm component sd {:.2} % from 2 copies of release",
+            100.0 * arm.sd
+        )),
+        "{line}"
+    );
+}
+
+/// lto and lto+pgo relinked too: a gain that holds in every layout is said so, one that
+/// depends on the layout is called layout luck; BOLT is paired with each random layout.
+#[test]
+fn gains_over_layouts_and_bolt_against_random_layouts() {
+    let sessions = crate::fixtures::sessions_with(
+        30,
+        20,
+        &[
+            ("release/L1", 1.003),
+            ("release/L2", 0.997),
+            ("lto/L1", 0.995),
+            ("lto/L2", 0.980),
+            ("lto+pgo/L1", 0.905),
+            ("lto+pgo/L2", 0.895),
+            ("lto+pgo+bolt", 0.88),
+        ],
+    );
+    let w = &analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &sessions,
+        &[],
+        &measure_config(),
+        &crate::analysis::sessions::Pooled::none(&Default::default()),
+    )
+    .unwrap()[0];
+    let l = w.layout.as_ref().expect("a layout floor");
+    let gain = |b: &str| l.gains.iter().find(|g| g.build == b).unwrap();
+    // lto: 1 % faster in its own layout, 0.5 % and 2 % in the others.
+    let lto = gain("lto");
+    assert_eq!(lto.layouts.len(), 3);
+    assert_eq!(lto.verdict, None, "{lto:?}");
+    assert!(
+        (lto.low_pct + 2.0).abs() < 0.3 && (lto.high_pct + 0.5).abs() < 0.3,
+        "{lto:?}"
+    );
+    assert!(
+        lto.line()
+            .contains("depends on its layout: within layout luck (range over 3 layouts"),
+        "{}",
+        lto.line()
+    );
+    let pgo = gain("lto+pgo");
+    assert_eq!(pgo.verdict, Some(Verdict::Faster), "{pgo:?}");
+    assert!(
+        pgo.line()
+            .starts_with("lto+pgo is faster than release whatever the layout"),
+        "{}",
+        pgo.line()
+    );
+    // BOLT (12 % faster) against each of lto+pgo's random layouts (9.5 %, 10.5 %).
+    assert_eq!(l.bolt_vs_layouts.len(), 2);
+    let b: Vec<f64> = l
+        .bolt_vs_layouts
+        .iter()
+        .map(|(_, e)| e.change_pct)
+        .collect();
+    assert!(
+        (b[0] + 2.76).abs() < 0.3 && (b[1] + 1.68).abs() < 0.3,
+        "{b:?}"
+    );
+    // The floor's line and the report's lines say all of it.
+    let lines = crate::report::layout_lines(w);
+    assert!(lines[0].starts_with("layout floor ±"), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|x| x
+                .starts_with("lto+pgo+bolt against lto+pgo/L1 (a random layout of lto+pgo): 2.")),
+        "{lines:?}"
+    );
+}
+
+/// Each watched comparison is read as the stopping rule left it: lto+pgo settled after 4
+/// of the 10 sessions (its arm then left), lto ran to its planned count: their intervals
+/// rest on their own sessions and spend the error recorded for them.
+#[test]
+fn each_comparison_is_read_at_its_own_stop_and_error() {
+    use crate::measure::{ComparisonStop, Role, StopReason, Stopping};
+    use crate::stats::sequential;
+    let mut sessions = crate::fixtures::sessions(10, 20);
+    for s in &mut sessions[5..] {
+        let i = s.arms.iter().position(|a| a == "lto+pgo").unwrap();
+        s.arms.remove(i);
+        s.batches.remove(i);
+        s.totals.remove(i);
+    }
+    let stop = |cand: &str, n: u32, reason, alpha| ComparisonStop {
+        cand: cand.into(),
+        base: "release".into(),
+        role: Role::Verdict,
+        target_half_width_pct: 1.0,
+        needed: Some(10),
+        sessions: n,
+        through: n,
+        unit: crate::measure::Unit::Session,
+        pilot: 4,
+        reason,
+        alpha,
+        threshold_pct: (reason == StopReason::Settled).then_some(1.0),
+    };
+    let stops = [Stopping {
+        workload: "agent_send_latency".into(),
+        target_half_width_pct: 1.0,
+        pilot: 4,
+        needed: Some(10),
+        sessions: 10,
+        reason: StopReason::Target,
+        secs: 1.0,
+        timing: Default::default(),
+        comparisons: vec![
+            stop("lto+pgo", 4, StopReason::Settled, sequential::look_alpha(0)),
+            stop("lto", 10, StopReason::Target, sequential::ALPHA_PLANNED),
+        ],
+    }];
+    let history = Default::default();
+    let pooled = crate::analysis::sessions::Pooled {
+        stops: &stops,
+        ..crate::analysis::sessions::Pooled::none(&history)
+    };
+    let w = &analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &sessions,
+        &[],
+        &measure_config(),
+        &pooled,
+    )
+    .unwrap()[0];
+    let row = |b: &str| w.rows.iter().find(|r| r.build == b).unwrap();
+    let pgo = &row("lto+pgo").vs_release.as_ref().unwrap().median.estimate;
+    assert_eq!((pgo.pairs, pgo.alpha), (4, Some(sequential::look_alpha(0))));
+    assert!(
+        crate::stats::describe(pgo).ends_with(" (settled after 4)"),
+        "{}",
+        crate::stats::describe(pgo)
+    );
+    // The sixth session, which lto+pgo also ran in, is not in its interval.
+    assert_eq!(row("lto+pgo").runs, 5);
+    let lto = &row("lto").vs_release.as_ref().unwrap().median.estimate;
+    assert_eq!(
+        (lto.pairs, lto.alpha),
+        (10, Some(sequential::ALPHA_PLANNED))
+    );
+    // The A/A arm was not watched here: every session, 5 %.
+    assert_eq!(
+        (w.aa.median.estimate.pairs, w.aa.median.estimate.alpha),
+        (10, None)
+    );
+    // An interval at 0.5 % is wider than the same sessions' at 5 %.
+    let plain = &analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &sessions[..4],
+        &[],
+        &measure_config(),
+        &crate::analysis::sessions::Pooled::none(&history),
+    )
+    .unwrap()[0];
+    let plain_pgo = &plain.rows.iter().find(|r| r.build == "lto+pgo").unwrap();
+    let plain_pgo = &plain_pgo.vs_release.as_ref().unwrap().median.estimate;
+    assert_eq!(plain_pgo.mean_log_ratio, pgo.mean_log_ratio);
+    assert!(
+        pgo.ci_high_pct - pgo.ci_low_pct > plain_pgo.ci_high_pct - plain_pgo.ci_low_pct,
+        "{pgo:?} {plain_pgo:?}"
+    );
+}
+
+#[test]
+fn lockstep_sessions_give_the_known_ratios_through_state_flips() {
+    let sessions = crate::fixtures::sessions(10, 20);
+    let w = &analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &sessions,
+        &[],
+        &measure_config(),
+        &crate::analysis::sessions::Pooled::none(&Default::default()),
+    )
+    .unwrap()[0];
+    assert_eq!((w.sessions, w.rounds_per_session), (10, 20));
+    assert!(w.aa.median.estimate.change_pct.abs() < 0.5, "{:?}", w.aa);
+    let pgo = w.rows[2].vs_release.as_ref().unwrap();
+    assert!(
+        (pgo.median.estimate.change_pct + 10.0).abs() < 0.5,
+        "{pgo:?}"
+    );
+    assert_eq!(pgo.median.verdict, Verdict::Faster);
+    assert_eq!(w.rows[0].runs, 10);
+    assert_eq!(w.basis(), "10 sessions × 20 rounds (lockstep)");
+    // The rows' figures: medians over sessions of medians over rounds; the flips put
+    // half the rounds at 170 and half at 235.
+    assert!(
+        (w.rows[0].median_ns - 202.5).abs() < 2.0,
+        "{}",
+        w.rows[0].median_ns
+    );
+    let one = analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &sessions[..1],
+        &[],
+        &measure_config(),
+        &crate::analysis::sessions::Pooled::none(&Default::default()),
+    )
+    .unwrap_err();
+    assert!(
+        one.to_string()
+            .contains("1 lockstep session(s) recorded; an interval needs at least 2"),
+        "{one}"
+    );
+}

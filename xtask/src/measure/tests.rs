@@ -1,0 +1,356 @@
+//! Unit tests of `measure.rs`.
+
+use super::*;
+use crate::fixtures::LINE;
+use crate::fixtures::measure_config;
+use crate::stats::median;
+use crate::workload::parse_line;
+
+/// An arm in sh that serves the protocol: ready, a batch of `median` ns for every `g`
+/// (a shell expression, evaluated once per process: its per-process effect), mty-bench's
+/// closing line at `q`.
+fn sh_arm(name: &str, median: &str) -> Arm {
+    let script = format!(
+        r#"m=$(({median}))
+echo '{{"ready":true,"pid":1,"clock_overhead_ns":20}}'
+while read w; do
+  [ "$w" = q ] && break
+  echo "{{\"median_ns\":$m,\"p95_ns\":$m,\"p99_ns\":$m,\"mean_ns\":$m,\"elapsed_ns\":1000000}}"
+done
+echo '{LINE}'"#
+    );
+    Arm {
+        name: name.to_string(),
+        exe: "sh".into(),
+        args: vec!["-c".into(), script, name.into()],
+    }
+}
+
+fn group(name: &str, spread: &str) -> Group {
+    Group {
+        workload: Workload::new(name, vec![]),
+        arms: vec![sh_arm("base", "1000"), sh_arm("cand", spread)],
+        pairs: vec![("cand".into(), "base".into())],
+        prior_nulls: Vec::new(),
+    }
+}
+
+/// The stopping rule, on real processes: a quiet comparison stops at its pilot (target
+/// met), a scattered one at the session cap, or at the time cap once the pilot is in; no
+/// target runs the fixed count. Two groups take turns, and every session runs whole.
+#[test]
+fn sessions_stop_by_the_rule_and_say_why() {
+    let mut cfg = measure_config();
+    cfg.lockstep.rounds = 3;
+    (cfg.lockstep.min_sessions, cfg.lockstep.sessions) = (4, 9);
+    cfg.target_half_width_pct = 1.0;
+    // No threshold to settle beyond: four scattered sessions can land on one side of
+    // release by chance (the pids of a busy machine), and settle at a look.
+    cfg.min_effect_pct = 1e6;
+    // ±~20 % per process (the pid's remainder): far more than 9 sessions for ±1 %.
+    let scattered = "800 + ($$ % 41) * 10";
+    let groups = [group("quiet", "1010"), group("scattered", scattered)];
+    let (sessions, stopped) = run_groups(&groups, &cfg).unwrap();
+    let by = |w: &str| stopped.iter().find(|s| s.workload == w).unwrap();
+    let count = |w: &str| sessions.iter().filter(|s| s.workload == w).count() as u32;
+    let quiet = by("quiet");
+    assert_eq!(
+        (quiet.sessions, quiet.reason, quiet.needed, quiet.pilot),
+        (4, StopReason::Target, Some(4), 4)
+    );
+    let scattered_run = by("scattered");
+    assert_eq!(
+        (scattered_run.sessions, scattered_run.reason),
+        (9, StopReason::SessionCap)
+    );
+    assert!(scattered_run.needed.unwrap() > 9, "{scattered_run:?}");
+    assert_eq!((count("quiet"), count("scattered")), (4, 9));
+    // Every session whole, numbered in order, and timed; the batches' own time counted.
+    for w in ["quiet", "scattered"] {
+        let mine: Vec<u32> = sessions
+            .iter()
+            .filter(|s| s.workload == w)
+            .map(|s| s.session)
+            .collect();
+        assert_eq!(mine, (0..mine.len() as u32).collect::<Vec<_>>());
+    }
+    assert!(
+        sessions
+            .iter()
+            .all(|s| s.order.len() == 3 && s.timing.is_some())
+    );
+    assert!((by("quiet").timing.batch_secs - 4.0 * 3.0 * 2.0 * 1e-3).abs() < 1e-9);
+    assert!(by("quiet").overhead_pct().is_some());
+    assert!(
+        by("quiet").describe().starts_with("4 sessions in "),
+        "{}",
+        by("quiet").describe()
+    );
+    assert!(
+        by("quiet")
+            .describe()
+            .ends_with(": the count planned for ±1 % (the pilot of 4 asked for 4)")
+    );
+
+    // The time cap: the pilot runs whole, then it stops.
+    cfg.lockstep.max_secs = 1e-6;
+    let (_, stopped) = run_groups(&[group("scattered", scattered)], &cfg).unwrap();
+    assert_eq!(
+        (stopped[0].sessions, stopped[0].reason),
+        (4, StopReason::TimeCap)
+    );
+    // No target: the fixed count.
+    (cfg.target_half_width_pct, cfg.lockstep.max_secs) = (0.0, 60.0);
+    let (_, stopped) = run_groups(&[group("quiet", "1010")], &cfg).unwrap();
+    assert_eq!(
+        (stopped[0].sessions, stopped[0].reason, stopped[0].needed),
+        (9, StopReason::Fixed, None)
+    );
+}
+
+/// Each comparison stops on its own and its arm leaves: a scattered build 2× slower than
+/// release settles at the pilot (beyond ±1 % by far) and runs in no later session; lto
+/// settles as well but stays, for the oracle's capture needs it; a null arm as far off
+/// does not settle (its value is the point); the scattered oracle runs on to the session
+/// cap at its own target. The analysis reads each one's sessions and error from the stops.
+#[test]
+fn comparisons_stop_on_their_own_and_their_arms_leave() {
+    let mut cfg = measure_config();
+    cfg.lockstep.rounds = 3;
+    (cfg.lockstep.min_sessions, cfg.lockstep.sessions) = (4, 9);
+    cfg.target_half_width_pct = 1.0;
+    let scattered = "800 + ($$ % 41) * 10";
+    let far = "2000 + ($$ % 41) * 10";
+    let g = Group {
+        workload: Workload::new("w", vec![]),
+        arms: vec![
+            sh_arm("release", "1000"),
+            sh_arm("lto+pgo+bolt", far),
+            sh_arm("lto", far),
+            sh_arm(BASELINE_AGAIN, "2000 + ($$ % 2)"),
+            sh_arm("oracle", scattered),
+        ],
+        pairs: ["lto+pgo+bolt", "lto", BASELINE_AGAIN, "oracle"]
+            .map(|c| (c.to_string(), "release".to_string()))
+            .to_vec(),
+        prior_nulls: Vec::new(),
+    };
+    let (sessions, stopped) = run_groups(std::slice::from_ref(&g), &cfg).unwrap();
+    let s = &stopped[0];
+    let of = |c: &str| s.of(c, "release").unwrap();
+    for build in ["lto+pgo+bolt", "lto"] {
+        let b = of(build);
+        assert_eq!(
+            (b.role, b.reason, b.sessions, b.alpha),
+            (
+                Role::Verdict,
+                StopReason::Settled,
+                4,
+                sequential::look_alpha(0)
+            )
+        );
+        assert_eq!(b.threshold_pct, Some(1.0));
+        assert!(b.why().starts_with("settled: beyond ±1.0 %"), "{}", b.why());
+    }
+    let aa = of(BASELINE_AGAIN);
+    assert_eq!((aa.role, aa.alpha), (Role::Null, sequential::ALPHA_PLANNED));
+    assert_ne!(aa.reason, StopReason::Settled);
+    let oracle = of("oracle");
+    assert_eq!(
+        (oracle.role, oracle.reason, oracle.sessions),
+        (Role::Oracle, StopReason::SessionCap, 9)
+    );
+    assert_eq!(oracle.target_half_width_pct, 2.0, "the oracle's own target");
+    // BOLT's arm ran in the pilot only (and, at most, in the one session set up beside
+    // its last); lto and the oracle in all nine.
+    let with = |a: &str| sessions.iter().filter(|x| x.arm(a).is_some()).count();
+    assert!(
+        (4..=5).contains(&with("lto+pgo+bolt")),
+        "{}",
+        with("lto+pgo+bolt")
+    );
+    assert_eq!(
+        (with("oracle"), with("lto"), with("release"), s.sessions),
+        (9, 9, 9, 9)
+    );
+    assert!(
+        s.describe().contains("2 of 4 comparisons settled early"),
+        "{}",
+        s.describe()
+    );
+    let lto = spend(&stopped, "w", "lto", "release");
+    assert_eq!(
+        (lto.through, lto.alpha, lto.unit, lto.pilot),
+        (4, sequential::look_alpha(0), Unit::Session, Some(4))
+    );
+    let none = spend(&stopped, "w", "nothing", "release");
+    assert_eq!(
+        (none.through, none.alpha, none.pilot),
+        (u32::MAX, sequential::ALPHA, None)
+    );
+}
+
+/// A whole-process workload's comparison takes its turns as the unit where its sessions
+/// show no component of their own, and stays with sessions where they do; either way
+/// it stops at its planned count of values, and the analysis reads them the same way.
+#[test]
+fn a_whole_process_comparison_pools_its_turns_only_without_a_session_component() {
+    let mut cfg = measure_config();
+    (cfg.lockstep.min_sessions, cfg.lockstep.sessions) = (12, 60);
+    cfg.target_half_width_pct = 1.0;
+    let mut workload = Workload::new("w", vec![]);
+    workload.mode = crate::config::Mode::Process;
+    let g = Group {
+        workload,
+        arms: vec![sh_arm("release", "1"), sh_arm("lto", "1")],
+        pairs: vec![("lto".into(), "release".into())],
+        prior_nulls: Vec::new(),
+    };
+    let mut rng = crate::stats::SplitMix64::new(7);
+    // 20 turns a session, each run ±2 % on its own; `between`: each session's own shift.
+    let sessions = |effect: f64, between: f64, rng: &mut crate::stats::SplitMix64| {
+        let mut out = crate::fixtures::sessions(60, 20);
+        for s in &mut out {
+            s.arms = vec!["release".into(), "lto".into()];
+            s.batches.truncate(2);
+            s.totals.truncate(2);
+            let shift = between * rng.normal();
+            for r in 0..20 {
+                s.batches[0][r].median_ns = 1000.0 * (0.02 * rng.normal()).exp();
+                s.batches[1][r].median_ns = 1000.0 * (effect + shift + 0.02 * rng.normal()).exp();
+            }
+        }
+        out
+    };
+    let run = |done: Vec<Session>| {
+        let mut p = Progress::of(&g, &cfg);
+        for s in done {
+            p.done.push(s);
+            judge(&mut p, &g, &cfg);
+            if p.ended() {
+                break;
+            }
+        }
+        let w = &p.watches[0];
+        (w.unit, w.per, w.pilot_values, w.stop.clone().unwrap())
+    };
+    let (unit, per, pilot, stop) = run(sessions(-0.05, 0.0, &mut rng));
+    assert_eq!((unit, per, pilot), (Unit::Turn, 20, 240));
+    // 240 turns of ±2 % give ±0.3 %: the pilot's values are enough.
+    assert_eq!(
+        (stop.reason, stop.sessions, stop.through),
+        (StopReason::Target, 240, 12)
+    );
+    assert!(stop.why().contains("turns as the unit"), "{}", stop.why());
+    // No effect, sessions shifted by 3 %: sessions stay the unit, and ±1 % needs more
+    // than the pilot's 12.
+    let (unit, per, pilot, stop) = run(sessions(0.0, 0.03, &mut rng));
+    assert_eq!((unit, per, pilot), (Unit::Session, 1, 12));
+    assert!(
+        stop.sessions > 12 && stop.reason != StopReason::Settled,
+        "{stop:?}"
+    );
+    let spend = Spend {
+        through: 12,
+        unit: Unit::Turn,
+        pilot: Some(240),
+        alpha: sequential::ALPHA_PLANNED,
+    };
+    let units = spend.units(vec![vec![0.1, 0.2], vec![0.3]]);
+    assert_eq!(units, [vec![0.1], vec![0.2], vec![0.3]]);
+}
+
+/// Every session draws its arms' places and turn orders from the run's seed: recorded in
+/// the session, the same under the same seed (a replay), other under another.
+#[test]
+fn places_and_orders_are_drawn_per_session_and_replay_from_the_seed() {
+    let mut cfg = measure_config();
+    cfg.lockstep.rounds = 3;
+    (cfg.lockstep.min_sessions, cfg.lockstep.sessions) = (4, 4);
+    cfg.target_half_width_pct = 0.0;
+    let mut g = group("w", "1000");
+    for name in ["c", "d", "e"] {
+        g.arms.push(sh_arm(name, "1000"));
+    }
+    let mut places = |seed: u64| {
+        cfg.seed = Some(seed);
+        let (sessions, _) = run_groups(std::slice::from_ref(&g), &cfg).unwrap();
+        sessions
+            .into_iter()
+            .map(|s| (s.arms, s.moves, s.order))
+            .collect::<Vec<_>>()
+    };
+    let (a, again, other) = (places(7), places(7), places(8));
+    assert_eq!(a, again, "a seed replays its places and orders");
+    assert_ne!(a, other);
+    // Within a run the spawn order differs between sessions.
+    let spawned: std::collections::BTreeSet<_> = a.iter().map(|s| s.0.clone()).collect();
+    assert!(spawned.len() > 1, "{spawned:?}");
+    for (arms, moves, order) in &a {
+        let mut sorted = arms.clone();
+        sorted.sort();
+        assert_eq!(sorted, ["base", "c", "cand", "d", "e"]);
+        // Moves are recorded where the arms move (a machine of two cores or more).
+        if !moves.is_empty() {
+            let mut m = moves.clone();
+            m.sort();
+            assert_eq!(m, [0, 1, 2, 3, 4]);
+        }
+        assert_eq!(order.len(), 3);
+    }
+}
+
+#[test]
+fn parses_the_line_mty_bench_prints() {
+    let line = parse_line(&format!("{LINE}\n")).unwrap();
+    assert_eq!(
+        (
+            line.median_ns,
+            line.p95_ns,
+            line.p99_ns,
+            line.clock_overhead_ns
+        ),
+        (253, 302, 563, 30)
+    );
+    assert_eq!(line.percentiles[1], (0.5, 253));
+    assert_eq!(line.involuntary_ctx_switches, 1);
+    assert!(
+        parse_line("")
+            .unwrap_err()
+            .to_string()
+            .contains("printed nothing")
+    );
+    assert!(
+        parse_line("hello\n")
+            .unwrap_err()
+            .to_string()
+            .contains("not a latency report: hello")
+    );
+}
+
+#[test]
+fn each_block_runs_the_baseline_twice() {
+    let builds: Vec<Built> = Build::MEASURED
+        .iter()
+        .map(|b| Built::new(*b, PathBuf::from(format!("/{}", b.name())), String::new()))
+        .collect();
+    let names: Vec<String> = arms(&builds).into_iter().map(|a| a.name).collect();
+    assert_eq!(
+        names,
+        [
+            "release",
+            "release-aa",
+            "lto",
+            "lto+pgo",
+            "lto+pgo+bolt",
+            "oracle"
+        ]
+    );
+}
+
+#[test]
+fn median_of_odd_even_and_empty() {
+    assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+    assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    assert_eq!(median(&[]), None);
+}

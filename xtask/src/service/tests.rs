@@ -1,0 +1,102 @@
+//! Unit tests of `service.rs`.
+
+use super::*;
+
+/// A spec whose server and driver are `sh -c` scripts.
+fn sh(server: &str, driver: &str) -> Spec {
+    Spec {
+        exe: PathBuf::from("sh"),
+        args: vec!["-c".into(), server.into()],
+        env: BTreeMap::new(),
+        cwd: None,
+        driver: vec!["sh".into(), "-c".into(), driver.into()],
+        ready_line: Some("ready".into()),
+        ready_timeout_secs: 5,
+        stop_timeout_secs: 1,
+        metric: None,
+        keep_core_awake: false,
+    }
+}
+
+#[test]
+fn a_server_that_exits_before_it_is_ready_is_named_with_its_stderr() {
+    let spec = sh("echo cannot bind >&2; exit 3", "true");
+    let err = Server::start(&spec, free_port().unwrap(), &[])
+        .err()
+        .unwrap();
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("exited with status 3 before it was ready"),
+        "{err}"
+    );
+    assert!(err.contains("cannot bind"), "{err}");
+}
+
+#[test]
+fn a_server_that_ignores_sigterm_is_killed_and_the_missing_profile_explained() {
+    let spec = sh(
+        "trap '' TERM; echo ready; while :; do sleep 0.05; done",
+        "true",
+    );
+    let server = Server::start(&spec, free_port().unwrap(), &[]).unwrap();
+    let pid = server.pid();
+    let stopped = server.stop(Duration::from_secs(1)).unwrap();
+    assert_eq!(stopped.killed_after, Some(Duration::from_secs(1)));
+    let why = stopped.why_no_profile().unwrap();
+    assert!(
+        why.contains("killed by signal 9 (SIGKILL) after it ignored SIGTERM for 1 s"),
+        "{why}"
+    );
+    assert!(why.contains("continuous = true"), "{why}");
+    // Reaped: no process, not even a zombie, under its pid.
+    assert!(!Path::new(&format!("/proc/{pid}")).exists());
+}
+
+#[test]
+fn a_server_that_exits_on_sigterm_leaves_no_reason_to_explain() {
+    let spec = sh(
+        "trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done",
+        "true",
+    );
+    let server = Server::start(&spec, free_port().unwrap(), &[]).unwrap();
+    let stopped = server.stop(Duration::from_secs(5)).unwrap();
+    assert!(stopped.status.success(), "{}", stopped.describe());
+    assert!(stopped.killed_after.is_none() && stopped.why_no_profile().is_none());
+}
+
+#[test]
+fn a_driver_is_killed_at_its_timeout_and_a_failing_one_named() {
+    let spec = sh("true", "sleep 30");
+    let err = drive(&spec, 1, Duration::from_secs(1), None).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("did not finish within 1 s and was killed"),
+        "{err:#}"
+    );
+    let spec = sh("true", "echo refused {addr} >&2; exit 1");
+    let err = format!(
+        "{:#}",
+        drive(&spec, 4242, Duration::from_secs(5), None).unwrap_err()
+    );
+    assert!(err.contains("exited with status 1"), "{err}");
+    assert!(err.contains("refused 127.0.0.1:4242"), "{err}");
+    let spec = sh("true", "echo '{\"p50_ns\": 7}'");
+    let out = drive(&spec, 1, Duration::from_secs(5), None).unwrap();
+    assert_eq!(crate::process_arm::metric(&out, "p50_ns").unwrap(), 7.0);
+}
+
+#[test]
+fn the_threads_of_a_process_move_and_one_that_ended_is_no_failure() {
+    let cpus: Vec<usize> = (0..std::thread::available_parallelism().unwrap().get()).collect();
+    assert!(move_threads(std::process::id(), &cpus).unwrap().is_empty());
+    assert!(
+        move_threads(u32::MAX - 1, &cpus).is_err(),
+        "no such process"
+    );
+}
+
+#[test]
+fn placeholders_are_filled_with_the_port() {
+    assert_eq!(fill("--listen={addr}", 4242), "--listen=127.0.0.1:4242");
+    assert_eq!(fill("{port}", 80), "80");
+    assert_eq!(fill("plain", 80), "plain");
+}
