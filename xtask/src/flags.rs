@@ -181,8 +181,6 @@ pub struct CalibrateArgs {
     #[command(flatten)]
     pub common: CommonFlags,
     #[command(flatten)]
-    pub run: RunFlags,
-    #[command(flatten)]
     pub measure: MeasureFlags,
     /// The whole calibration R times, each with a fresh seed, and how often the verdicts
     /// agreed and whether the intervals overlapped

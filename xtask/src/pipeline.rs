@@ -49,7 +49,7 @@ pub fn pgo(args: PgoArgs) -> Result<()> {
 /// `cargo xtask calibrate`.
 pub fn calibrate(args: CalibrateArgs) -> Result<()> {
     timed(|timer| {
-        let ctx = open(&args.common, &args.run, &args.measure)?;
+        let ctx = open(&args.common, &RunFlags::default(), &args.measure)?;
         let tc = doctor::run(&ctx, timer)?;
         timer
             .section_named("calibrate", || calibrate::run(&ctx, &tc, args.repeat))
