@@ -364,11 +364,13 @@ impl WorkloadAnalysis {
 
 /// How much of the oracle's gain over lto the training's lto+pgo gets. `ratios(build)` gives
 /// ln(build / release) per round of each session (a block is a session of one round); the
-/// differences to lto's are the gains over lto. `None` without the three builds, or when the
+/// differences to lto's are the gains over lto. `extra` (the arm and run components) gives
+/// each of the three executables an effect of its own, as every build's interval carries. `None` without the three builds, or when the
 /// oracle's gain is not distinguishable from 0.
 pub(crate) fn capture(
     builds: &[String],
     cfg: &Measure,
+    extra: Option<&stats::components::ArmSpread>,
     ratios: impl Fn(&str) -> Result<Vec<Vec<f64>>>,
 ) -> Result<Option<stats::Capture>> {
     if ![PGO, ORACLE, LTO]
@@ -394,6 +396,7 @@ pub(crate) fn capture(
     Ok(stats::capture_nested(
         &pgo,
         &oracle,
+        extra,
         cfg.bootstrap_resamples,
         // The run's seed (the report stage sets the recorded one).
         cfg.seed.unwrap_or_default(),

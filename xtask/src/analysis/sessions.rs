@@ -389,7 +389,9 @@ fn analyze_sessions(
         )?;
         l.bolt_vs_layouts = bolt_vs_layouts(sessions, pilot)?;
     }
-    let capture = capture(builds, cfg, |b| round_ratios(sessions, b, BATCH_METRICS[0]))?;
+    let capture = capture(builds, cfg, extra.as_ref(), |b| {
+        round_ratios(sessions, b, BATCH_METRICS[0])
+    })?;
     // BOLT on top of PGO: ln(bolt / pgo) = ln(bolt / release) − ln(pgo / release), round by round.
     let bolt_vs_pgo = if builds.iter().any(|b| b == BOLT) && builds.iter().any(|b| b == PGO) {
         // Watched on its own (`pipeline/stage/measure.rs`): its sessions and error from its stop.

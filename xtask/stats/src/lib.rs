@@ -141,9 +141,17 @@ pub struct Capture {
 /// over rounds (not [`compare_sessions`]' trimmed mean, so it may differ a little from the
 /// rows' figures); the capture is their ratio, with a nested bootstrap that draws
 /// the same sessions and rounds for both.
+///
+/// `extra`: what every build's interval carries beyond its sessions' (the arm and run
+/// components, [`components::ArmSpread`]: the sd of one executable against another). The
+/// three executables (candidate, oracle, reference) each get an effect of their own in every
+/// resample, normal with half that variance, the variance itself drawn from its scaled
+/// inverse χ² on the component's degrees of freedom: the candidate and the oracle share the
+/// reference's (docs/findings.md, "Capture").
 pub fn capture_nested(
     cand: &[Vec<f64>],
     oracle: &[Vec<f64>],
+    extra: Option<&components::ArmSpread>,
     resamples: usize,
     seed: u64,
 ) -> Result<Capture> {
@@ -181,8 +189,9 @@ pub fn capture_nested(
                 sb += median_of(&mut b);
             }
             let n = cand.len() as f64;
-            oracle_gains.push(gain(sb / n));
-            100.0 * gain(sa / n) / gain(sb / n)
+            let (ea, eb) = extra.map_or((0.0, 0.0), |c| executable_effects(c, &mut rng));
+            oracle_gains.push(gain(sb / n + eb));
+            100.0 * gain(sa / n + ea) / gain(sb / n + eb)
         })
         .filter(|x| x.is_finite())
         .collect();
@@ -202,6 +211,22 @@ pub fn capture_nested(
         candidate_gain_pct: gc,
         oracle_gain_pct: go,
     })
+}
+
+/// One resample's executable effects for [`capture_nested`]: (candidate − reference,
+/// oracle − reference) in log space. σ² is drawn as ν·σ̂²/χ²_ν (its uncertainty on ν degrees
+/// of freedom, capped at 200 where the draw hardly varies), each executable's effect as
+/// N(0, σ²/2), so that one executable against another has variance σ².
+fn executable_effects(c: &components::ArmSpread, rng: &mut SplitMix64) -> (f64, f64) {
+    if c.sd == 0.0 {
+        return (0.0, 0.0);
+    }
+    let nu = c.nulls.clamp(1, 200);
+    let chi2: f64 = (0..nu).map(|_| rng.normal().powi(2)).sum();
+    let sd = (nu as f64 * c.sd * c.sd / chi2.max(1e-12) / 2.0).sqrt();
+    let reference = sd * rng.normal();
+    let (cand, oracle) = (sd * rng.normal(), sd * rng.normal());
+    (cand - reference, oracle - reference)
 }
 
 /// The median of `v`, reordering it in place (the bootstrap's inner loop); `v` not empty.
@@ -407,18 +432,61 @@ mod tests {
                     .collect()
             })
             .collect();
-        let c = capture_nested(&cand, &oracle, 2000, 1).unwrap();
+        let c = capture_nested(&cand, &oracle, None, 2000, 1).unwrap();
         assert!((c.pct - 80.0).abs() < 3.0, "{c:?}");
         assert!(c.ci_low_pct <= c.pct && c.pct <= c.ci_high_pct, "{c:?}");
         assert!((c.candidate_gain_pct - 8.0).abs() < 0.6, "{c:?}");
-        assert!(capture_nested(&cand[..1], &oracle[..1], 100, 1).is_err());
+        assert!(capture_nested(&cand[..1], &oracle[..1], None, 100, 1).is_err());
         // An oracle no faster than the reference: no share.
         let flat = sessions(12, 40, 1.0, 7, 0.005, 22);
-        let err = capture_nested(&cand, &flat, 2000, 1)
+        let err = capture_nested(&cand, &flat, None, 2000, 1)
             .unwrap_err()
             .to_string();
         assert!(err.contains("is not distinguishable from 0"), "{err}");
-        assert!(capture_nested(&cand, &oracle[..3], 100, 1).is_err());
+        assert!(capture_nested(&cand, &oracle[..3], None, 100, 1).is_err());
+    }
+
+    #[test]
+    fn capture_carries_the_executables_own_effects_across_runs() {
+        // 300 runs of the same builds: candidate 8 % and oracle 10 % faster than the reference
+        // (a capture of 80 %), each executable off by its own effect in each run (sd 1 %
+        // between two executables: the arm and run components), 16 sessions of 12 rounds.
+        let sigma = 0.01;
+        let component = components::ArmSpread {
+            sd: sigma,
+            nulls: 40,
+        };
+        let mut rng = SplitMix64::new(7);
+        let (mut with, mut without) = (0, 0);
+        let runs = 300;
+        for run in 0..runs {
+            let mut effect = || sigma / 2f64.sqrt() * rng.normal();
+            let (r, c, o) = (effect(), effect(), effect());
+            let mut one = |gain: f64, e: f64| -> Vec<Vec<f64>> {
+                (0..16)
+                    .map(|_| {
+                        (0..12)
+                            .map(|_| (1.0 - gain).ln() + e - r + 0.01 * rng.normal())
+                            .collect()
+                    })
+                    .collect()
+            };
+            let (cand, oracle) = (one(0.08, c), one(0.10, o));
+            let covers = |x: &Capture| x.ci_low_pct <= 80.0 && 80.0 <= x.ci_high_pct;
+            without += covers(&capture_nested(&cand, &oracle, None, 1000, run).unwrap()) as u32;
+            with += covers(&capture_nested(&cand, &oracle, Some(&component), 1000, run).unwrap())
+                as u32;
+        }
+        let pct = |n: u32| 100.0 * n as f64 / runs as f64;
+        eprintln!(
+            "capture's coverage over {runs} runs: {:.1} % with the executables' effects, {:.1} % without",
+            pct(with),
+            pct(without)
+        );
+        // The sessions alone cover the truth in about a quarter of the runs; with the
+        // executables' effects drawn in every resample, in about 95 %.
+        assert!(pct(without) < 60.0, "without: {:.1} %", pct(without));
+        assert!(pct(with) >= 92.0, "with: {:.1} %", pct(with));
     }
 
     #[test]
