@@ -137,9 +137,9 @@ pub struct Capture {
 }
 
 /// `cand[s][r]` and `oracle[s][r]`: ln(build / reference) in round r of session s, the same
-/// rounds for both. The gain of each is a plain mean over sessions of each session's median
-/// over rounds (not [`compare_sessions`]' trimmed mean, so it may differ a little from the
-/// rows' figures); the capture is their ratio, with a nested bootstrap that draws
+/// rounds for both. The gain of each is the 20 % trimmed mean over sessions of each session's
+/// median over rounds, as in [`compare_sessions`] (a plain mean let one far session move a
+/// capture by tens of points); the capture is their ratio, with a nested bootstrap that draws
 /// the same sessions and rounds for both.
 ///
 /// `extra`: what every build's interval carries beyond its sessions' (the arm and run
@@ -163,19 +163,18 @@ pub fn capture_nested(
     }
     let gain = |x: f64| (1.0 - x.exp()) * 100.0;
     let point = |sessions: &[Vec<f64>]| {
-        sessions
-            .iter()
-            .map(|s| median_of(&mut s.clone()))
-            .sum::<f64>()
-            / sessions.len() as f64
+        let medians: Vec<f64> = sessions.iter().map(|s| median_of(&mut s.clone())).collect();
+        sequential::trimmed(&medians).0
     };
     let (gc, go) = (gain(point(cand)), gain(point(oracle)));
     let mut rng = SplitMix64::new(seed);
     let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut ma, mut mb) = (Vec::new(), Vec::new());
     let mut oracle_gains = Vec::with_capacity(resamples.max(1));
     let mut ratios: Vec<f64> = (0..resamples.max(1))
         .map(|_| {
-            let (mut sa, mut sb) = (0.0, 0.0);
+            ma.clear();
+            mb.clear();
             for _ in 0..cand.len() {
                 let s = rng.below(cand.len());
                 a.clear();
@@ -185,13 +184,13 @@ pub fn capture_nested(
                     a.push(cand[s][r]);
                     b.push(oracle[s][r]);
                 }
-                sa += median_of(&mut a);
-                sb += median_of(&mut b);
+                ma.push(median_of(&mut a));
+                mb.push(median_of(&mut b));
             }
-            let n = cand.len() as f64;
+            let (sa, sb) = (sequential::trimmed(&ma).0, sequential::trimmed(&mb).0);
             let (ea, eb) = extra.map_or((0.0, 0.0), |c| executable_effects(c, &mut rng));
-            oracle_gains.push(gain(sb / n + eb));
-            100.0 * gain(sa / n + ea) / gain(sb / n + eb)
+            oracle_gains.push(gain(sb + eb));
+            100.0 * gain(sa + ea) / gain(sb + eb)
         })
         .filter(|x| x.is_finite())
         .collect();
