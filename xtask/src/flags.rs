@@ -195,9 +195,16 @@ pub struct TuneArgs {
     pub common: CommonFlags,
     #[command(flatten)]
     pub run: RunFlags,
+    #[command(flatten)]
+    pub measure: MeasureFlags,
     /// Merge the readable raw profiles when some are corrupt
     #[arg(long)]
     pub skip_bad_profiles: bool,
+    /// Build lto+pgo from the config's mix, the agreement's and one with each training
+    /// workload weighed down, and choose by measuring them against each other on the
+    /// validation workloads
+    #[arg(long = "measure")]
+    pub measured: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Args)]

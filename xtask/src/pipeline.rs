@@ -60,9 +60,9 @@ pub fn calibrate(args: CalibrateArgs) -> Result<()> {
 /// `cargo xtask tune`.
 pub fn tune(args: TuneArgs) -> Result<()> {
     timed(|timer| {
-        let ctx = open(&args.common, &args.run, &MeasureFlags::default())?;
+        let ctx = open(&args.common, &args.run, &args.measure)?;
         let tc = doctor::run(&ctx, timer)?;
-        tune::run(&ctx, &tc, timer, args.skip_bad_profiles).map(drop)
+        tune::run(&ctx, &tc, timer, args.skip_bad_profiles, args.measured).map(drop)
     })
 }
 

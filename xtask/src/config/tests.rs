@@ -340,14 +340,18 @@ fn a_validation_workload_sharing_an_input_with_a_measured_one_is_refused() {
         r#"{ name = "lat", args = ["y", "0.5"] }"#,
     ))
     .unwrap();
+    // Whole-process, as `tune --measure` measures it.
+    parse(&with(
+        r#"{ name = "v", args = ["x"], mode = "process" }"#,
+        r#"{ name = "lat", args = ["y"] }"#,
+    ))
+    .unwrap();
     check_err(
         &with(
             r#"{ name = "v", args = ["x"], weight = 2 }"#,
             r#"{ name = "lat", args = ["y"] }"#,
         ),
-        &[
-            "validation workload `v`: `weight`, `mode = \"process\"` and `metric` are not for validation workloads",
-        ],
+        &["validation workload `v`: `weight` is not for validation workloads"],
     );
 }
 

@@ -126,6 +126,19 @@ impl Ctx {
     /// `measure` with each workload's directory and stdin file made absolute (against the
     /// workspace root), for the lockstep arms, which may run anywhere, and each service
     /// driver's program resolved.
+    /// The measure config with the validation workloads (`[validate]`) as its workloads and no
+    /// versus pairs: `tune --measure` measures training mixes on them.
+    pub fn validation_measure_config(&self) -> Result<config::Measure> {
+        let mut measure = self.measure_config()?;
+        measure.workloads = self.config.config.validate.workloads.clone();
+        for w in &mut measure.workloads {
+            *w = w.resolved(&self.ws.root);
+        }
+        self.resolve_drivers(&mut measure.workloads)?;
+        measure.versus.clear();
+        Ok(measure)
+    }
+
     pub fn measure_config(&self) -> Result<config::Measure> {
         let mut measure = self.config.config.measure.clone();
         for w in &mut measure.workloads {
@@ -290,13 +303,24 @@ impl Ctx {
         build: Build,
         rustflags: String,
     ) -> Result<(Built, Vec<String>)> {
+        self.build_in(tc, build, rustflags, &self.target_root)
+    }
+
+    /// [`Ctx::build`] under another root of target folders (`tune --measure`'s mixes).
+    pub fn build_in(
+        &self,
+        tc: &Toolchain,
+        build: Build,
+        rustflags: String,
+        target_root: &std::path::Path,
+    ) -> Result<(Built, Vec<String>)> {
         let flags = crate::rustflags::compose(&tc.user_rustflags, &rustflags);
         let out = cargo::build(
             &self.ws,
             &tc.rustc.host,
             build,
             &flags,
-            &self.target_root,
+            target_root,
             &self.logs(),
         )?;
         // The final crate's own flags (`cargo rustc -- …`) are part of how it was built.

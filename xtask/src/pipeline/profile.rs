@@ -32,6 +32,37 @@ pub struct Tuned {
     pub from: Vec<(String, u64)>,
     /// Each validation workload's agreement (%) at the config's weights and at these.
     pub validation: Vec<Scored>,
+    /// With `--measure`: the mixes measured, and which was kept.
+    #[serde(default)]
+    pub measured: Option<Measured>,
+}
+
+/// What `tune --measure` found: training mixes measured against the config's on the
+/// validation workloads (`pipeline/tune/measured.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Every mix but the config's, against the config's.
+    pub mixes: Vec<Mix>,
+    /// The label of the mix kept (`config` when none was faster on every workload).
+    pub chosen: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mix {
+    pub label: String,
+    pub weights: Vec<(String, u64)>,
+    /// Per validation workload: its median per message against the config's mix.
+    pub against_config: Vec<Change>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub workload: String,
+    /// % change of the median per message (negative: faster), with its 95 % interval.
+    pub change_pct: f64,
+    pub ci_low_pct: f64,
+    pub ci_high_pct: f64,
+    pub sessions: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

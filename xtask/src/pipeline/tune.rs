@@ -3,8 +3,10 @@
 //! validation workload's are read once; a candidate mix is their weighted sum, scored by its
 //! agreement with each validation workload ([`insight::agreement`], the predictor of
 //! capture); the weights that maximise the smallest score are written to
-//! `pgo-data/tune.json`, which `merge` then uses. The measured workloads' capture, which the
-//! tuning never saw, is what the next `cargo xtask pgo` reports.
+//! `pgo-data/tune.json`, which `merge` then uses. With `--measure` the agreement's choice is
+//! one candidate among others, built and measured on the validation workloads
+//! (`tune/measured.rs`), and the measuring decides. The measured workloads' capture, which
+//! the tuning never saw, is what the next `cargo xtask pgo` reports.
 
 use anyhow::{Context, Result, bail};
 
@@ -18,7 +20,15 @@ use super::stage::{insight as insight_stage, instrument, merge, train};
 use crate::insight::{self as insight, FunctionCount};
 use crate::toolchain::Toolchain;
 
-pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, skip_bad: bool) -> Result<Tuned> {
+mod measured;
+
+pub fn run(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    timer: &mut Timer,
+    skip_bad: bool,
+    measure: bool,
+) -> Result<Tuned> {
     let cfg = &ctx.config.config;
     if cfg.validate.workloads.is_empty() {
         bail!(
@@ -40,7 +50,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, skip_bad: bool) -> Resu
         skip_bad,
     };
     let merged = merge::run(ctx, tc, timer, source)?;
-    timer.section_named("tune", || choose(ctx, tc, &instrumented, &merged))
+    timer.section_named("tune", || choose(ctx, tc, &instrumented, &merged, measure))
 }
 
 /// The validation workloads profiled, the training workloads' profiles read, the weights
@@ -50,6 +60,7 @@ fn choose(
     tc: &Toolchain,
     instrumented: &InstrumentedBuild,
     merged: &MergedProfile,
+    measure: bool,
 ) -> Result<Tuned> {
     let cfg = &ctx.config.config;
     let dir = ctx.data.join("validate");
@@ -81,15 +92,30 @@ fn choose(
                 .map_or(1, |(_, w)| *w)
         })
         .collect();
-    let best = weigh(&parts, &validation, &start);
+    let mut best = weigh(&parts, &validation, &start);
+    let named = |weights: &[u64]| -> Vec<(String, u64)> {
+        parts
+            .iter()
+            .zip(weights)
+            .map(|((name, _), w)| (name.clone(), *w))
+            .collect()
+    };
+    let measured = if measure {
+        let mixes = measured::candidates(&named(&start), &named(&best));
+        let found = measured::run(ctx, tc, &merged.0.parts, &mixes)?;
+        let (_, kept) = mixes
+            .iter()
+            .find(|(label, _)| *label == found.chosen)
+            .expect("the mix kept is one of those measured");
+        best = kept.iter().map(|(_, w)| *w).collect();
+        Some(found)
+    } else {
+        None
+    };
     let before = scores(&parts, &validation, &start);
     let after = scores(&parts, &validation, &best);
     let tuned = Tuned {
-        weights: parts
-            .iter()
-            .zip(&best)
-            .map(|((name, _), w)| (name.clone(), *w))
-            .collect(),
+        weights: named(&best),
         commands: commands_hash(cfg)?,
         from: cfg.train.weights(),
         validation: validation
@@ -101,6 +127,7 @@ fn choose(
                 after_pct: *a,
             })
             .collect(),
+        measured,
     };
     let path = ctx.data.join(TUNED);
     crate::fsx::write_atomic(&path, serde_json::to_string_pretty(&tuned)?.as_bytes())?;

@@ -157,4 +157,64 @@ fn a_registry_crates_training_is_tuned_on_its_own_validation_corpus() {
         v["after_pct"].as_f64().unwrap() > v["before_pct"].as_f64().unwrap(),
         "{tuned}"
     );
+
+    // Measured instead of predicted: the validation corpus whole-process, as the program is
+    // measured. Each mix is built and measured against the config's in the same sessions.
+    let measured = own_config_edits(
+        &run.tmp.join("tune-measured.toml"),
+        &[(
+            r#"workloads = [{ name = "orders", args = [], stdin = "corpus/train.jsonl" }]"#,
+            "workloads = [\n    { name = \"orders\", args = [], stdin = \"corpus/train.jsonl\", weight = 1 },\n    \
+                 { name = \"numbers\", args = [], stdin = \"corpus/numbers.jsonl\", weight = 64 },\n]\n\n\
+                 [validate]\nworkloads = [{ name = \"other_orders\", args = [], mode = \"process\", stdin = \"corpus/validate.jsonl\" }]",
+        )],
+    );
+    let out = own_xtask(&measured, &["tune", "--measure"]);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    let tuned = json(&run.data.join("tune.json"));
+    let found = &tuned["measured"];
+    let mixes = found["mixes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{tuned}"));
+    let labels: Vec<&str> = mixes.iter().map(|m| m["label"].as_str().unwrap()).collect();
+    // The config's mix is the baseline; the agreement's (orders weighed up) and each training
+    // workload weighed down 16 times are measured against it (a mix twice, once).
+    assert!(
+        labels.contains(&"less-orders")
+            && (labels.contains(&"agreement") || labels.contains(&"less-numbers")),
+        "{labels:?}"
+    );
+    for m in mixes {
+        let label = m["label"].as_str().unwrap();
+        assert!(
+            run.data.join("tune").join(label).is_file(),
+            "{label}'s lto+pgo"
+        );
+        let c = &m["against_config"][0];
+        assert_eq!(c["workload"], "other_orders", "{m}");
+        let (lo, mid, hi) = (
+            c["ci_low_pct"].as_f64().unwrap(),
+            c["change_pct"].as_f64().unwrap(),
+            c["ci_high_pct"].as_f64().unwrap(),
+        );
+        assert!(
+            lo <= mid && mid <= hi && c["sessions"].as_u64().unwrap() >= 4,
+            "{m}"
+        );
+    }
+    // The weights kept are those of the mix the rule chose (the config's when none).
+    let chosen = found["chosen"].as_str().unwrap();
+    let kept: Vec<(String, u64)> = ["orders", "numbers"]
+        .iter()
+        .map(|n| (n.to_string(), weight_of(&tuned, n)))
+        .collect();
+    let expected: Vec<(String, u64)> = if chosen == "config" {
+        vec![("orders".into(), 1), ("numbers".into(), 64)]
+    } else {
+        let m = mixes.iter().find(|m| m["label"] == chosen).unwrap();
+        serde_json::from_value(m["weights"].clone()).unwrap()
+    };
+    assert_eq!(kept, expected, "{tuned}\n{err}");
+    assert!(err.contains("each mix against the config's"), "{err}");
 }

@@ -1,0 +1,307 @@
+//! `cargo xtask tune --measure`: training mixes chosen by measuring them, not by the
+//! agreement's prediction. The candidates are the config's weights, the agreement's choice
+//! and, for each training workload, the mix with that workload weighed down (every other
+//! weight times [`DOWN`]). Each is merged from the training workloads' own profiles, built as
+//! lto+pgo (under `target/pgo/tune/`), and all of them are arms of the same lockstep sessions
+//! on the validation workloads, the config's mix as the baseline. The mix kept is the one
+//! faster than the config's on every validation workload (by its estimate, and beyond its
+//! interval on one, slower beyond its interval on none) whose smallest gain is the largest;
+//! else the config's. The measured workloads never enter it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::analysis;
+use crate::build::Build;
+use crate::exec::Cmd;
+use crate::fsx;
+use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
+use crate::outputs::TrainingPart;
+use crate::pipeline::ctx::Ctx;
+use crate::pipeline::profile::{Change, Measured, Mix};
+use crate::toolchain::Toolchain;
+
+/// A weighed-down workload's share falls this many times: every other weight is multiplied
+/// by it (llvm-profdata's weights are integers, and a weight of 0 is no weight).
+pub const DOWN: u64 = 16;
+
+/// The config's mix: the baseline every other mix is measured against.
+pub const CONFIG: &str = "config";
+
+/// The mixes to measure, the config's first; each weight list in `config`'s order, no two
+/// alike.
+pub fn candidates(
+    config: &[(String, u64)],
+    agreement: &[(String, u64)],
+) -> Vec<(String, Vec<(String, u64)>)> {
+    let mut out: Vec<(String, Vec<(String, u64)>)> = vec![(CONFIG.to_string(), config.to_vec())];
+    let mut add = |label: String, weights: Vec<(String, u64)>| {
+        if !out.iter().any(|(_, w)| same_mix(w, &weights)) {
+            out.push((label, weights));
+        }
+    };
+    add("agreement".to_string(), agreement.to_vec());
+    if config.len() > 1 {
+        for (down, _) in config {
+            let weights = config
+                .iter()
+                .map(|(n, w)| (n.clone(), if n == down { *w } else { w * DOWN }))
+                .collect();
+            add(format!("less-{down}"), weights);
+        }
+    }
+    out
+}
+
+/// Two weight lists that merge to the same mix (one a multiple of the other).
+fn same_mix(a: &[(String, u64)], b: &[(String, u64)]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((na, wa), (nb, wb))| na == nb && wa * b[0].1 == wb * a[0].1)
+}
+
+/// The rule: among the mixes faster than the config's on every workload's estimate, faster
+/// beyond its interval on one and slower beyond its interval on none, the one whose smallest
+/// gain is the largest; `None` (keep the config's) when there is none.
+pub fn choose(mixes: &[Mix]) -> Option<&Mix> {
+    let smallest_gain = |m: &Mix| {
+        m.against_config
+            .iter()
+            .map(|c| -c.change_pct)
+            .fold(f64::INFINITY, f64::min)
+    };
+    mixes
+        .iter()
+        .filter(|m| !m.against_config.is_empty())
+        .filter(|m| m.against_config.iter().all(|c| c.ci_low_pct <= 0.0))
+        .filter(|m| m.against_config.iter().any(|c| c.ci_high_pct < 0.0))
+        .filter(|m| smallest_gain(m) > 0.0)
+        .max_by(|a, b| smallest_gain(a).total_cmp(&smallest_gain(b)))
+}
+
+/// Merges `parts` with `weights`, builds lto+pgo from each mix, measures them on the
+/// validation workloads in the same sessions, and says which to keep.
+pub fn run(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    parts: &[TrainingPart],
+    mixes: &[(String, Vec<(String, u64)>)],
+) -> Result<Measured> {
+    let dir = ctx.data.join("tune");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut arms = Vec::new();
+    for (i, (label, weights)) in mixes.iter().enumerate() {
+        eprintln!(
+            "tune: mix {} of {} ({label}): {}",
+            i + 1,
+            mixes.len(),
+            weights
+                .iter()
+                .map(|(n, w)| format!("{n} ×{w}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let profile = merge(tc, parts, weights, &dir)?;
+        let exe = build(ctx, tc, &profile, &dir, label)?;
+        arms.push((label.clone(), exe));
+    }
+    let arm = |name: &str, exe: &Path| MeasuredArm {
+        name: name.to_string(),
+        exe: exe.to_path_buf(),
+        extra: Vec::new(),
+    };
+    let config_exe = &arms[0].1;
+    let mut measured = vec![arm(BASELINE, config_exe), arm(BASELINE_AGAIN, config_exe)];
+    let m = &ctx.validation_measure_config()?;
+    // The other mixes are other files: the config's bytes in another file are the null their
+    // arm component rests on, as in `cargo xtask ab`.
+    if m.null_copy {
+        let copy = ctx.data.join("copy").join("tune-config");
+        fsx::copy_atomic(config_exe, &copy)?;
+        measured.push(arm(&measure::copy_arm(BASELINE), &copy));
+    }
+    measured.extend(arms[1..].iter().map(|(label, exe)| arm(label, exe)));
+    eprintln!(
+        "tune: {} mixes against the config's on {} validation workload(s), in the same sessions",
+        arms.len() - 1,
+        m.workloads.len()
+    );
+    let (sessions, stopped) = measure::run_lockstep(&measured, m)?;
+    let names: Vec<String> = m.workloads.iter().map(|w| w.name.clone()).collect();
+    let builds: Vec<String> = std::iter::once(BASELINE.to_string())
+        .chain(arms[1..].iter().map(|(l, _)| l.clone()))
+        .collect();
+    let history = analysis::history::History::load(&ctx.data.join("history.json"))?;
+    let pooled = analysis::sessions::Pooled {
+        run_seed: m.seed.unwrap_or_default(),
+        stops: &stopped,
+        ..analysis::sessions::Pooled::none(&history)
+    };
+    let analysed =
+        analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], m, &pooled)?;
+    let mut out = Vec::new();
+    for (label, weights) in &mixes[1..] {
+        let mut against_config = Vec::new();
+        for w in &analysed {
+            let e = w
+                .rows
+                .iter()
+                .find(|r| r.build == *label)
+                .and_then(|r| r.vs_release.as_ref())
+                .with_context(|| format!("`{}`: no comparison of mix `{label}`", w.workload))?
+                .median
+                .estimate
+                .clone();
+            against_config.push(Change {
+                workload: w.workload.clone(),
+                change_pct: e.change_pct,
+                ci_low_pct: e.ci_low_pct,
+                ci_high_pct: e.ci_high_pct,
+                sessions: w.sessions,
+            });
+        }
+        out.push(Mix {
+            label: label.clone(),
+            weights: weights.clone(),
+            against_config,
+        });
+    }
+    let chosen = choose(&out).map_or(CONFIG.to_string(), |m| m.label.clone());
+    print(&out, &chosen);
+    Ok(Measured { mixes: out, chosen })
+}
+
+fn print(mixes: &[Mix], chosen: &str) {
+    eprintln!("tune: each mix against the config's, median per message (negative: faster):");
+    for m in mixes {
+        let mark = if m.label == chosen { "  ← kept" } else { "" };
+        eprintln!("  {}{mark}", m.label);
+        for c in &m.against_config {
+            eprintln!(
+                "    {:<26} {:+.2} % [{:+.2}, {:+.2}] ({} sessions)",
+                c.workload, c.change_pct, c.ci_low_pct, c.ci_high_pct, c.sessions
+            );
+        }
+    }
+    if chosen == CONFIG {
+        eprintln!(
+            "tune: no mix was faster than the config's on every validation workload: the config's weights are kept"
+        );
+    }
+}
+
+/// The training workloads' profiles merged with `weights`, content-addressed in `dir` (cargo
+/// fingerprints `-Cprofile-use`'s path, not the file).
+fn merge(
+    tc: &Toolchain,
+    parts: &[TrainingPart],
+    weights: &[(String, u64)],
+    dir: &Path,
+) -> Result<PathBuf> {
+    let tmp = fsx::temp_path(&dir.join("mix.profdata"));
+    let inputs = parts.iter().map(|p| {
+        let w = weights
+            .iter()
+            .find(|(n, _)| *n == p.workload)
+            .map_or(p.weight, |(_, w)| *w);
+        format!("-weighted-input={w},{}", p.profile.display())
+    });
+    let merged = Cmd::new(tc.llvm_profdata.display().to_string())
+        .args(["merge", "-o"])
+        .arg(tmp.display().to_string())
+        .args(inputs)
+        .run_with_timeout(Duration::from_secs(300));
+    if let Err(err) = merged {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err.context("cannot merge a training mix"));
+    }
+    let bytes = std::fs::read(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?;
+    let path = dir.join(format!("mix-{:016x}.profdata", fsx::fnv1a64(&bytes)));
+    fsx::rename_content_addressed(&tmp, &path)?;
+    Ok(path)
+}
+
+/// lto+pgo from `profile`, built under `target/pgo/tune/` and copied to `dir/<label>`.
+fn build(ctx: &Ctx, tc: &Toolchain, profile: &Path, dir: &Path, label: &str) -> Result<PathBuf> {
+    let build = Build::LtoPgo;
+    let (built, _) = ctx.build_in(
+        tc,
+        build,
+        build.rustflags(Some(profile)),
+        &ctx.target_root.join("tune"),
+    )?;
+    let exe = dir.join(label);
+    fsx::copy_atomic(&built.exe, &exe)?;
+    Ok(exe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(list: &[(&str, u64)]) -> Vec<(String, u64)> {
+        list.iter().map(|(n, w)| (n.to_string(), *w)).collect()
+    }
+
+    fn mix(label: &str, changes: &[(f64, f64, f64)]) -> Mix {
+        Mix {
+            label: label.to_string(),
+            weights: Vec::new(),
+            against_config: changes
+                .iter()
+                .enumerate()
+                .map(|(i, (c, lo, hi))| Change {
+                    workload: format!("v{i}"),
+                    change_pct: *c,
+                    ci_low_pct: *lo,
+                    ci_high_pct: *hi,
+                    sessions: 12,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_candidates_are_the_config_the_agreement_and_each_weighed_down() {
+        let config = w(&[("a", 8), ("b", 1), ("c", 2)]);
+        let got = candidates(&config, &w(&[("a", 3), ("b", 1), ("c", 2)]));
+        let labels: Vec<&str> = got.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["config", "agreement", "less-a", "less-b", "less-c"]
+        );
+        assert_eq!(got[2].1, w(&[("a", 8), ("b", 16), ("c", 32)]));
+        // The agreement kept the config's mix (or a multiple of it): measured once.
+        let got = candidates(&config, &w(&[("a", 16), ("b", 2), ("c", 4)]));
+        assert_eq!(got.len(), 4, "{got:?}");
+        // One training workload: nothing to weigh down.
+        assert_eq!(candidates(&w(&[("a", 1)]), &w(&[("a", 1)])).len(), 1);
+    }
+
+    #[test]
+    fn a_mix_is_kept_only_when_faster_on_every_workload() {
+        // Faster on one beyond its interval, slower by its estimate on another: not kept.
+        let mixed = mix("less-a", &[(-6.3, -10.5, -1.9), (1.7, -0.2, 3.6)]);
+        assert!(choose(std::slice::from_ref(&mixed)).is_none());
+        // Faster by its estimate on both, beyond the interval on one: kept.
+        let better = mix("less-b", &[(-1.5, -2.1, -0.9), (-0.3, -1.3, 0.8)]);
+        // Faster on both by more, but slower beyond its interval on a third: not kept.
+        let risky = mix(
+            "less-c",
+            &[(-3.0, -4.0, -2.0), (-2.0, -3.0, -1.0), (0.8, 0.2, 1.4)],
+        );
+        // Faster on every workload, never beyond its interval: noise, not kept.
+        let unclear = mix("agreement", &[(-0.4, -1.2, 0.4), (-0.2, -0.9, 0.5)]);
+        let all = [mixed, better.clone(), risky, unclear];
+        assert_eq!(choose(&all).map(|m| m.label.as_str()), Some("less-b"));
+        // Of two kept, the larger smallest gain wins.
+        let best = mix("less-d", &[(-1.0, -1.8, -0.2), (-0.9, -1.5, -0.3)]);
+        assert_eq!(
+            choose(&[better, best]).map(|m| m.label.as_str()),
+            Some("less-d")
+        );
+    }
+}
