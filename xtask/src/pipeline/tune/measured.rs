@@ -3,10 +3,10 @@
 //! and, for each training workload, the mix with that workload weighed down (every other
 //! weight times [`DOWN`]). Each is merged from the training workloads' own profiles, built as
 //! lto+pgo (under `target/pgo/tune/`), and all of them are arms of the same lockstep sessions
-//! on the validation workloads, the config's mix as the baseline. The mix kept is the one
-//! faster than the config's on every validation workload (by its estimate, and beyond its
-//! interval on one, slower beyond its interval on none) whose smallest gain is the largest;
-//! else the config's. The measured workloads never enter it.
+//! on the validation workloads, the config's mix as the baseline. A mix may be kept when it
+//! is faster than the config's beyond its interval on one validation workload and slower
+//! beyond its interval on none; of those, the one whose smallest gain (by its estimates) is
+//! the largest; else the config's. The measured workloads never enter it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -63,9 +63,11 @@ fn same_mix(a: &[(String, u64)], b: &[(String, u64)]) -> bool {
             .all(|((na, wa), (nb, wb))| na == nb && wa * b[0].1 == wb * a[0].1)
 }
 
-/// The rule: among the mixes faster than the config's on every workload's estimate, faster
-/// beyond its interval on one and slower beyond its interval on none, the one whose smallest
-/// gain is the largest; `None` (keep the config's) when there is none.
+/// The rule: among the mixes faster than the config's beyond the interval on one workload
+/// and slower beyond it on none, the one whose smallest gain (by its estimates) is the
+/// largest; `None` (keep the config's) when there is none. A workload a mix leaves as it was
+/// reads a little faster or slower by chance, so the estimates alone would keep almost
+/// nothing, and the intervals alone would not rank.
 pub fn choose(mixes: &[Mix]) -> Option<&Mix> {
     let smallest_gain = |m: &Mix| {
         m.against_config
@@ -78,7 +80,6 @@ pub fn choose(mixes: &[Mix]) -> Option<&Mix> {
         .filter(|m| !m.against_config.is_empty())
         .filter(|m| m.against_config.iter().all(|c| c.ci_low_pct <= 0.0))
         .filter(|m| m.against_config.iter().any(|c| c.ci_high_pct < 0.0))
-        .filter(|m| smallest_gain(m) > 0.0)
         .max_by(|a, b| smallest_gain(a).total_cmp(&smallest_gain(b)))
 }
 
@@ -188,7 +189,7 @@ fn print(mixes: &[Mix], chosen: &str) {
     }
     if chosen == CONFIG {
         eprintln!(
-            "tune: no mix was faster than the config's on every validation workload: the config's weights are kept"
+            "tune: no mix was faster than the config's beyond its interval on a validation workload without being slower beyond it on another: the config's weights are kept"
         );
     }
 }
@@ -282,11 +283,16 @@ mod tests {
     }
 
     #[test]
-    fn a_mix_is_kept_only_when_faster_on_every_workload() {
-        // Faster on one beyond its interval, slower by its estimate on another: not kept.
+    fn a_mix_is_kept_only_when_faster_beyond_its_interval_and_never_slower() {
+        // Faster on one beyond its interval, slower by its estimate alone on another: may be
+        // kept (the measured B of docs/results/2026-12-03-fresh-vm.md).
         let mixed = mix("less-a", &[(-6.3, -10.5, -1.9), (1.7, -0.2, 3.6)]);
-        assert!(choose(std::slice::from_ref(&mixed)).is_none());
-        // Faster by its estimate on both, beyond the interval on one: kept.
+        assert_eq!(
+            choose(std::slice::from_ref(&mixed)).map(|m| m.label.as_str()),
+            Some("less-a")
+        );
+        // Faster by its estimate on both, beyond the interval on one: a smaller smallest gain
+        // lost than the one above, so this one is kept over it.
         let better = mix("less-b", &[(-1.5, -2.1, -0.9), (-0.3, -1.3, 0.8)]);
         // Faster on both by more, but slower beyond its interval on a third: not kept.
         let risky = mix(
