@@ -79,6 +79,20 @@ impl Pooled<'_> {
         ArmSpread::from_runs(&groups)
     }
 
+    /// A run of executables other than the pipeline's builds (`ab`, `tune --measure`): its
+    /// seed and stops, no layouts, earlier runs' nulls of the same workloads.
+    pub fn of_run<'a>(
+        history: &'a History,
+        run_seed: u64,
+        stops: &'a [measure::Stopping],
+    ) -> Pooled<'a> {
+        Pooled {
+            run_seed,
+            stops,
+            ..Pooled::none(history)
+        }
+    }
+
     /// Nothing earlier: this run's own nulls and layouts alone.
     pub fn none(history: &History) -> Pooled<'_> {
         Pooled {

@@ -77,11 +77,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
     let builds = [BASELINE.to_string(), NEW.to_string()];
     // This workload's copies of earlier pipeline runs pool with this run's copy of OLD.
     let history = crate::analysis::history::History::load(&ctx.data.join("history.json"))?;
-    let pooled = analysis::sessions::Pooled {
-        run_seed: m.seed.unwrap_or_default(),
-        stops: &stopped,
-        ..analysis::sessions::Pooled::none(&history)
-    };
+    let pooled = analysis::sessions::Pooled::of_run(&history, m.seed.unwrap_or_default(), &stopped);
     let analysed =
         analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], m, &pooled)?;
     let workloads: Vec<AbWorkload> = analysed

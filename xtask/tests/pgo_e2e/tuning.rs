@@ -134,15 +134,22 @@ fn a_registry_crates_training_is_tuned_on_its_own_validation_corpus() {
     std::fs::write(ws.join("corpus/numbers.jsonl"), numbers).unwrap();
     // Orders drawn with a seed of their own: neither the training's nor the measured ones.
     std::fs::write(ws.join("corpus/validate.jsonl"), corpus(3, 10_000)).unwrap();
-    let config = own_config_edits(
-        &run.tmp.join("tune.toml"),
-        &[(
-            r#"workloads = [{ name = "orders", args = [], stdin = "corpus/train.jsonl" }]"#,
-            "workloads = [\n    { name = \"orders\", args = [], stdin = \"corpus/train.jsonl\", weight = 1 },\n    \
-                 { name = \"numbers\", args = [], stdin = \"corpus/numbers.jsonl\", weight = 64 },\n]\n\n\
-                 [validate]\nworkloads = [{ name = \"other_orders\", args = [], stdin = \"corpus/validate.jsonl\" }]",
-        )],
-    );
+    // Orders starved 1:64 against bare numbers; `mode` the validation workload's.
+    let config_with = |file: &str, mode: &str| {
+        let to = format!(
+            "workloads = [\n    {{ name = \"orders\", args = [], stdin = \"corpus/train.jsonl\", weight = 1 }},\n    \
+             {{ name = \"numbers\", args = [], stdin = \"corpus/numbers.jsonl\", weight = 64 }},\n]\n\n\
+             [validate]\nworkloads = [{{ name = \"other_orders\", args = []{mode}, stdin = \"corpus/validate.jsonl\" }}]"
+        );
+        own_config_edits(
+            &run.tmp.join(file),
+            &[(
+                r#"workloads = [{ name = "orders", args = [], stdin = "corpus/train.jsonl" }]"#,
+                to.as_str(),
+            )],
+        )
+    };
+    let config = config_with("tune.toml", "");
     let out = own_xtask(&config, &["tune"]);
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");
@@ -160,15 +167,7 @@ fn a_registry_crates_training_is_tuned_on_its_own_validation_corpus() {
 
     // Measured instead of predicted: the validation corpus whole-process, as the program is
     // measured. Each mix is built and measured against the config's in the same sessions.
-    let measured = own_config_edits(
-        &run.tmp.join("tune-measured.toml"),
-        &[(
-            r#"workloads = [{ name = "orders", args = [], stdin = "corpus/train.jsonl" }]"#,
-            "workloads = [\n    { name = \"orders\", args = [], stdin = \"corpus/train.jsonl\", weight = 1 },\n    \
-                 { name = \"numbers\", args = [], stdin = \"corpus/numbers.jsonl\", weight = 64 },\n]\n\n\
-                 [validate]\nworkloads = [{ name = \"other_orders\", args = [], mode = \"process\", stdin = \"corpus/validate.jsonl\" }]",
-        )],
-    );
+    let measured = config_with("tune-measured.toml", ", mode = \"process\"");
     let out = own_xtask(&measured, &["tune", "--measure"]);
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");

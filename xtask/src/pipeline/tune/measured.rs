@@ -136,11 +136,7 @@ pub fn run(
         .chain(arms[1..].iter().map(|(l, _)| l.clone()))
         .collect();
     let history = analysis::history::History::load(&ctx.data.join("history.json"))?;
-    let pooled = analysis::sessions::Pooled {
-        run_seed: m.seed.unwrap_or_default(),
-        stops: &stopped,
-        ..analysis::sessions::Pooled::none(&history)
-    };
+    let pooled = analysis::sessions::Pooled::of_run(&history, m.seed.unwrap_or_default(), &stopped);
     let analysed =
         analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], m, &pooled)?;
     let mut out = Vec::new();
