@@ -123,24 +123,26 @@ impl Ctx {
         })
     }
 
-    /// `measure` with each workload's directory and stdin file made absolute (against the
-    /// workspace root), for the lockstep arms, which may run anywhere, and each service
-    /// driver's program resolved.
-    /// The measure config with the validation workloads (`[validate]`) as its workloads and no
-    /// versus pairs: `tune --measure` measures training mixes on them.
+    /// The measure config with the validation workloads (`[validate]`) as its workloads,
+    /// resolved as [`Ctx::measure_config`]'s are, and no versus pairs: `tune --measure`
+    /// measures training mixes on them.
     pub fn validation_measure_config(&self) -> Result<config::Measure> {
-        let mut measure = self.measure_config()?;
-        measure.workloads = self.config.config.validate.workloads.clone();
-        for w in &mut measure.workloads {
-            *w = w.resolved(&self.ws.root);
-        }
-        self.resolve_drivers(&mut measure.workloads)?;
+        let mut measure = self.measure_with(self.config.config.validate.workloads.clone())?;
         measure.versus.clear();
         Ok(measure)
     }
 
+    /// `measure` with each workload's directory and stdin file made absolute (against the
+    /// workspace root), for the lockstep arms, which may run anywhere, and each service
+    /// driver's program resolved.
     pub fn measure_config(&self) -> Result<config::Measure> {
+        self.measure_with(self.config.config.measure.workloads.clone())
+    }
+
+    /// `measure` with `workloads`, resolved.
+    fn measure_with(&self, workloads: Vec<config::Workload>) -> Result<config::Measure> {
         let mut measure = self.config.config.measure.clone();
+        measure.workloads = workloads;
         for w in &mut measure.workloads {
             *w = w.resolved(&self.ws.root);
         }
