@@ -138,16 +138,16 @@ pub struct Capture {
 
 /// `cand[s][r]` and `oracle[s][r]`: ln(build / reference) in round r of session s, the same
 /// rounds for both. The gain of each is the 20 % trimmed mean over sessions of each session's
-/// median over rounds, as in [`compare_sessions`] (a plain mean let one far session move a
-/// capture by tens of points); the capture is their ratio, with a nested bootstrap that draws
-/// the same sessions and rounds for both.
+/// median over rounds, as in [`compare_sessions`], so that the capture and the rows estimate
+/// alike; the capture is their ratio, with a nested bootstrap that draws the same sessions
+/// and rounds for both.
 ///
 /// `extra`: what every build's interval carries beyond its sessions' (the arm and run
 /// components, [`components::ArmSpread`]: the sd of one executable against another). The
 /// three executables (candidate, oracle, reference) each get an effect of their own in every
 /// resample, normal with half that variance, the variance itself drawn from its scaled
 /// inverse χ² on the component's degrees of freedom: the candidate and the oracle share the
-/// reference's (docs/findings.md, "Capture").
+/// reference's (docs/findings.md, "A capture needs each executable's own effect").
 pub fn capture_nested(
     cand: &[Vec<f64>],
     oracle: &[Vec<f64>],
