@@ -41,18 +41,26 @@ pub struct Tuned {
 /// validation workloads (`pipeline/tune/measured.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measured {
-    /// Every mix but the config's, against the config's.
+    /// Every mix but the config's, against the config's, round by round.
     pub mixes: Vec<Mix>,
-    /// The label of the mix kept (`config` when none was faster on every workload).
+    /// The label of the mix kept (`config` when none of the last round qualified).
     pub chosen: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Mix {
     pub label: String,
+    /// The round of the search it was measured in (1: the config's neighbours; 2: the
+    /// neighbours of round 1's leader).
+    #[serde(default = "first_round")]
+    pub round: u32,
     pub weights: Vec<(String, u64)>,
     /// Per validation workload: its median per message against the config's mix.
     pub against_config: Vec<Change>,
+}
+
+fn first_round() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

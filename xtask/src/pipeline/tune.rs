@@ -101,13 +101,11 @@ fn choose(
             .collect()
     };
     let measured = if measure {
-        let mixes = measured::candidates(&named(&start), &named(&best));
-        let found = measured::run(ctx, tc, &merged.0.parts, &mixes)?;
-        let (_, kept) = mixes
-            .iter()
-            .find(|(label, _)| *label == found.chosen)
-            .expect("the mix kept is one of those measured");
-        best = kept.iter().map(|(_, w)| *w).collect();
+        let found = measured::run(ctx, tc, &merged.0.parts, &named(&start), &named(&best))?;
+        best = match found.mixes.iter().find(|m| m.label == found.chosen) {
+            Some(kept) => kept.weights.iter().map(|(_, w)| *w).collect(),
+            None => start.clone(),
+        };
         Some(found)
     } else {
         None

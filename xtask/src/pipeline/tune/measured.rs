@@ -3,10 +3,12 @@
 //! and, for each training workload, the mix with that workload weighed down (every other
 //! weight times [`DOWN`]). Each is merged from the training workloads' own profiles, built as
 //! lto+pgo (under `target/pgo/tune/`), and all of them are arms of the same lockstep sessions
-//! on the validation workloads, the config's mix as the baseline. A mix may be kept when it
-//! is faster than the config's beyond its interval on one validation workload and slower
-//! beyond its interval on none; of those, the one whose smallest gain (by its estimates) is
-//! the largest; else the config's. The measured workloads never enter it.
+//! on the validation workloads, the config's mix as the baseline. A second round measures
+//! the neighbours of round 1's leader (its mix with one more workload weighed down) and the
+//! leader again. A mix of the last round may be kept when it is faster than the config's
+//! beyond its interval on one validation workload and slower beyond its interval on none; of
+//! those, the one whose smallest gain (by its estimates) is the largest; else the config's.
+//! The measured workloads never enter it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,12 +34,9 @@ pub const CONFIG: &str = "config";
 
 /// The mixes to measure, the config's first; each weight list in `config`'s order, no two
 /// alike.
-pub fn candidates(
-    config: &[(String, u64)],
-    agreement: &[(String, u64)],
-) -> Vec<(String, Vec<(String, u64)>)> {
-    let mut out: Vec<(String, Vec<(String, u64)>)> = vec![(CONFIG.to_string(), config.to_vec())];
-    let mut add = |label: String, weights: Vec<(String, u64)>| {
+pub fn candidates(config: &Weights, agreement: &Weights) -> Vec<(String, Weights)> {
+    let mut out: Vec<(String, Weights)> = vec![(CONFIG.to_string(), config.to_vec())];
+    let mut add = |label: String, weights: Weights| {
         if !out.iter().any(|(_, w)| same_mix(w, &weights)) {
             out.push((label, weights));
         }
@@ -69,12 +68,6 @@ fn same_mix(a: &[(String, u64)], b: &[(String, u64)]) -> bool {
 /// reads a little faster or slower by chance, so the estimates alone would keep almost
 /// nothing, and the intervals alone would not rank.
 pub fn choose(mixes: &[Mix]) -> Option<&Mix> {
-    let smallest_gain = |m: &Mix| {
-        m.against_config
-            .iter()
-            .map(|c| -c.change_pct)
-            .fold(f64::INFINITY, f64::min)
-    };
     mixes
         .iter()
         .filter(|m| !m.against_config.is_empty())
@@ -83,38 +76,151 @@ pub fn choose(mixes: &[Mix]) -> Option<&Mix> {
         .max_by(|a, b| smallest_gain(a).total_cmp(&smallest_gain(b)))
 }
 
-/// Merges `parts` with `weights`, builds lto+pgo from each mix, measures them on the
-/// validation workloads in the same sessions, and says which to keep.
+/// How many rounds the search may take: round 1 measures the config's neighbours, round 2
+/// the neighbours of round 1's leader ([`leader`]) with the leader itself again. Two, because
+/// the training that bare tokio and the contended workload need (docs/findings.md) weighs
+/// two phases down together, which no single step reaches; each round costs a lockstep run.
+pub const ROUNDS: u32 = 2;
+
+/// A list of training workloads and their weights, in the config's order.
+pub type Weights = Vec<(String, u64)>;
+
+/// The mix the next round starts from: the one [`choose`] would keep; else, of the mixes
+/// slower beyond their interval nowhere and faster by their estimate somewhere, the one whose
+/// smallest gain is the largest (a step the intervals could not yet confirm, worth taking
+/// further); else none, and the search ends.
+pub fn leader(mixes: &[Mix]) -> Option<&Mix> {
+    choose(mixes).or_else(|| {
+        mixes
+            .iter()
+            .filter(|m| !m.against_config.is_empty())
+            .filter(|m| m.against_config.iter().all(|c| c.ci_low_pct <= 0.0))
+            .filter(|m| m.against_config.iter().any(|c| c.change_pct < 0.0))
+            .max_by(|a, b| smallest_gain(a).total_cmp(&smallest_gain(b)))
+    })
+}
+
+/// The next round's mixes: `lead` again (its figures chose it, so they flatter it), then
+/// `lead` with each workload it does not already weigh down (against `config`) weighed down
+/// too; none already in `seen`. Only `lead` when it has no new neighbour.
+pub fn neighbours(config: &Weights, lead: &Mix, seen: &[Weights]) -> Vec<(String, Weights)> {
+    // A workload's weight against the config's, as a fraction: the largest is "not down".
+    let ratio = |(n, w): &(String, u64)| {
+        let c = config.iter().find(|(cn, _)| cn == n).map_or(1, |(_, c)| *c);
+        (*w as f64) / (c as f64)
+    };
+    let top = lead.weights.iter().map(ratio).fold(0.0, f64::max);
+    let mut out = vec![(lead.label.clone(), lead.weights.clone())];
+    for d in lead.weights.iter().filter(|d| ratio(d) >= top) {
+        let weights: Weights = lead
+            .weights
+            .iter()
+            .map(|(n, w)| (n.clone(), if *n == d.0 { *w } else { w * DOWN }))
+            .collect();
+        if seen
+            .iter()
+            .chain(out.iter().map(|(_, w)| w))
+            .any(|w| same_mix(w, &weights))
+        {
+            continue;
+        }
+        let label = match lead.label.strip_prefix("less-") {
+            Some(_) => format!("{}+{}", lead.label, d.0),
+            None => format!("{}-less-{}", lead.label, d.0),
+        };
+        out.push((label, weights));
+    }
+    out
+}
+
+fn smallest_gain(m: &Mix) -> f64 {
+    m.against_config
+        .iter()
+        .map(|c| -c.change_pct)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Merges `parts` with each mix's weights, builds lto+pgo from each, measures them against
+/// the config's mix on the validation workloads in the same sessions, round by round (up to
+/// [`ROUNDS`]), and says which to keep: [`choose`] on the last round's mixes.
 pub fn run(
     ctx: &Ctx,
     tc: &Toolchain,
     parts: &[TrainingPart],
-    mixes: &[(String, Vec<(String, u64)>)],
+    config: &Weights,
+    agreement: &Weights,
 ) -> Result<Measured> {
     let dir = ctx.data.join("tune");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut arms = Vec::new();
-    for (i, (label, weights)) in mixes.iter().enumerate() {
+    let mut round = candidates(config, agreement);
+    let config_exe = built(ctx, tc, parts, &round.remove(0), &dir)?;
+    let mut seen = vec![config.clone()];
+    let mut mixes: Vec<Mix> = Vec::new();
+    for r in 1..=ROUNDS {
+        seen.extend(round.iter().map(|(_, w)| w.clone()));
+        let measured = measure_round(ctx, tc, parts, &dir, &config_exe, &round, r)?;
+        let next = match leader(&measured) {
+            Some(lead) if r < ROUNDS => neighbours(config, lead, &seen),
+            _ => Vec::new(),
+        };
+        mixes.extend(measured);
+        if next.len() < 2 {
+            break;
+        }
         eprintln!(
-            "tune: mix {} of {} ({label}): {}",
-            i + 1,
-            mixes.len(),
-            weights
-                .iter()
-                .map(|(n, w)| format!("{n} ×{w}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "tune: round {} starts from `{}`, with {} neighbour(s) of it",
+            r + 1,
+            next[0].0,
+            next.len() - 1
         );
-        let profile = merge(tc, parts, weights, &dir)?;
-        let exe = build(ctx, tc, &profile, &dir, label)?;
-        arms.push((label.clone(), exe));
+        round = next;
+    }
+    let last = mixes.iter().map(|m| m.round).max().unwrap_or(1);
+    let last_round: Vec<Mix> = mixes.iter().filter(|m| m.round == last).cloned().collect();
+    let chosen = choose(&last_round).map_or(CONFIG.to_string(), |m| m.label.clone());
+    print(&mixes, &chosen, last);
+    Ok(Measured { mixes, chosen })
+}
+
+/// One mix merged, built as lto+pgo and copied to `dir/<label>`.
+fn built(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    parts: &[TrainingPart],
+    (label, weights): &(String, Weights),
+    dir: &Path,
+) -> Result<PathBuf> {
+    eprintln!(
+        "tune: mix {label}: {}",
+        weights
+            .iter()
+            .map(|(n, w)| format!("{n} ×{w}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let profile = merge(tc, parts, weights, dir)?;
+    build(ctx, tc, &profile, dir, label)
+}
+
+/// One round: `round`'s mixes built and measured against `config_exe` in the same sessions.
+fn measure_round(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    parts: &[TrainingPart],
+    dir: &Path,
+    config_exe: &Path,
+    round: &[(String, Weights)],
+    number: u32,
+) -> Result<Vec<Mix>> {
+    let mut arms = Vec::new();
+    for mix in round {
+        arms.push((mix.0.clone(), built(ctx, tc, parts, mix, dir)?));
     }
     let arm = |name: &str, exe: &Path| MeasuredArm {
         name: name.to_string(),
         exe: exe.to_path_buf(),
         extra: Vec::new(),
     };
-    let config_exe = &arms[0].1;
     let mut measured = vec![arm(BASELINE, config_exe), arm(BASELINE_AGAIN, config_exe)];
     let m = &ctx.validation_measure_config()?;
     // The other mixes are other files: the config's bytes in another file are the null their
@@ -124,23 +230,23 @@ pub fn run(
         fsx::copy_atomic(config_exe, &copy)?;
         measured.push(arm(&measure::copy_arm(BASELINE), &copy));
     }
-    measured.extend(arms[1..].iter().map(|(label, exe)| arm(label, exe)));
+    measured.extend(arms.iter().map(|(label, exe)| arm(label, exe)));
     eprintln!(
-        "tune: {} mixes against the config's on {} validation workload(s), in the same sessions",
-        arms.len() - 1,
+        "tune: round {number}: {} mix(es) against the config's on {} validation workload(s), in the same sessions",
+        arms.len(),
         m.workloads.len()
     );
     let (sessions, stopped) = measure::run_lockstep(&measured, m)?;
     let names: Vec<String> = m.workloads.iter().map(|w| w.name.clone()).collect();
     let builds: Vec<String> = std::iter::once(BASELINE.to_string())
-        .chain(arms[1..].iter().map(|(l, _)| l.clone()))
+        .chain(arms.iter().map(|(l, _)| l.clone()))
         .collect();
     let history = analysis::history::History::load(&ctx.data.join("history.json"))?;
     let pooled = analysis::sessions::Pooled::of_run(&history, m.seed.unwrap_or_default(), &stopped);
     let analysed =
         analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], m, &pooled)?;
     let mut out = Vec::new();
-    for (label, weights) in &mixes[1..] {
+    for (label, weights) in round {
         let mut against_config = Vec::new();
         for w in &analysed {
             let e = w
@@ -162,20 +268,23 @@ pub fn run(
         }
         out.push(Mix {
             label: label.clone(),
+            round: number,
             weights: weights.clone(),
             against_config,
         });
     }
-    let chosen = choose(&out).map_or(CONFIG.to_string(), |m| m.label.clone());
-    print(&out, &chosen);
-    Ok(Measured { mixes: out, chosen })
+    Ok(out)
 }
 
-fn print(mixes: &[Mix], chosen: &str) {
+fn print(mixes: &[Mix], chosen: &str, last: u32) {
     eprintln!("tune: each mix against the config's, median per message (negative: faster):");
     for m in mixes {
-        let mark = if m.label == chosen { "  ← kept" } else { "" };
-        eprintln!("  {}{mark}", m.label);
+        let mark = if m.label == chosen && m.round == last {
+            "  ← kept"
+        } else {
+            ""
+        };
+        eprintln!("  round {}: {}{mark}", m.round, m.label);
         for c in &m.against_config {
             eprintln!(
                 "    {:<26} {:+.2} % [{:+.2}, {:+.2}] ({} sessions)",
@@ -185,7 +294,7 @@ fn print(mixes: &[Mix], chosen: &str) {
     }
     if chosen == CONFIG {
         eprintln!(
-            "tune: no mix was faster than the config's beyond its interval on a validation workload without being slower beyond it on another: the config's weights are kept"
+            "tune: no mix of round {last} was faster than the config's beyond its interval on a validation workload without being slower beyond it on another: the config's weights are kept"
         );
     }
 }
@@ -246,6 +355,7 @@ mod tests {
     fn mix(label: &str, changes: &[(f64, f64, f64)]) -> Mix {
         Mix {
             label: label.to_string(),
+            round: 1,
             weights: Vec::new(),
             against_config: changes
                 .iter()
@@ -305,5 +415,40 @@ mod tests {
             choose(&[better, best]).map(|m| m.label.as_str()),
             Some("less-d")
         );
+    }
+
+    #[test]
+    fn round_two_weighs_down_one_more_workload_beside_the_leader() {
+        let config = w(&[("a", 8), ("b", 1), ("c", 2)]);
+        let round1 = candidates(&config, &config);
+        // No mix is kept, but less-b is slower beyond its interval nowhere and has the
+        // largest smallest gain: it leads (the search takes a step the intervals could not
+        // yet confirm). less-c is slower beyond its interval on the first workload.
+        let mut lead = mix("less-b", &[(0.3, -0.5, 1.1), (-1.2, -2.4, 0.0)]);
+        lead.weights = round1[2].1.clone();
+        let all = [
+            mix("less-a", &[(0.9, -0.2, 2.0), (-0.4, -1.0, 0.2)]),
+            lead.clone(),
+            mix("less-c", &[(1.4, 0.1, 2.7), (-3.0, -4.0, -2.0)]),
+            mix("noise", &[(0.1, -0.5, 0.7), (0.2, -0.4, 0.8)]),
+        ];
+        assert_eq!(choose(&all).map(|m| m.label.as_str()), None);
+        assert_eq!(leader(&all).map(|m| m.label.as_str()), Some("less-b"));
+        let seen: Vec<Weights> = round1.iter().map(|(_, w)| w.clone()).collect();
+        let got = neighbours(&config, &lead, &seen);
+        let labels: Vec<&str> = got.iter().map(|(l, _)| l.as_str()).collect();
+        // The leader again, then b weighed down with a, and with c; b is not weighed down
+        // twice.
+        assert_eq!(labels, ["less-b", "less-b+a", "less-b+c"]);
+        assert_eq!(got[1].1, w(&[("a", 128), ("b", 16), ("c", 512)]));
+        // Every workload but one weighed down is the config's mix with that one weighed up:
+        // a new mix; every workload weighed down is the config's again, and not measured.
+        let mut two = lead.clone();
+        two.label = "less-b+a".to_string();
+        two.weights = got[1].1.clone();
+        let got = neighbours(&config, &two, &seen);
+        assert_eq!(got.len(), 1, "{got:?}");
+        // Nothing slower-free and faster anywhere: no leader, the search ends.
+        assert!(leader(&all[2..]).is_none());
     }
 }
