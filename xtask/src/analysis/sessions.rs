@@ -107,6 +107,28 @@ impl Pooled<'_> {
     }
 }
 
+/// Sessions measured outside the pipeline (`ab`, `tune --measure`): analysed with the nulls
+/// earlier runs recorded on the same workloads, and this run's nulls recorded for the next,
+/// so that the arm component rests on more than this run's one copy (with one, its interval
+/// takes Student's t at about one degree of freedom: ±12 % where the sessions said ±1 %).
+/// `m.seed` identifies the run: a run replayed with it is not counted twice.
+pub fn analyze_recorded(
+    history_path: &std::path::Path,
+    workloads: &[String],
+    builds: &[String],
+    sessions: &[Session],
+    m: &Measure,
+    stops: &[measure::Stopping],
+) -> Result<Vec<WorkloadAnalysis>> {
+    let mut history = History::load(history_path)?;
+    let pooled = Pooled::of_run(&history, m.seed.unwrap_or_default(), stops);
+    let analysed = analyze_lockstep(workloads, builds, sessions, &[], m, &pooled)?;
+    let (nulls, _, _) = records(&analysed, &pooled, m.shift_heap);
+    history.add(nulls, Vec::new());
+    history.save(history_path)?;
+    Ok(analysed)
+}
+
 /// Lockstep sessions → the analysis: per-round ratios within each session, the session's
 /// median, the trimmed mean over sessions with the stopping rule's interval, widened by the
 /// arm component.

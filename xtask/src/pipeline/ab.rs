@@ -58,7 +58,10 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
         extra: Vec::new(),
     };
     let mut arms = vec![arm(BASELINE, old), arm(BASELINE_AGAIN, old), arm(NEW, new)];
-    let m = &ctx.measure_config()?;
+    let mut m = ctx.measure_config()?;
+    // The run's seed, drawn now unless given: it identifies this run's records in the history.
+    m.seed = Some(m.seed.unwrap_or_else(crate::stats::fresh_seed));
+    let m = &m;
     // NEW is another file: OLD's bytes in another file are the null its arm component
     // rests on, as release's copy is in the pipeline's sessions.
     if m.null_copy {
@@ -75,11 +78,15 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
     let (sessions, stopped) = measure::run_lockstep(&arms, m)?;
     let names: Vec<String> = m.workloads.iter().map(|w| w.name.clone()).collect();
     let builds = [BASELINE.to_string(), NEW.to_string()];
-    // This workload's copies of earlier pipeline runs pool with this run's copy of OLD.
-    let history = crate::analysis::history::History::load(&ctx.data.join("history.json"))?;
-    let pooled = analysis::sessions::Pooled::of_run(&history, m.seed.unwrap_or_default(), &stopped);
-    let analysed =
-        analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], m, &pooled)?;
+    // This workload's copies of earlier runs pool with this run's copy of OLD.
+    let analysed = analysis::sessions::analyze_recorded(
+        &ctx.data.join("history.json"),
+        &names,
+        &builds,
+        &sessions,
+        m,
+        &stopped,
+    )?;
     let workloads: Vec<AbWorkload> = analysed
         .into_iter()
         .map(|w| {

@@ -216,4 +216,13 @@ fn a_registry_crates_training_is_tuned_on_its_own_validation_corpus() {
     };
     assert_eq!(kept, expected, "{tuned}\n{err}");
     assert!(err.contains("each mix against the config's"), "{err}");
+    // The copy of the config's lto+pgo joined the history: the next run's arm component
+    // rests on it as well as on its own copy.
+    let history = json(&run.data.join("history.json"));
+    assert!(
+        history["nulls"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|r| r["workload"] == "other_orders")),
+        "{history}"
+    );
 }

@@ -222,7 +222,12 @@ fn measure_round(
         extra: Vec::new(),
     };
     let mut measured = vec![arm(BASELINE, config_exe), arm(BASELINE_AGAIN, config_exe)];
-    let m = &ctx.validation_measure_config()?;
+    let mut m = ctx.validation_measure_config()?;
+    // Each round's own seed: it identifies the round's nulls in the history.
+    m.seed = Some(m.seed.map_or_else(crate::stats::fresh_seed, |s| {
+        s.wrapping_add(u64::from(number))
+    }));
+    let m = &m;
     // The other mixes are other files: the config's bytes in another file are the null their
     // arm component rests on, as in `cargo xtask ab`.
     if m.null_copy {
@@ -241,10 +246,14 @@ fn measure_round(
     let builds: Vec<String> = std::iter::once(BASELINE.to_string())
         .chain(arms.iter().map(|(l, _)| l.clone()))
         .collect();
-    let history = analysis::history::History::load(&ctx.data.join("history.json"))?;
-    let pooled = analysis::sessions::Pooled::of_run(&history, m.seed.unwrap_or_default(), &stopped);
-    let analysed =
-        analysis::sessions::analyze_lockstep(&names, &builds, &sessions, &[], m, &pooled)?;
+    let analysed = analysis::sessions::analyze_recorded(
+        &ctx.data.join("history.json"),
+        &names,
+        &builds,
+        &sessions,
+        m,
+        &stopped,
+    )?;
     let mut out = Vec::new();
     for (label, weights) in round {
         let mut against_config = Vec::new();
