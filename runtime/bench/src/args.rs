@@ -44,8 +44,8 @@ workloads:
            code, for validation workloads that must not be the measured ones.
 
 --phase NAME: train only: run one phase of the mix (mailbox-empty, mailbox-payloads, tokio,
-           pressure, contended, fill-and-drain, agents), so that each can be a training
-           command of its own, weighed by the pipeline; every phase when not given.
+           pressure, pressure-count, contended, fill-and-drain, agents), so that each can be
+           a training command of its own, weighed by the pipeline; every phase when not given.
 
 --inject-ns N: add N ns to every measured round trip: a known effect, exactly, for
            `cargo xtask calibrate` to check what the measurement detects. Lockstep

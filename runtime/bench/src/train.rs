@@ -39,8 +39,13 @@ pub enum Phase {
     MailboxPayloads,
     /// Round trips through bare tokio mpsc (`send` and `try_send`), empty and with a payload.
     Tokio,
-    /// Four Block senders against a byte budget that fills, on one thread and on two.
+    /// Four Block senders against a byte budget that fills, on one thread and on two; the
+    /// channel's count never binds, so they wait in the mailbox's own admission.
     Pressure,
+    /// Four Block senders against a channel whose count fills (capacity 8, bytes unbounded),
+    /// on one thread and on two: they wait in tokio's semaphore, a path bare tokio's round
+    /// trips never take.
+    PressureCount,
     /// Four senders of 32-byte messages, a budget of four of them, on two workers.
     Contended,
     /// Fail policy: fill the mailbox until it refuses, then drain it.
@@ -49,11 +54,12 @@ pub enum Phase {
     Agents,
 }
 
-pub const PHASES: [Phase; 7] = [
+pub const PHASES: [Phase; 8] = [
     Phase::MailboxEmpty,
     Phase::MailboxPayloads,
     Phase::Tokio,
     Phase::Pressure,
+    Phase::PressureCount,
     Phase::Contended,
     Phase::FillAndDrain,
     Phase::Agents,
@@ -66,6 +72,7 @@ impl Phase {
             Phase::MailboxPayloads => "mailbox-payloads",
             Phase::Tokio => "tokio",
             Phase::Pressure => "pressure",
+            Phase::PressureCount => "pressure-count",
             Phase::Contended => "contended",
             Phase::FillAndDrain => "fill-and-drain",
             Phase::Agents => "agents",
@@ -134,19 +141,46 @@ fn run_phase(phase: Phase, args: &Args) -> (u64, u64) {
         Phase::MailboxEmpty => round_trips(&[(Block, 0), (Fail, 0)], false),
         Phase::MailboxPayloads => round_trips(&[(Block, 1), (Block, 200), (Fail, 64)], false),
         Phase::Tokio => round_trips(&[(Block, 0), (Fail, 0), (Block, 200)], true),
-        Phase::Pressure => {
-            let one = current().block_on(senders_under_pressure(4, n / 4, 1024, payload));
-            let two = multi().block_on(senders_under_pressure(4, n / 4, 1024, payload));
+        Phase::Pressure | Phase::PressureCount => {
+            let (capacity, budget) = match phase {
+                Phase::Pressure => (LOOSE, 1024),
+                _ => (CAPACITY, UNBOUNDED_BYTES),
+            };
+            let one = current().block_on(senders_under_pressure(
+                4,
+                n / 4,
+                (capacity, budget),
+                payload,
+            ));
+            let two = multi().block_on(senders_under_pressure(
+                4,
+                n / 4,
+                (capacity, budget),
+                payload,
+            ));
             (one + two, 0)
         }
         Phase::Contended => (
-            multi().block_on(senders_under_pressure(4, n / 4, 128, inline32)),
+            multi().block_on(senders_under_pressure(
+                4,
+                n / 4,
+                (CAPACITY, 128),
+                inline32,
+            )),
             0,
         ),
         Phase::FillAndDrain => current().block_on(fill_and_drain(n)),
         Phase::Agents => (multi().block_on(agents(n)), 0),
     }
 }
+
+/// A channel count the byte budget binds long before: five of [`SIZES`]' six payloads carry
+/// bytes (one at least), so 1024 bytes are taken well before 1024 messages queue.
+const LOOSE: usize = 1024;
+
+/// A byte budget that never binds and still fits the atomic admission the measured
+/// workloads take (a budget of 2^40 or more would switch it to the locked one).
+const UNBOUNDED_BYTES: usize = 1 << 30;
 
 /// Payload sizes cycled through: empty (fast path), inline, and heap.
 const SIZES: [usize; 6] = [0, 1, 16, 64, 65, 512];
@@ -163,10 +197,10 @@ fn payload(i: u64) -> SmallPayload {
 async fn senders_under_pressure(
     senders: u64,
     each: u64,
-    byte_budget: usize,
+    (capacity, byte_budget): (usize, usize),
     payload: fn(u64) -> SmallPayload,
 ) -> u64 {
-    let (tx, mut rx) = Mailbox::new(CAPACITY, byte_budget).open::<SmallPayload>();
+    let (tx, mut rx) = Mailbox::new(capacity, byte_budget).open::<SmallPayload>();
     let tasks: Vec<_> = (0..senders)
         .map(|_| {
             let tx = tx.clone();
