@@ -161,12 +161,7 @@ fn run_phase(phase: Phase, args: &Args) -> (u64, u64) {
             (one + two, 0)
         }
         Phase::Contended => (
-            multi().block_on(senders_under_pressure(
-                4,
-                n / 4,
-                (CAPACITY, 128),
-                inline32,
-            )),
+            multi().block_on(senders_under_pressure(4, n / 4, (CAPACITY, 128), inline32)),
             0,
         ),
         Phase::FillAndDrain => current().block_on(fill_and_drain(n)),

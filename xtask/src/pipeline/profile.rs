@@ -43,6 +43,10 @@ pub struct Tuned {
 pub struct Measured {
     /// Every mix but the config's, against the config's, round by round.
     pub mixes: Vec<Mix>,
+    /// Per validation workload, the config's mix's capture (%) of the validation oracle's
+    /// gain over lto (from round 1); `None` where the oracle's gain is below the min effect.
+    #[serde(default)]
+    pub config_capture: Vec<(String, Option<f64>)>,
     /// The label of the mix kept (`config` when none of the last round qualified).
     pub chosen: String,
 }
@@ -71,6 +75,10 @@ pub struct Change {
     pub ci_low_pct: f64,
     pub ci_high_pct: f64,
     pub sessions: usize,
+    /// The mix's capture (%) of the validation oracle's gain over lto on this workload;
+    /// `None` where the oracle's gain is below the min effect.
+    #[serde(default)]
+    pub capture_pct: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

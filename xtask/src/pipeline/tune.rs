@@ -74,8 +74,10 @@ fn choose(
         ));
     }
     let mut validation = Vec::new();
+    let mut profiles = Vec::new();
     for w in &cfg.validate.workloads {
         let profile = insight_stage::profile_workload(ctx, tc, instrumented, w, &dir)?;
+        profiles.push(profile.clone());
         let text = dir.join(format!("{}.proftext", w.name));
         validation.push((
             w.name.clone(),
@@ -101,7 +103,14 @@ fn choose(
             .collect()
     };
     let measured = if measure {
-        let found = measured::run(ctx, tc, &merged.0.parts, &named(&start), &named(&best))?;
+        let found = measured::run(
+            ctx,
+            tc,
+            &merged.0.parts,
+            &profiles,
+            &named(&start),
+            &named(&best),
+        )?;
         best = match found.mixes.iter().find(|m| m.label == found.chosen) {
             Some(kept) => kept.weights.iter().map(|(_, w)| *w).collect(),
             None => start.clone(),

@@ -3,12 +3,12 @@
 //! and, for each training workload, the mix with that workload weighed down (every other
 //! weight times [`DOWN`]). Each is merged from the training workloads' own profiles, built as
 //! lto+pgo (under `target/pgo/tune/`), and all of them are arms of the same lockstep sessions
-//! on the validation workloads, the config's mix as the baseline. A second round measures
-//! the neighbours of round 1's leader (its mix with one more workload weighed down) and the
-//! leader again. A mix of the last round may be kept when it is faster than the config's
-//! beyond its interval on one validation workload and slower beyond its interval on none; of
-//! those, the one whose smallest gain (by its estimates) is the largest; else the config's.
-//! The measured workloads never enter it.
+//! on the validation workloads, the config's mix as the baseline, beside lto and a validation
+//! oracle (lto+pgo trained on the validation workloads themselves): each mix's capture of
+//! the oracle's gain over lto on each validation workload. A second round measures the
+//! neighbours of round 1's leader (its mix with one more workload weighed down) and the
+//! leader again. The objective is issue 34's: the smallest capture, raised ([`choose`]). The
+//! measured workloads never enter it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -31,6 +31,11 @@ pub const DOWN: u64 = 16;
 
 /// The config's mix: the baseline every other mix is measured against.
 pub const CONFIG: &str = "config";
+
+/// The arms beside the mixes that make a capture: lto, and lto+pgo from the validation
+/// workloads' own profiles merged.
+pub const LTO: &str = "lto";
+pub const ORACLE: &str = "oracle";
 
 /// The mixes to measure, the config's first; each weight list in `config`'s order, no two
 /// alike.
@@ -62,18 +67,76 @@ fn same_mix(a: &[(String, u64)], b: &[(String, u64)]) -> bool {
             .all(|((na, wa), (nb, wb))| na == nb && wa * b[0].1 == wb * a[0].1)
 }
 
-/// The rule: among the mixes faster than the config's beyond the interval on one workload
-/// and slower beyond it on none, the one whose smallest gain (by its estimates) is the
-/// largest; `None` (keep the config's) when there is none. A workload a mix leaves as it was
-/// reads a little faster or slower by chance, so the estimates alone would keep almost
-/// nothing, and the intervals alone would not rank.
-pub fn choose(mixes: &[Mix]) -> Option<&Mix> {
+/// Per validation workload, a capture (%), or `None` where the oracle's gain over lto was
+/// below the min effect (no share to take of it).
+pub type Captures = Vec<(String, Option<f64>)>;
+
+/// The rule, on one round's figures: raise the smallest capture. With `config` the config's
+/// captures, a mix may be kept when
+/// - it is faster than the config's mix beyond its interval on the workload of the config's
+///   smallest capture (a gain there that is not chance),
+/// - its own smallest capture (by the estimates) is larger than the config's (another
+///   workload may pay for it, as long as it stays above), and
+/// - it is slower beyond its interval on no workload without a capture (nothing to trade
+///   there);
+///
+/// of those, the one whose smallest capture is the largest; `None` (keep the config's) when
+/// there is none. Without any capture (no oracle gain anywhere) it falls back to the gains:
+/// [`choose_by_gain`].
+pub fn choose<'a>(mixes: &'a [Mix], config: &[(String, Option<f64>)]) -> Option<&'a Mix> {
+    let Some((worst, floor)) = smallest(config) else {
+        return choose_by_gain(mixes);
+    };
+    mixes
+        .iter()
+        .filter(|m| safe_without_capture(m))
+        .filter(|m| {
+            m.against_config
+                .iter()
+                .any(|c| c.workload == worst && c.ci_high_pct < 0.0)
+        })
+        .filter(|m| smallest_capture(m).is_some_and(|c| c > floor))
+        .max_by(|a, b| by_capture(a, b))
+}
+
+/// Without captures: among the mixes faster than the config's beyond the interval on one
+/// workload and slower beyond it on none, the one whose smallest gain (by its estimates) is
+/// the largest. A workload a mix leaves as it was reads a little faster or slower by chance,
+/// so the estimates alone would keep almost nothing, and the intervals alone would not rank.
+pub fn choose_by_gain(mixes: &[Mix]) -> Option<&Mix> {
     mixes
         .iter()
         .filter(|m| !m.against_config.is_empty())
         .filter(|m| m.against_config.iter().all(|c| c.ci_low_pct <= 0.0))
         .filter(|m| m.against_config.iter().any(|c| c.ci_high_pct < 0.0))
         .max_by(|a, b| smallest_gain(a).total_cmp(&smallest_gain(b)))
+}
+
+/// The workload of the smallest capture, and that capture.
+fn smallest(captures: &[(String, Option<f64>)]) -> Option<(&str, f64)> {
+    captures
+        .iter()
+        .filter_map(|(w, c)| Some((w.as_str(), (*c)?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+fn smallest_capture(m: &Mix) -> Option<f64> {
+    m.against_config
+        .iter()
+        .filter_map(|c| c.capture_pct)
+        .min_by(f64::total_cmp)
+}
+
+fn by_capture(a: &Mix, b: &Mix) -> std::cmp::Ordering {
+    let of = |m: &Mix| smallest_capture(m).unwrap_or(f64::NEG_INFINITY);
+    of(a).total_cmp(&of(b))
+}
+
+fn safe_without_capture(m: &Mix) -> bool {
+    m.against_config
+        .iter()
+        .filter(|c| c.capture_pct.is_none())
+        .all(|c| c.ci_low_pct <= 0.0)
 }
 
 /// How many rounds the search may take: round 1 measures the config's neighbours, round 2
@@ -85,18 +148,24 @@ pub const ROUNDS: u32 = 2;
 /// A list of training workloads and their weights, in the config's order.
 pub type Weights = Vec<(String, u64)>;
 
-/// The mix the next round starts from: the one [`choose`] would keep; else, of the mixes
-/// slower beyond their interval nowhere and faster by their estimate somewhere, the one whose
-/// smallest gain is the largest (a step the intervals could not yet confirm, worth taking
-/// further); else none, and the search ends.
-pub fn leader(mixes: &[Mix]) -> Option<&Mix> {
-    choose(mixes).or_else(|| {
-        mixes
+/// The mix the next round starts from: the one [`choose`] would keep; else the one whose
+/// smallest capture (by its estimates) is the largest, if above the config's and slower
+/// beyond its interval on no workload without a capture (a step the intervals could not yet
+/// confirm, worth taking further); else none, and the search ends. Without any capture, the
+/// same by the gains.
+pub fn leader<'a>(mixes: &'a [Mix], config: &[(String, Option<f64>)]) -> Option<&'a Mix> {
+    choose(mixes, config).or_else(|| match smallest(config) {
+        Some((_, floor)) => mixes
+            .iter()
+            .filter(|m| safe_without_capture(m))
+            .filter(|m| smallest_capture(m).is_some_and(|c| c > floor))
+            .max_by(|a, b| by_capture(a, b)),
+        None => mixes
             .iter()
             .filter(|m| !m.against_config.is_empty())
             .filter(|m| m.against_config.iter().all(|c| c.ci_low_pct <= 0.0))
             .filter(|m| m.against_config.iter().any(|c| c.change_pct < 0.0))
-            .max_by(|a, b| smallest_gain(a).total_cmp(&smallest_gain(b)))
+            .max_by(|a, b| smallest_gain(a).total_cmp(&smallest_gain(b))),
     })
 }
 
@@ -141,12 +210,14 @@ fn smallest_gain(m: &Mix) -> f64 {
 }
 
 /// Merges `parts` with each mix's weights, builds lto+pgo from each, measures them against
-/// the config's mix on the validation workloads in the same sessions, round by round (up to
-/// [`ROUNDS`]), and says which to keep: [`choose`] on the last round's mixes.
+/// the config's mix on the validation workloads in the same sessions (beside lto and the
+/// oracle from `validation`, the validation workloads' profiles), round by round (up to
+/// [`ROUNDS`]), and says which to keep: [`choose`] on the last round's figures.
 pub fn run(
     ctx: &Ctx,
     tc: &Toolchain,
     parts: &[TrainingPart],
+    validation: &[PathBuf],
     config: &Weights,
     agreement: &Weights,
 ) -> Result<Measured> {
@@ -154,16 +225,30 @@ pub fn run(
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut round = candidates(config, agreement);
     let config_exe = built(ctx, tc, parts, &round.remove(0), &dir)?;
+    let (lto, _) = ctx.build(tc, Build::Lto, Build::Lto.rustflags(None))?;
+    let beside = Beside {
+        config: config_exe,
+        lto: dir.join(LTO),
+        oracle: {
+            eprintln!("tune: the validation oracle: the validation workloads' own profiles");
+            let inputs: Vec<(u64, &Path)> = validation.iter().map(|p| (1, p.as_path())).collect();
+            let profile = merge(tc, &inputs, &dir, "oracle")?;
+            build(ctx, tc, &profile, &dir, ORACLE)?
+        },
+    };
+    fsx::copy_atomic(&lto.exe, &beside.lto)?;
     let mut seen = vec![config.clone()];
     let mut mixes: Vec<Mix> = Vec::new();
+    let mut config_capture = Vec::new();
     for r in 1..=ROUNDS {
         seen.extend(round.iter().map(|(_, w)| w.clone()));
-        let measured = measure_round(ctx, tc, parts, &dir, &config_exe, &round, r)?;
-        let next = match leader(&measured) {
+        let (measured, captures) = measure_round(ctx, tc, parts, &dir, &beside, &round, r)?;
+        let next = match leader(&measured, &captures) {
             Some(lead) if r < ROUNDS => neighbours(config, lead, &seen),
             _ => Vec::new(),
         };
         mixes.extend(measured);
+        config_capture = captures;
         if next.len() < 2 {
             break;
         }
@@ -177,9 +262,22 @@ pub fn run(
     }
     let last = mixes.iter().map(|m| m.round).max().unwrap_or(1);
     let last_round: Vec<Mix> = mixes.iter().filter(|m| m.round == last).cloned().collect();
-    let chosen = choose(&last_round).map_or(CONFIG.to_string(), |m| m.label.clone());
-    print(&mixes, &chosen, last);
-    Ok(Measured { mixes, chosen })
+    let chosen =
+        choose(&last_round, &config_capture).map_or(CONFIG.to_string(), |m| m.label.clone());
+    print(&mixes, &config_capture, &chosen, last);
+    Ok(Measured {
+        mixes,
+        config_capture,
+        chosen,
+    })
+}
+
+/// The executables every round measures beside its mixes: the config's mix (the baseline),
+/// lto and the validation oracle.
+struct Beside {
+    config: PathBuf,
+    lto: PathBuf,
+    oracle: PathBuf,
 }
 
 /// One mix merged, built as lto+pgo and copied to `dir/<label>`.
@@ -198,20 +296,32 @@ fn built(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let profile = merge(tc, parts, weights, dir)?;
+    let inputs: Vec<(u64, &Path)> = parts
+        .iter()
+        .map(|p| {
+            let w = weights
+                .iter()
+                .find(|(n, _)| *n == p.workload)
+                .map_or(p.weight, |(_, w)| *w);
+            (w, p.profile.as_path())
+        })
+        .collect();
+    let profile = merge(tc, &inputs, dir, "mix")?;
     build(ctx, tc, &profile, dir, label)
 }
 
-/// One round: `round`'s mixes built and measured against `config_exe` in the same sessions.
+/// One round: `round`'s mixes built and measured against the config's in the same sessions,
+/// with lto and the oracle beside them; each mix's change on each validation workload with
+/// its capture, and the config's captures.
 fn measure_round(
     ctx: &Ctx,
     tc: &Toolchain,
     parts: &[TrainingPart],
     dir: &Path,
-    config_exe: &Path,
+    beside: &Beside,
     round: &[(String, Weights)],
     number: u32,
-) -> Result<Vec<Mix>> {
+) -> Result<(Vec<Mix>, Captures)> {
     let mut arms = Vec::new();
     for mix in round {
         arms.push((mix.0.clone(), built(ctx, tc, parts, mix, dir)?));
@@ -221,7 +331,12 @@ fn measure_round(
         exe: exe.to_path_buf(),
         extra: Vec::new(),
     };
-    let mut measured = vec![arm(BASELINE, config_exe), arm(BASELINE_AGAIN, config_exe)];
+    let mut measured = vec![
+        arm(BASELINE, &beside.config),
+        arm(BASELINE_AGAIN, &beside.config),
+        arm(LTO, &beside.lto),
+        arm(ORACLE, &beside.oracle),
+    ];
     let mut m = ctx.validation_measure_config()?;
     // Each round's own seed: it identifies the round's nulls in the history.
     m.seed = Some(m.seed.map_or_else(crate::stats::fresh_seed, |s| {
@@ -232,18 +347,20 @@ fn measure_round(
     // arm component rests on, as in `cargo xtask ab`.
     if m.null_copy {
         let copy = ctx.data.join("copy").join("tune-config");
-        fsx::copy_atomic(config_exe, &copy)?;
+        fsx::copy_atomic(&beside.config, &copy)?;
         measured.push(arm(&measure::copy_arm(BASELINE), &copy));
     }
     measured.extend(arms.iter().map(|(label, exe)| arm(label, exe)));
     eprintln!(
-        "tune: round {number}: {} mix(es) against the config's on {} validation workload(s), in the same sessions",
+        "tune: round {number}: {} mix(es) against the config's on {} validation workload(s), in the same sessions, beside lto and the oracle",
         arms.len(),
         m.workloads.len()
     );
     let (sessions, stopped) = measure::run_lockstep(&measured, m)?;
     let names: Vec<String> = m.workloads.iter().map(|w| w.name.clone()).collect();
-    let builds: Vec<String> = std::iter::once(BASELINE.to_string())
+    let builds: Vec<String> = [BASELINE, LTO, ORACLE]
+        .iter()
+        .map(|b| b.to_string())
         .chain(arms.iter().map(|(l, _)| l.clone()))
         .collect();
     let analysed = analysis::sessions::analyze_recorded(
@@ -254,25 +371,42 @@ fn measure_round(
         m,
         &stopped,
     )?;
+    let estimate = |w: &analysis::WorkloadAnalysis, build: &str| {
+        w.rows
+            .iter()
+            .find(|r| r.build == build)
+            .and_then(|r| r.vs_release.as_ref())
+            .map(|c| c.median.estimate.clone())
+            .with_context(|| format!("`{}`: no comparison of `{build}`", w.workload))
+    };
+    // ln(x / config) of lto and the oracle per workload: a capture's scale, where the oracle
+    // gains more than the min effect over lto.
+    let mut scales = Vec::new();
+    for w in &analysed {
+        let (lto, oracle) = (estimate(w, LTO)?, estimate(w, ORACLE)?);
+        let gain = lto.mean_log_ratio - oracle.mean_log_ratio;
+        let beyond = (1.0 - (-gain).exp()) * 100.0 > m.min_effect_pct;
+        scales.push(beyond.then_some((lto.mean_log_ratio, gain)));
+    }
+    let capture =
+        |scale: Option<(f64, f64)>, log: f64| scale.map(|(lto, gain)| (lto - log) / gain * 100.0);
+    let config_capture: Captures = analysed
+        .iter()
+        .zip(&scales)
+        .map(|(w, s)| (w.workload.clone(), capture(*s, 0.0)))
+        .collect();
     let mut out = Vec::new();
     for (label, weights) in round {
         let mut against_config = Vec::new();
-        for w in &analysed {
-            let e = w
-                .rows
-                .iter()
-                .find(|r| r.build == *label)
-                .and_then(|r| r.vs_release.as_ref())
-                .with_context(|| format!("`{}`: no comparison of mix `{label}`", w.workload))?
-                .median
-                .estimate
-                .clone();
+        for (w, scale) in analysed.iter().zip(&scales) {
+            let e = estimate(w, label)?;
             against_config.push(Change {
                 workload: w.workload.clone(),
                 change_pct: e.change_pct,
                 ci_low_pct: e.ci_low_pct,
                 ci_high_pct: e.ci_high_pct,
                 sessions: w.sessions,
+                capture_pct: capture(*scale, e.mean_log_ratio),
             });
         }
         out.push(Mix {
@@ -282,10 +416,19 @@ fn measure_round(
             against_config,
         });
     }
-    Ok(out)
+    Ok((out, config_capture))
 }
 
-fn print(mixes: &[Mix], chosen: &str, last: u32) {
+fn print(mixes: &[Mix], config: &[(String, Option<f64>)], chosen: &str, last: u32) {
+    let share = |c: Option<f64>| {
+        c.map_or("no oracle gain".to_string(), |c| {
+            format!("capture {c:.0} %")
+        })
+    };
+    eprintln!("tune: the config's mix on the validation workloads (last round):");
+    for (w, c) in config {
+        eprintln!("    {w:<26} {}", share(*c));
+    }
     eprintln!("tune: each mix against the config's, median per message (negative: faster):");
     for m in mixes {
         let mark = if m.label == chosen && m.round == last {
@@ -296,45 +439,42 @@ fn print(mixes: &[Mix], chosen: &str, last: u32) {
         eprintln!("  round {}: {}{mark}", m.round, m.label);
         for c in &m.against_config {
             eprintln!(
-                "    {:<26} {:+.2} % [{:+.2}, {:+.2}] ({} sessions)",
-                c.workload, c.change_pct, c.ci_low_pct, c.ci_high_pct, c.sessions
+                "    {:<26} {:+.2} % [{:+.2}, {:+.2}] ({} sessions; {})",
+                c.workload,
+                c.change_pct,
+                c.ci_low_pct,
+                c.ci_high_pct,
+                c.sessions,
+                share(c.capture_pct)
             );
         }
     }
     if chosen == CONFIG {
         eprintln!(
-            "tune: no mix of round {last} was faster than the config's beyond its interval on a validation workload without being slower beyond it on another: the config's weights are kept"
+            "tune: no mix of round {last} raised the smallest capture, faster beyond its interval where it is smallest: the config's weights are kept"
         );
     }
 }
 
-/// The training workloads' profiles merged with `weights`, content-addressed in `dir` (cargo
-/// fingerprints `-Cprofile-use`'s path, not the file).
-fn merge(
-    tc: &Toolchain,
-    parts: &[TrainingPart],
-    weights: &[(String, u64)],
-    dir: &Path,
-) -> Result<PathBuf> {
-    let tmp = fsx::temp_path(&dir.join("mix.profdata"));
-    let inputs = parts.iter().map(|p| {
-        let w = weights
-            .iter()
-            .find(|(n, _)| *n == p.workload)
-            .map_or(p.weight, |(_, w)| *w);
-        format!("-weighted-input={w},{}", p.profile.display())
-    });
+/// `inputs` (weight, profile) merged, content-addressed in `dir` as `<stem>-<hash>.profdata`
+/// (cargo fingerprints `-Cprofile-use`'s path, not the file).
+fn merge(tc: &Toolchain, inputs: &[(u64, &Path)], dir: &Path, stem: &str) -> Result<PathBuf> {
+    let tmp = fsx::temp_path(&dir.join(format!("{stem}.profdata")));
     let merged = Cmd::new(tc.llvm_profdata.display().to_string())
         .args(["merge", "-o"])
         .arg(tmp.display().to_string())
-        .args(inputs)
+        .args(
+            inputs
+                .iter()
+                .map(|(w, p)| format!("-weighted-input={w},{}", p.display())),
+        )
         .run_with_timeout(Duration::from_secs(300));
     if let Err(err) = merged {
         let _ = std::fs::remove_file(&tmp);
-        return Err(err.context("cannot merge a training mix"));
+        return Err(err.context(format!("cannot merge the profiles of `{stem}`")));
     }
     let bytes = std::fs::read(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?;
-    let path = dir.join(format!("mix-{:016x}.profdata", fsx::fnv1a64(&bytes)));
+    let path = dir.join(format!("{stem}-{:016x}.profdata", fsx::fnv1a64(&bytes)));
     fsx::rename_content_addressed(&tmp, &path)?;
     Ok(path)
 }
@@ -375,6 +515,7 @@ mod tests {
                     ci_low_pct: *lo,
                     ci_high_pct: *hi,
                     sessions: 12,
+                    capture_pct: None,
                 })
                 .collect(),
         }
@@ -398,12 +539,12 @@ mod tests {
     }
 
     #[test]
-    fn a_mix_is_kept_only_when_faster_beyond_its_interval_and_never_slower() {
+    fn without_captures_a_mix_is_kept_only_when_faster_beyond_its_interval_and_never_slower() {
         // Faster on one beyond its interval, slower by its estimate alone on another: may be
         // kept (the measured B of docs/results/2026-12-03-fresh-vm.md).
         let mixed = mix("less-a", &[(-6.3, -10.5, -1.9), (1.7, -0.2, 3.6)]);
         assert_eq!(
-            choose(std::slice::from_ref(&mixed)).map(|m| m.label.as_str()),
+            choose(std::slice::from_ref(&mixed), &[]).map(|m| m.label.as_str()),
             Some("less-a")
         );
         // Faster by its estimate on both, beyond the interval on one: a smaller smallest gain
@@ -417,11 +558,11 @@ mod tests {
         // Faster on every workload, never beyond its interval: noise, not kept.
         let unclear = mix("agreement", &[(-0.4, -1.2, 0.4), (-0.2, -0.9, 0.5)]);
         let all = [mixed, better.clone(), risky, unclear];
-        assert_eq!(choose(&all).map(|m| m.label.as_str()), Some("less-b"));
+        assert_eq!(choose(&all, &[]).map(|m| m.label.as_str()), Some("less-b"));
         // Of two kept, the larger smallest gain wins.
         let best = mix("less-d", &[(-1.0, -1.8, -0.2), (-0.9, -1.5, -0.3)]);
         assert_eq!(
-            choose(&[better, best]).map(|m| m.label.as_str()),
+            choose(&[better, best], &[]).map(|m| m.label.as_str()),
             Some("less-d")
         );
     }
@@ -441,8 +582,8 @@ mod tests {
             mix("less-c", &[(1.4, 0.1, 2.7), (-3.0, -4.0, -2.0)]),
             mix("noise", &[(0.1, -0.5, 0.7), (0.2, -0.4, 0.8)]),
         ];
-        assert_eq!(choose(&all).map(|m| m.label.as_str()), None);
-        assert_eq!(leader(&all).map(|m| m.label.as_str()), Some("less-b"));
+        assert_eq!(choose(&all, &[]).map(|m| m.label.as_str()), None);
+        assert_eq!(leader(&all, &[]).map(|m| m.label.as_str()), Some("less-b"));
         let seen: Vec<Weights> = round1.iter().map(|(_, w)| w.clone()).collect();
         let got = neighbours(&config, &lead, &seen);
         let labels: Vec<&str> = got.iter().map(|(l, _)| l.as_str()).collect();
@@ -458,6 +599,102 @@ mod tests {
         let got = neighbours(&config, &two, &seen);
         assert_eq!(got.len(), 1, "{got:?}");
         // Nothing slower-free and faster anywhere: no leader, the search ends.
-        assert!(leader(&all[2..]).is_none());
+        assert!(leader(&all[2..], &[]).is_none());
+    }
+
+    /// A mix whose changes are `(change, low, high, capture)` per workload v0, v1, ….
+    fn captured(label: &str, changes: &[(f64, f64, f64, Option<f64>)]) -> Mix {
+        let mut m = mix(
+            label,
+            &changes
+                .iter()
+                .map(|(c, lo, hi, _)| (*c, *lo, *hi))
+                .collect::<Vec<_>>(),
+        );
+        for (c, (_, _, _, capture)) in m.against_config.iter_mut().zip(changes) {
+            c.capture_pct = *capture;
+        }
+        m
+    }
+
+    #[test]
+    fn with_captures_the_smallest_is_raised_where_it_is_smallest() {
+        // The config captures 95 % on v0 and 76 % on v1; v2 has no oracle gain.
+        let config: Captures = vec![
+            ("v0".to_string(), Some(95.0)),
+            ("v1".to_string(), Some(76.0)),
+            ("v2".to_string(), None),
+        ];
+        let none = (0.1, -0.5, 0.7, None);
+        // v0 pays for v1 (slower beyond its interval there), and both stay at 88 %: kept.
+        let trade = captured(
+            "trade",
+            &[
+                (2.0, 1.0, 3.0, Some(88.0)),
+                (-1.5, -2.2, -0.8, Some(88.0)),
+                none,
+            ],
+        );
+        // Both above the config's 76 % too, but the smallest (85 %) lower than the trade's.
+        let better = captured(
+            "better",
+            &[
+                (0.5, -0.3, 1.3, Some(92.0)),
+                (-1.1, -1.8, -0.4, Some(85.0)),
+                none,
+            ],
+        );
+        // Faster on v1 by its estimate alone: not kept, however high its smallest capture.
+        let unclear = captured(
+            "unclear",
+            &[
+                (0.0, -0.7, 0.7, Some(95.0)),
+                (-1.0, -2.0, 0.1, Some(90.0)),
+                none,
+            ],
+        );
+        // v1 up to 99 %, v0 down to 70 %: the smallest fell.
+        let lopsided = captured(
+            "lopsided",
+            &[
+                (5.0, 4.0, 6.0, Some(70.0)),
+                (-2.5, -3.2, -1.8, Some(99.0)),
+                none,
+            ],
+        );
+        // Slower beyond its interval on v2, which has no capture to trade: not kept.
+        let unsafe_ = captured(
+            "unsafe",
+            &[
+                (0.0, -0.7, 0.7, Some(95.0)),
+                (-2.0, -2.7, -1.3, Some(93.0)),
+                (1.5, 0.8, 2.2, None),
+            ],
+        );
+        let all = [
+            better.clone(),
+            trade,
+            unclear.clone(),
+            lopsided.clone(),
+            unsafe_,
+        ];
+        assert_eq!(
+            choose(&all, &config).map(|m| m.label.as_str()),
+            Some("trade")
+        );
+        assert_eq!(
+            choose(std::slice::from_ref(&better), &config).map(|m| m.label.as_str()),
+            Some("better")
+        );
+        // Nothing kept: the round-2 leader is the one whose smallest capture rose most by its
+        // estimates, when slower beyond its interval nowhere without a capture.
+        let rest = [unclear, lopsided];
+        assert!(choose(&rest, &config).is_none());
+        assert_eq!(
+            leader(&rest, &config).map(|m| m.label.as_str()),
+            Some("unclear")
+        );
+        // Nothing above the config's smallest: no leader.
+        assert!(leader(&rest[1..], &config).is_none());
     }
 }
