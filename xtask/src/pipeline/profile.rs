@@ -75,6 +75,10 @@ pub struct Change {
     pub ci_low_pct: f64,
     pub ci_high_pct: f64,
     pub sessions: usize,
+    /// What the change must pass to count (%): max(the min effect, the layout floor of the
+    /// config's mix relinked in other function orders, where measured).
+    #[serde(default)]
+    pub threshold_pct: f64,
     /// The mix's capture (%) of the validation oracle's gain over lto on this workload;
     /// `None` where the oracle's gain is below the min effect.
     #[serde(default)]

@@ -135,58 +135,16 @@ fn set(
 ) -> Result<LayoutSet> {
     let cfg = &ctx.config.config;
     let layout = &cfg.layout;
-    // 1. Its flags exactly as built (the final crate's own flags come back from `final_args`).
-    let own = base.build.final_args().len();
-    let flags = &base.rustflags_exact[..base.rustflags_exact.len() - own];
-    let (_, line) = crate::cargo::relinkable(
-        &ctx.ws,
-        &tc.rustc.host,
-        base.build,
-        flags,
-        &ctx.target_root,
-        &ctx.logs(),
-    )?;
-    // 2. The relink reproduces the measured executable.
-    let folder = base.build.target_folder();
-    let again = dir.join(format!("{folder}.relinked"));
-    line.relink(&again, &[])?;
-    let hash = fsx::file_hash(&again)?;
-    if hash != base.hash {
-        bail!(
-            "relinking {} without a layout flag did not reproduce the measured executable {} \
-             (content {} against {}): a variant would differ by more than its layout; \
-             rebuild with `cargo xtask pgo --force baselines`",
-            base.name(),
-            base.exe.display(),
-            &hash[..hash.len().min(12)],
-            &base.hash[..base.hash.len().min(12)]
-        );
-    }
-    let base_functions = relink::function_addresses(&base.exe)?;
     let callgrind = dir.join("callgrind");
     let base_instructions = instructions(base, counted, ctx, &callgrind).0;
-    // 3-4. The variants: new layouts each time the stage runs, unless `layout.seed` is given.
+    // New layouts each time the stage runs, unless `layout.seed` is given.
     let first = layout
         .seed
         .unwrap_or_else(|| (crate::stats::fresh_seed() >> 33) as u32);
     let mut variants = Vec::new();
-    for k in 1..=layout.variants {
-        let seed = first.wrapping_add(k);
-        let flag = SHUFFLE.replace("{seed}", &seed.to_string());
-        let exe = dir.join(format!("{folder}.L{k}"));
-        let tmp = fsx::temp_path(&exe);
-        line.relink(&tmp, std::slice::from_ref(&flag))
-            .inspect_err(|_| {
-                let _ = std::fs::remove_file(&tmp);
-            })?;
-        fsx::rename(&tmp, &exe)?;
-        let arm = crate::measure::layout_arm(base.name(), k);
-        let mut built = base.clone();
-        built.exe = exe;
-        built.hash = fsx::file_hash(&built.exe)?;
-        built.rustflags_exact.push(flag.clone());
-        built.rustflags = built.rustflags_exact.join(" ");
-        let moved = check_moved(&base_functions, &built.exe, &arm)?;
+    for (seed, arm, built, moved) in
+        shuffled(ctx, tc, base, &ctx.target_root, dir, layout.variants, first)?
+    {
         let (count, note) = instructions(&built, counted, ctx, &callgrind);
         if let (Some(a), Some(b)) = (base_instructions, count) {
             let change = 100.0 * (b - a) / a;
@@ -231,6 +189,73 @@ fn set(
         base_instructions,
         variants,
     })
+}
+
+/// `base` relinked `count` times in other function orders (seeds `first + 1` on), under
+/// `target_root` (where `base` was built) into `dir`: (seed, arm, variant, functions moved).
+/// 1. The build again in `<folder>-layout/` (seeded from its own folder, so only the final
+///    crate compiles), with `-Csave-temps` and rustc's linker command written out.
+/// 2. That linker command run again with no extra flag must give `base` byte for byte.
+/// 3. Variant k: the same link with `--shuffle-sections`, refused unless another layout
+///    ([`check_moved`]).
+pub fn shuffled(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    base: &Built,
+    target_root: &Path,
+    dir: &Path,
+    count: u32,
+    first: u32,
+) -> Result<Vec<(u32, String, Built, Moved)>> {
+    // 1. Its flags exactly as built (the final crate's own flags come back from `final_args`).
+    let own = base.build.final_args().len();
+    let flags = &base.rustflags_exact[..base.rustflags_exact.len() - own];
+    let (_, line) = crate::cargo::relinkable(
+        &ctx.ws,
+        &tc.rustc.host,
+        base.build,
+        flags,
+        target_root,
+        &ctx.logs(),
+    )?;
+    // 2. The relink reproduces the measured executable.
+    let folder = base.build.target_folder();
+    let again = dir.join(format!("{folder}.relinked"));
+    line.relink(&again, &[])?;
+    let hash = fsx::file_hash(&again)?;
+    if hash != base.hash {
+        bail!(
+            "relinking {} without a layout flag did not reproduce the measured executable {} \
+             (content {} against {}): a variant would differ by more than its layout; \
+             rebuild with `cargo xtask pgo --force baselines`",
+            base.name(),
+            base.exe.display(),
+            &hash[..hash.len().min(12)],
+            &base.hash[..base.hash.len().min(12)]
+        );
+    }
+    let base_functions = relink::function_addresses(&base.exe)?;
+    let mut out = Vec::new();
+    for k in 1..=count {
+        let seed = first.wrapping_add(k);
+        let flag = SHUFFLE.replace("{seed}", &seed.to_string());
+        let exe = dir.join(format!("{folder}.L{k}"));
+        let tmp = fsx::temp_path(&exe);
+        line.relink(&tmp, std::slice::from_ref(&flag))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&tmp);
+            })?;
+        fsx::rename(&tmp, &exe)?;
+        let arm = crate::measure::layout_arm(base.name(), k);
+        let mut built = base.clone();
+        built.exe = exe;
+        built.hash = fsx::file_hash(&built.exe)?;
+        built.rustflags_exact.push(flag.clone());
+        built.rustflags = built.rustflags_exact.join(" ");
+        let moved = check_moved(&base_functions, &built.exe, &arm)?;
+        out.push((seed, arm, built, moved));
+    }
+    Ok(out)
 }
 
 /// The variant's functions against its base's: refused unless at least half of them moved

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::analysis;
-use crate::build::Build;
+use crate::build::{Build, Built};
 use crate::exec::Cmd;
 use crate::fsx;
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
@@ -73,12 +73,13 @@ pub type Captures = Vec<(String, Option<f64>)>;
 
 /// The rule, on one round's figures: raise the smallest capture. With `config` the config's
 /// captures, a mix may be kept when
-/// - it is faster than the config's mix beyond its interval on the workload of the config's
-///   smallest capture (a gain there that is not chance),
+/// - it is faster than the config's mix on the workload of the config's smallest capture,
+///   its whole interval beyond the threshold (the min effect, and the layout floor: every
+///   mix is another build, laid out by luck),
 /// - its own smallest capture (by the estimates) is larger than the config's (another
 ///   workload may pay for it, as long as it stays above), and
-/// - it is slower beyond its interval on no workload without a capture (nothing to trade
-///   there);
+/// - it is slower beyond its interval and the threshold on no workload without a capture
+///   (nothing to trade there);
 ///
 /// of those, the one whose smallest capture is the largest; `None` (keep the config's) when
 /// there is none. Without any capture (no oracle gain anywhere) it falls back to the gains:
@@ -93,22 +94,30 @@ pub fn choose<'a>(mixes: &'a [Mix], config: &[(String, Option<f64>)]) -> Option<
         .filter(|m| {
             m.against_config
                 .iter()
-                .any(|c| c.workload == worst && c.ci_high_pct < 0.0)
+                .any(|c| c.workload == worst && c.ci_high_pct < -c.threshold_pct)
         })
         .filter(|m| smallest_capture(m).is_some_and(|c| c > floor))
         .max_by(|a, b| by_capture(a, b))
 }
 
-/// Without captures: among the mixes faster than the config's beyond the interval on one
-/// workload and slower beyond it on none, the one whose smallest gain (by its estimates) is
+/// Without captures: among the mixes faster than the config's beyond the interval and the
+/// threshold on one workload and slower beyond them on none, the one whose smallest gain (by its estimates) is
 /// the largest. A workload a mix leaves as it was reads a little faster or slower by chance,
 /// so the estimates alone would keep almost nothing, and the intervals alone would not rank.
 pub fn choose_by_gain(mixes: &[Mix]) -> Option<&Mix> {
     mixes
         .iter()
         .filter(|m| !m.against_config.is_empty())
-        .filter(|m| m.against_config.iter().all(|c| c.ci_low_pct <= 0.0))
-        .filter(|m| m.against_config.iter().any(|c| c.ci_high_pct < 0.0))
+        .filter(|m| {
+            m.against_config
+                .iter()
+                .all(|c| c.ci_low_pct <= c.threshold_pct)
+        })
+        .filter(|m| {
+            m.against_config
+                .iter()
+                .any(|c| c.ci_high_pct < -c.threshold_pct)
+        })
         .max_by(|a, b| smallest_gain(a).total_cmp(&smallest_gain(b)))
 }
 
@@ -136,7 +145,7 @@ fn safe_without_capture(m: &Mix) -> bool {
     m.against_config
         .iter()
         .filter(|c| c.capture_pct.is_none())
-        .all(|c| c.ci_low_pct <= 0.0)
+        .all(|c| c.ci_low_pct <= c.threshold_pct)
 }
 
 /// How many rounds the search may take: round 1 measures the config's neighbours, round 2
@@ -163,7 +172,11 @@ pub fn leader<'a>(mixes: &'a [Mix], config: &[(String, Option<f64>)]) -> Option<
         None => mixes
             .iter()
             .filter(|m| !m.against_config.is_empty())
-            .filter(|m| m.against_config.iter().all(|c| c.ci_low_pct <= 0.0))
+            .filter(|m| {
+                m.against_config
+                    .iter()
+                    .all(|c| c.ci_low_pct <= c.threshold_pct)
+            })
             .filter(|m| m.against_config.iter().any(|c| c.change_pct < 0.0))
             .max_by(|a, b| smallest_gain(a).total_cmp(&smallest_gain(b))),
     })
@@ -224,16 +237,45 @@ pub fn run(
     let dir = ctx.data.join("tune");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut round = candidates(config, agreement);
-    let config_exe = built(ctx, tc, parts, &round.remove(0), &dir)?;
+    let config_built = built(ctx, tc, parts, &round.remove(0), &dir)?;
+    // The config's mix in other function orders: every mix is another build, so a change
+    // must pass the layout floor as well as the min effect.
+    let layout = &ctx.config.config.layout;
+    let mut layouts = Vec::new();
+    if layout.variants > 0 {
+        let first = layout
+            .seed
+            .unwrap_or_else(|| (crate::stats::fresh_seed() >> 33) as u32);
+        let out = dir.join("layout");
+        std::fs::create_dir_all(&out)
+            .with_context(|| format!("cannot create {}", out.display()))?;
+        let shuffled = crate::pipeline::stage::layout::shuffled(
+            ctx,
+            tc,
+            &config_built,
+            &ctx.target_root.join("tune"),
+            &out,
+            layout.variants,
+            first,
+        )?;
+        for (k, (_, _, variant, _)) in (1..).zip(shuffled) {
+            layouts.push((measure::layout_arm(BASELINE, k), variant.exe));
+        }
+    }
+    let config_exe = dir.join(CONFIG);
+    fsx::copy_atomic(&config_built.exe, &config_exe)?;
     let (lto, _) = ctx.build(tc, Build::Lto, Build::Lto.rustflags(None))?;
     let beside = Beside {
         config: config_exe,
+        layouts,
         lto: dir.join(LTO),
         oracle: {
             eprintln!("tune: the validation oracle: the validation workloads' own profiles");
             let inputs: Vec<(u64, &Path)> = validation.iter().map(|p| (1, p.as_path())).collect();
             let profile = merge(tc, &inputs, &dir, "oracle")?;
-            build(ctx, tc, &profile, &dir, ORACLE)?
+            let exe = dir.join(ORACLE);
+            fsx::copy_atomic(&build(ctx, tc, &profile)?.exe, &exe)?;
+            exe
         },
     };
     fsx::copy_atomic(&lto.exe, &beside.lto)?;
@@ -272,22 +314,25 @@ pub fn run(
     })
 }
 
-/// The executables every round measures beside its mixes: the config's mix (the baseline),
-/// lto and the validation oracle.
+/// The executables every round measures beside its mixes: the config's mix (the baseline)
+/// and its layouts, lto and the validation oracle.
 struct Beside {
     config: PathBuf,
+    /// The config's mix relinked in other function orders: (arm, executable).
+    layouts: Vec<(String, PathBuf)>,
     lto: PathBuf,
     oracle: PathBuf,
 }
 
-/// One mix merged, built as lto+pgo and copied to `dir/<label>`.
+/// One mix merged and built as lto+pgo (the executable in its target folder until the next
+/// build there: copy it).
 fn built(
     ctx: &Ctx,
     tc: &Toolchain,
     parts: &[TrainingPart],
     (label, weights): &(String, Weights),
     dir: &Path,
-) -> Result<PathBuf> {
+) -> Result<Built> {
     eprintln!(
         "tune: mix {label}: {}",
         weights
@@ -307,7 +352,7 @@ fn built(
         })
         .collect();
     let profile = merge(tc, &inputs, dir, "mix")?;
-    build(ctx, tc, &profile, dir, label)
+    build(ctx, tc, &profile)
 }
 
 /// One round: `round`'s mixes built and measured against the config's in the same sessions,
@@ -324,7 +369,9 @@ fn measure_round(
 ) -> Result<(Vec<Mix>, Captures)> {
     let mut arms = Vec::new();
     for mix in round {
-        arms.push((mix.0.clone(), built(ctx, tc, parts, mix, dir)?));
+        let exe = dir.join(&mix.0);
+        fsx::copy_atomic(&built(ctx, tc, parts, mix, dir)?.exe, &exe)?;
+        arms.push((mix.0.clone(), exe));
     }
     let arm = |name: &str, exe: &Path| MeasuredArm {
         name: name.to_string(),
@@ -337,6 +384,7 @@ fn measure_round(
         arm(LTO, &beside.lto),
         arm(ORACLE, &beside.oracle),
     ];
+    measured.extend(beside.layouts.iter().map(|(name, exe)| arm(name, exe)));
     let mut m = ctx.validation_measure_config()?;
     // Each round's own seed: it identifies the round's nulls in the history.
     m.seed = Some(m.seed.map_or_else(crate::stats::fresh_seed, |s| {
@@ -376,14 +424,14 @@ fn measure_round(
             .iter()
             .find(|r| r.build == build)
             .and_then(|r| r.vs_release.as_ref())
-            .map(|c| c.median.estimate.clone())
+            .map(|c| c.median.clone())
             .with_context(|| format!("`{}`: no comparison of `{build}`", w.workload))
     };
     // ln(x / config) of lto and the oracle per workload: a capture's scale, where the oracle
     // gains more than the min effect over lto.
     let mut scales = Vec::new();
     for w in &analysed {
-        let (lto, oracle) = (estimate(w, LTO)?, estimate(w, ORACLE)?);
+        let (lto, oracle) = (estimate(w, LTO)?.estimate, estimate(w, ORACLE)?.estimate);
         let gain = lto.mean_log_ratio - oracle.mean_log_ratio;
         let beyond = (1.0 - (-gain).exp()) * 100.0 > m.min_effect_pct;
         scales.push(beyond.then_some((lto.mean_log_ratio, gain)));
@@ -399,13 +447,15 @@ fn measure_round(
     for (label, weights) in round {
         let mut against_config = Vec::new();
         for (w, scale) in analysed.iter().zip(&scales) {
-            let e = estimate(w, label)?;
+            let judged = estimate(w, label)?;
+            let e = &judged.estimate;
             against_config.push(Change {
                 workload: w.workload.clone(),
                 change_pct: e.change_pct,
                 ci_low_pct: e.ci_low_pct,
                 ci_high_pct: e.ci_high_pct,
                 sessions: w.sessions,
+                threshold_pct: judged.threshold_pct,
                 capture_pct: capture(*scale, e.mean_log_ratio),
             });
         }
@@ -439,11 +489,12 @@ fn print(mixes: &[Mix], config: &[(String, Option<f64>)], chosen: &str, last: u3
         eprintln!("  round {}: {}{mark}", m.round, m.label);
         for c in &m.against_config {
             eprintln!(
-                "    {:<26} {:+.2} % [{:+.2}, {:+.2}] ({} sessions; {})",
+                "    {:<26} {:+.2} % [{:+.2}, {:+.2}] (threshold ±{:.1} %; {} sessions; {})",
                 c.workload,
                 c.change_pct,
                 c.ci_low_pct,
                 c.ci_high_pct,
+                c.threshold_pct,
                 c.sessions,
                 share(c.capture_pct)
             );
@@ -451,7 +502,7 @@ fn print(mixes: &[Mix], config: &[(String, Option<f64>)], chosen: &str, last: u3
     }
     if chosen == CONFIG {
         eprintln!(
-            "tune: no mix of round {last} raised the smallest capture, faster beyond its interval where it is smallest: the config's weights are kept"
+            "tune: no mix of round {last} raised the smallest capture, faster beyond its interval and threshold where it is smallest: the config's weights are kept"
         );
     }
 }
@@ -479,8 +530,8 @@ fn merge(tc: &Toolchain, inputs: &[(u64, &Path)], dir: &Path, stem: &str) -> Res
     Ok(path)
 }
 
-/// lto+pgo from `profile`, built under `target/pgo/tune/` and copied to `dir/<label>`.
-fn build(ctx: &Ctx, tc: &Toolchain, profile: &Path, dir: &Path, label: &str) -> Result<PathBuf> {
+/// lto+pgo from `profile`, built under `target/pgo/tune/`.
+fn build(ctx: &Ctx, tc: &Toolchain, profile: &Path) -> Result<Built> {
     let build = Build::LtoPgo;
     let (built, _) = ctx.build_in(
         tc,
@@ -488,9 +539,7 @@ fn build(ctx: &Ctx, tc: &Toolchain, profile: &Path, dir: &Path, label: &str) -> 
         build.rustflags(Some(profile)),
         &ctx.target_root.join("tune"),
     )?;
-    let exe = dir.join(label);
-    fsx::copy_atomic(&built.exe, &exe)?;
-    Ok(exe)
+    Ok(built)
 }
 
 #[cfg(test)]
@@ -515,6 +564,7 @@ mod tests {
                     ci_low_pct: *lo,
                     ci_high_pct: *hi,
                     sessions: 12,
+                    threshold_pct: 0.0,
                     capture_pct: None,
                 })
                 .collect(),
