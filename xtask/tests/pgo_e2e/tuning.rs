@@ -201,7 +201,20 @@ fn a_registry_crates_training_is_tuned_on_its_own_validation_corpus() {
             lo <= mid && mid <= hi && c["sessions"].as_u64().unwrap() >= 4,
             "{m}"
         );
+        // Judged against a threshold, as the pipeline's verdicts are.
+        assert!(c["threshold_pct"].as_f64().unwrap() > 0.0, "{m}");
     }
+    // Beside the mixes, lto and the validation oracle (its profile the validation corpus's
+    // own): each mix's capture of the oracle's gain on the validation workload, and the
+    // config's, where the oracle gains more than the min effect.
+    for arm in ["lto", "oracle", "config"] {
+        assert!(run.data.join("tune").join(arm).is_file(), "{arm}");
+    }
+    let config_capture = found["config_capture"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{tuned}"));
+    assert_eq!(config_capture.len(), 1, "{tuned}");
+    assert_eq!(config_capture[0][0], "other_orders", "{tuned}");
     // The weights kept are those of the mix the rule chose (the config's when none).
     let chosen = found["chosen"].as_str().unwrap();
     let kept: Vec<(String, u64)> = ["orders", "numbers"]
