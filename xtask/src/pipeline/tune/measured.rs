@@ -73,19 +73,21 @@ pub type Captures = Vec<(String, Option<f64>)>;
 
 /// The rule, on one round's figures: raise the smallest capture. With `config` the config's
 /// captures, a mix may be kept when
-/// - it is faster than the config's mix on the workload of the config's smallest capture,
-///   its whole interval beyond the threshold (the min effect, and the layout floor: every
-///   mix is another build, laid out by luck),
-/// - its own smallest capture (by the estimates) is larger than the config's (another
-///   workload may pay for it, as long as it stays above), and
+/// - it is faster than the config's mix on a workload with a capture, its whole interval
+///   beyond the threshold (the min effect, and the layout floor: every mix is another
+///   build): a gain that is not chance;
+/// - its own smallest capture (by the estimates) is larger than the config's: a workload may
+///   pay for another's gain, as long as it stays above the config's floor;
 /// - it is slower beyond its interval and the threshold on no workload without a capture
 ///   (nothing to trade there);
 ///
 /// of those, the one whose smallest capture is the largest; `None` (keep the config's) when
-/// there is none. Without any capture (no oracle gain anywhere) it falls back to the gains:
-/// [`choose_by_gain`].
+/// there is none. Where the smallest capture is need not be where the gain is: the smallest
+/// is often the noisiest workload's (a contended one's capture scatters by ±20 points), and
+/// requiring the gain there would keep every real gain elsewhere out. Without any capture
+/// (no oracle gain anywhere) it falls back to the gains: [`choose_by_gain`].
 pub fn choose<'a>(mixes: &'a [Mix], config: &[(String, Option<f64>)]) -> Option<&'a Mix> {
-    let Some((worst, floor)) = smallest(config) else {
+    let Some((_, floor)) = smallest(config) else {
         return choose_by_gain(mixes);
     };
     mixes
@@ -94,7 +96,7 @@ pub fn choose<'a>(mixes: &'a [Mix], config: &[(String, Option<f64>)]) -> Option<
         .filter(|m| {
             m.against_config
                 .iter()
-                .any(|c| c.workload == worst && c.ci_high_pct < -c.threshold_pct)
+                .any(|c| c.capture_pct.is_some() && c.ci_high_pct < -c.threshold_pct)
         })
         .filter(|m| smallest_capture(m).is_some_and(|c| c > floor))
         .max_by(|a, b| by_capture(a, b))
@@ -502,7 +504,7 @@ fn print(mixes: &[Mix], config: &[(String, Option<f64>)], chosen: &str, last: u3
     }
     if chosen == CONFIG {
         eprintln!(
-            "tune: no mix of round {last} raised the smallest capture, faster beyond its interval and threshold where it is smallest: the config's weights are kept"
+            "tune: no mix of round {last} was faster beyond its interval and threshold on a workload while raising the smallest capture: the config's weights are kept"
         );
     }
 }
@@ -668,7 +670,7 @@ mod tests {
     }
 
     #[test]
-    fn with_captures_the_smallest_is_raised_where_it_is_smallest() {
+    fn with_captures_a_real_gain_is_kept_when_the_smallest_capture_rises() {
         // The config captures 95 % on v0 and 76 % on v1; v2 has no oracle gain.
         let config: Captures = vec![
             ("v0".to_string(), Some(95.0)),
@@ -694,7 +696,7 @@ mod tests {
                 none,
             ],
         );
-        // Faster on v1 by its estimate alone: not kept, however high its smallest capture.
+        // Faster by its estimates alone: not kept, however high its smallest capture.
         let unclear = captured(
             "unclear",
             &[
@@ -721,9 +723,19 @@ mod tests {
                 (1.5, 0.8, 2.2, None),
             ],
         );
+        // A real gain on v0 (not where the smallest is) and v1 above 76 % by its estimate:
+        // kept, and its smallest capture (91 %) is the largest.
+        let elsewhere = captured(
+            "elsewhere",
+            &[
+                (-2.0, -2.8, -1.2, Some(99.0)),
+                (-0.3, -1.2, 0.6, Some(91.0)),
+                none,
+            ],
+        );
         let all = [
             better.clone(),
-            trade,
+            trade.clone(),
             unclear.clone(),
             lopsided.clone(),
             unsafe_,
@@ -732,10 +744,23 @@ mod tests {
             choose(&all, &config).map(|m| m.label.as_str()),
             Some("trade")
         );
+        let with = [trade, elsewhere];
+        assert_eq!(
+            choose(&with, &config).map(|m| m.label.as_str()),
+            Some("elsewhere")
+        );
         assert_eq!(
             choose(std::slice::from_ref(&better), &config).map(|m| m.label.as_str()),
             Some("better")
         );
+        // The same gains within a layout floor of 2 %: chance layout, not kept.
+        let mut floored = all.to_vec();
+        for m in &mut floored {
+            for c in &mut m.against_config {
+                c.threshold_pct = 2.0;
+            }
+        }
+        assert!(choose(&floored, &config).is_none());
         // Nothing kept: the round-2 leader is the one whose smallest capture rose most by its
         // estimates, when slower beyond its interval nowhere without a capture.
         let rest = [unclear, lopsided];
