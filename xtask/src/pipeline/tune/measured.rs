@@ -42,6 +42,7 @@ pub const ORACLE: &str = "oracle";
 pub fn candidates(config: &Weights, agreement: &Weights) -> Vec<(String, Weights)> {
     let mut out: Vec<(String, Weights)> = vec![(CONFIG.to_string(), config.to_vec())];
     let mut add = |label: String, weights: Weights| {
+        let weights = lowest_terms(weights);
         if !out.iter().any(|(_, w)| same_mix(w, &weights)) {
             out.push((label, weights));
         }
@@ -57,6 +58,16 @@ pub fn candidates(config: &Weights, agreement: &Weights) -> Vec<(String, Weights
         }
     }
     out
+}
+
+/// The same mix in its smallest integer weights (every weight divided by their greatest
+/// common divisor): 2048, 256, 32 is 64, 8, 1.
+fn lowest_terms(weights: Weights) -> Weights {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    let g = weights.iter().fold(0, |g, (_, w)| gcd(g, *w)).max(1);
+    weights.into_iter().map(|(n, w)| (n, w / g)).collect()
 }
 
 /// Two weight lists that merge to the same mix (one a multiple of the other).
@@ -196,11 +207,12 @@ pub fn neighbours(config: &Weights, lead: &Mix, seen: &[Weights]) -> Vec<(String
     let top = lead.weights.iter().map(ratio).fold(0.0, f64::max);
     let mut out = vec![(lead.label.clone(), lead.weights.clone())];
     for d in lead.weights.iter().filter(|d| ratio(d) >= top) {
-        let weights: Weights = lead
-            .weights
-            .iter()
-            .map(|(n, w)| (n.clone(), if *n == d.0 { *w } else { w * DOWN }))
-            .collect();
+        let weights = lowest_terms(
+            lead.weights
+                .iter()
+                .map(|(n, w)| (n.clone(), if *n == d.0 { *w } else { w * DOWN }))
+                .collect(),
+        );
         if seen
             .iter()
             .chain(out.iter().map(|(_, w)| w))
@@ -582,7 +594,8 @@ mod tests {
             labels,
             ["config", "agreement", "less-a", "less-b", "less-c"]
         );
-        assert_eq!(got[2].1, w(&[("a", 8), ("b", 16), ("c", 32)]));
+        // a at 8 against 16 and 32: in lowest terms.
+        assert_eq!(got[2].1, w(&[("a", 1), ("b", 2), ("c", 4)]));
         // The agreement kept the config's mix (or a multiple of it): measured once.
         let got = candidates(&config, &w(&[("a", 16), ("b", 2), ("c", 4)]));
         assert_eq!(got.len(), 4, "{got:?}");
@@ -642,7 +655,7 @@ mod tests {
         // The leader again, then b weighed down with a, and with c; b is not weighed down
         // twice.
         assert_eq!(labels, ["less-b", "less-b+a", "less-b+c"]);
-        assert_eq!(got[1].1, w(&[("a", 128), ("b", 16), ("c", 512)]));
+        assert_eq!(got[1].1, w(&[("a", 8), ("b", 1), ("c", 32)]));
         // Every workload but one weighed down is the config's mix with that one weighed up:
         // a new mix; every workload weighed down is the config's again, and not measured.
         let mut two = lead.clone();
