@@ -239,10 +239,17 @@ pub(crate) fn nulls_line(w: &WorkloadAnalysis) -> String {
     let run = w
         .run
         .map(|r| {
+            let min = crate::analysis::sessions::MIN_RUN_DF;
             format!(
-                "; run component sd {:.2} % from earlier runs of the same executables ({} degrees of freedom)",
+                "; run component sd {:.2} % from earlier runs of the same executables ({} degree{} of freedom{})",
                 100.0 * r.sd,
-                r.nulls
+                r.nulls,
+                if r.nulls == 1 { "" } else { "s" },
+                if r.nulls < min {
+                    format!(": not in the intervals until {min}")
+                } else {
+                    String::new()
+                }
             )
         })
         .unwrap_or_default();

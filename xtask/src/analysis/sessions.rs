@@ -22,6 +22,9 @@ use crate::stats::{self, Estimate};
 
 const BOLT: &str = "lto+pgo+bolt";
 const PGO: &str = "lto+pgo";
+/// The degrees of freedom from which the run component widens the intervals (four runs of
+/// the same executables, or two comparisons of three).
+pub const MIN_RUN_DF: usize = 3;
 const BATCH_METRICS: [BatchMetric; 3] = [|b| b.median_ns, |b| b.p95_ns, |b| b.p99_ns];
 
 /// What the analysis pools from earlier runs, and what identifies this run's records.
@@ -387,7 +390,10 @@ fn analyze_sessions(
         .filter_map(|(b, e)| Some((b.clone(), e[0].mean_log_ratio, e[0].se_log()?)))
         .collect();
     let run = pooled.run_spread(workload, &raw);
-    let extra = ArmSpread::plus(arm, run);
+    // A component resting on one or two degrees of freedom takes Student's t at 12.7 or 4.3:
+    // after two runs of new executables an interval of [−1318, +95] %. It is reported, and
+    // widens the intervals from `MIN_RUN_DF` on.
+    let extra = ArmSpread::plus(arm, run.filter(|r| r.nulls >= MIN_RUN_DF));
     let mut layout = layout_floor(sessions, pilot, workload, pooled)?;
     let (mut aa, mut rows) = judge_rows(
         builds,

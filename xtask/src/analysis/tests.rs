@@ -315,6 +315,18 @@ fn runs_of_the_same_executables_widen_the_next_runs_intervals() {
         runs.iter()
             .all(|r| r.release_hash == "r" && r.run_seed == 99)
     );
+    // One earlier run: a component on one degree of freedom is reported, not used (its t
+    // quantile of 12.7 would make the interval ±1000 %).
+    let mut history = History::default();
+    history.add_runs(vec![record("p", 1, 0.9f64.ln() - 0.02)]);
+    let (one, _) = analyse(&history);
+    assert_eq!(one.run.map(|r| r.nulls), Some(1));
+    assert!(
+        (width(&one) - width(&alone)).abs() < 1e-9,
+        "{} against {}",
+        width(&one),
+        width(&alone)
+    );
     // Three earlier runs of these executables, ±1 % apart; and one of another lto+pgo.
     let mut history = History::default();
     history.add_runs(vec![
