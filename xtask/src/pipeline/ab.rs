@@ -40,6 +40,66 @@ struct AbWorkload {
     new_vs_old: Judged,
 }
 
+/// Lockstep sessions outside the pipeline's stages (`ab`, `tune --measure`).
+pub(super) struct AgainstBase {
+    pub sessions: Vec<Session>,
+    pub stopped: Vec<measure::Stopping>,
+    /// Every arm of `others` against the base, per workload.
+    pub analysed: Vec<analysis::WorkloadAnalysis>,
+}
+
+/// `base` twice (the baseline and its A/A arm), its bytes copied to `pgo-data/copy/<copy>`
+/// where `m.null_copy` (the null the arm component of every other file rests on), and
+/// `others`, in the same lockstep sessions on `m`'s workloads; each of `others` but layout
+/// variants analysed against the base, with the copies of earlier runs pooled and this run's
+/// recorded. `m.seed` is drawn here unless given: it identifies the run's records.
+pub(super) fn measure_against(
+    ctx: &Ctx,
+    base: &Path,
+    copy: &str,
+    others: Vec<MeasuredArm>,
+    mut m: crate::config::Measure,
+) -> Result<AgainstBase> {
+    m.seed = Some(m.seed.unwrap_or_else(crate::stats::fresh_seed));
+    let arm = |name: &str, exe: &Path| MeasuredArm {
+        name: name.to_string(),
+        exe: exe.to_path_buf(),
+        extra: Vec::new(),
+    };
+    let builds: Vec<String> = std::iter::once(BASELINE.to_string())
+        .chain(
+            others
+                .iter()
+                .filter(|a| {
+                    measure::layout_arms_of(std::slice::from_ref(&a.name), BASELINE).is_empty()
+                })
+                .map(|a| a.name.clone()),
+        )
+        .collect();
+    let mut arms = vec![arm(BASELINE, base), arm(BASELINE_AGAIN, base)];
+    if m.null_copy {
+        let copy = ctx.data.join("copy").join(copy);
+        fsx::copy_atomic(base, &copy)?;
+        arms.push(arm(&measure::copy_arm(BASELINE), &copy));
+    }
+    arms.extend(others);
+    let (sessions, stopped) = measure::run_lockstep(&arms, &m)?;
+    let names: Vec<String> = m.workloads.iter().map(|w| w.name.clone()).collect();
+    let analysed = analysis::sessions::analyze_recorded(
+        &ctx.data.join("history.json"),
+        &names,
+        &builds,
+        &sessions,
+        &m,
+        &stopped,
+    )?;
+    Ok(AgainstBase {
+        sessions,
+        stopped,
+        analysed,
+    })
+}
+
 pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
     for exe in [old, new] {
         let meta = std::fs::metadata(exe).with_context(|| {
@@ -57,36 +117,20 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
         exe: exe.to_path_buf(),
         extra: Vec::new(),
     };
-    let mut arms = vec![arm(BASELINE, old), arm(BASELINE_AGAIN, old), arm(NEW, new)];
-    let mut m = ctx.measure_config()?;
-    // The run's seed, drawn now unless given: it identifies this run's records in the history.
-    m.seed = Some(m.seed.unwrap_or_else(crate::stats::fresh_seed));
-    let m = &m;
-    // NEW is another file: OLD's bytes in another file are the null its arm component
-    // rests on, as release's copy is in the pipeline's sessions.
-    if m.null_copy {
-        let copy = ctx.data.join("copy").join("ab-old");
-        fsx::copy_atomic(old, &copy)?;
-        arms.push(arm(&measure::copy_arm(BASELINE), &copy));
-    }
+    let m = ctx.measure_config()?;
     eprintln!(
         "ab: {} (old, twice) against {} (new), at most {} sessions per workload",
         old.display(),
         new.display(),
         m.lockstep.sessions
     );
-    let (sessions, stopped) = measure::run_lockstep(&arms, m)?;
-    let names: Vec<String> = m.workloads.iter().map(|w| w.name.clone()).collect();
-    let builds = [BASELINE.to_string(), NEW.to_string()];
-    // This workload's copies of earlier runs pool with this run's copy of OLD.
-    let analysed = analysis::sessions::analyze_recorded(
-        &ctx.data.join("history.json"),
-        &names,
-        &builds,
-        &sessions,
-        m,
-        &stopped,
-    )?;
+    // NEW is another file: OLD's bytes in another file are the null its arm component rests
+    // on, as release's copy is in the pipeline's sessions; earlier runs' copies pool with it.
+    let AgainstBase {
+        sessions,
+        stopped,
+        analysed,
+    } = measure_against(ctx, old, "ab-old", vec![arm(NEW, new)], m)?;
     let workloads: Vec<AbWorkload> = analysed
         .into_iter()
         .map(|w| {
