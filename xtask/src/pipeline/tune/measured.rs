@@ -115,18 +115,14 @@ pub fn choose<'a>(mixes: &'a [Mix], config: &[(String, Option<f64>)]) -> Option<
 }
 
 /// Without captures: among the mixes faster than the config's beyond the interval and the
-/// threshold on one workload and slower beyond them on none, the one whose smallest gain (by its estimates) is
-/// the largest. A workload a mix leaves as it was reads a little faster or slower by chance,
-/// so the estimates alone would keep almost nothing, and the intervals alone would not rank.
+/// threshold on one workload and slower beyond them on none, the one whose smallest gain (by
+/// its estimates) is the largest. A workload a mix leaves as it was reads a little faster or
+/// slower by chance, so the estimates alone would keep almost nothing, and the intervals
+/// alone would not rank.
 pub fn choose_by_gain(mixes: &[Mix]) -> Option<&Mix> {
     mixes
         .iter()
-        .filter(|m| !m.against_config.is_empty())
-        .filter(|m| {
-            m.against_config
-                .iter()
-                .all(|c| c.ci_low_pct <= c.threshold_pct)
-        })
+        .filter(|m| never_slower(m))
         .filter(|m| {
             m.against_config
                 .iter()
@@ -153,6 +149,14 @@ fn smallest_capture(m: &Mix) -> Option<f64> {
 fn by_capture(a: &Mix, b: &Mix) -> std::cmp::Ordering {
     let of = |m: &Mix| smallest_capture(m).unwrap_or(f64::NEG_INFINITY);
     of(a).total_cmp(&of(b))
+}
+
+/// Measured, and slower beyond its interval and the threshold on no workload.
+fn never_slower(m: &Mix) -> bool {
+    !m.against_config.is_empty()
+        && m.against_config
+            .iter()
+            .all(|c| c.ci_low_pct <= c.threshold_pct)
 }
 
 fn safe_without_capture(m: &Mix) -> bool {
@@ -185,12 +189,7 @@ pub fn leader<'a>(mixes: &'a [Mix], config: &[(String, Option<f64>)]) -> Option<
             .max_by(|a, b| by_capture(a, b)),
         None => mixes
             .iter()
-            .filter(|m| !m.against_config.is_empty())
-            .filter(|m| {
-                m.against_config
-                    .iter()
-                    .all(|c| c.ci_low_pct <= c.threshold_pct)
-            })
+            .filter(|m| never_slower(m))
             .filter(|m| m.against_config.iter().any(|c| c.change_pct < 0.0))
             .max_by(|a, b| smallest_gain(a).total_cmp(&smallest_gain(b))),
     })
