@@ -210,6 +210,16 @@ fn a_registry_crates_training_is_tuned_on_its_own_validation_corpus() {
     for arm in ["lto", "oracle", "config"] {
         assert!(run.data.join("tune").join(arm).is_file(), "{arm}");
     }
+    // The config's mix relinked in the config's four function orders, measured beside it:
+    // the layout floor a change must pass.
+    for k in 1..=4 {
+        let variant = run.data.join(format!("tune/layout/lto-pgo.L{k}"));
+        assert!(variant.is_file(), "{}", variant.display());
+    }
+    assert!(
+        err.contains(r#"tune/layout/lto-pgo.L4","args""#),
+        "the layouts ran as arms: {err}"
+    );
     let config_capture = found["config_capture"]
         .as_array()
         .unwrap_or_else(|| panic!("{tuned}"));
