@@ -5,7 +5,9 @@
 //! lto+pgo (under `target/pgo/tune/`), and all of them are arms of the same lockstep sessions
 //! on the validation workloads, the config's mix as the baseline, beside lto and a validation
 //! oracle (lto+pgo trained on the validation workloads themselves): each mix's capture of
-//! the oracle's gain over lto on each validation workload. A second round measures the
+//! the oracle's gain over lto on each validation workload. The config's mix relinked in
+//! other function orders runs beside them too: every mix is another build, and a change
+//! counts only beyond that layout floor. A second round measures the
 //! neighbours of round 1's leader (its mix with one more workload weighed down) and the
 //! leader again. The objective is issue 34's: the smallest capture, raised ([`choose`]). The
 //! measured workloads never enter it.
