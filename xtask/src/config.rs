@@ -183,7 +183,7 @@ impl<'de> Deserialize<'de> for BoltEnabled {
 pub const MAX_WEIGHT: u64 = 1_000_000;
 
 /// `insight.min_agreement_pct`'s default: set from recorded runs (docs/findings.md).
-pub const AGREEMENT_WARNING_PCT: f64 = 80.0;
+pub const AGREEMENT_WARNING_PCT: f64 = 89.0;
 
 /// The `insight` stage: what the profile holds, and whether the training looks like the
 /// measured workloads.

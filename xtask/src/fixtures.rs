@@ -189,7 +189,6 @@ pub fn insight() -> crate::outputs::InsightReport {
             agreement: Some(crate::insight::Agreement {
                 score_pct: 84.2,
                 hot_pct: 99.0,
-                shape_pct: 85.1,
                 lacking: Vec::new(),
             }),
         }],

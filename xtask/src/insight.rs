@@ -242,23 +242,29 @@ pub fn hot_threshold(functions: &[FunctionCount]) -> u64 {
     all.last().copied().unwrap_or(0)
 }
 
-/// How well a training profile stands for a workload's own, in what PGO reads of it: for
-/// the workload's counted code, whether the training calls the same blocks hot (its counters
-/// at or above the training's own hot count) and whether each function's counters fall in
-/// the same proportions (its branch weights). Each in % of the workload's count.
+/// How well a training profile stands for a workload's own, in what PGO reads of it: whether
+/// the training weighs each of the workload's hot blocks as the workload does, relative to
+/// the block's function. PGO lays a function out, splits it and inlines along its blocks'
+/// counts relative to one another; a block the training runs at an eighth of the workload's
+/// proportion is laid out as the rare path it is not. Each in % of the workload's count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Agreement {
-    /// The workload's count on counters the training also calls hot.
+    /// The workload's count on counters the training calls hot (its 99 % hot count).
     pub hot_pct: f64,
-    /// The workload's functions weighed by count, each by the overlap of its counters'
-    /// proportions in the two profiles (1 - half their L1 distance).
-    pub shape_pct: f64,
-    /// Both at once (each function's count times its hot share times its shape overlap):
-    /// the predictor of capture, the number the warning is set on.
+    /// The workload's count on its hot blocks (a tenth of their function's hottest counter or
+    /// more) that the training weighs alike: in full down to half the workload's proportion,
+    /// none at an eighth or less, a function the training never ran none. The predictor of
+    /// capture, the number the warning is set on (docs/findings.md).
     pub score_pct: f64,
     /// The functions that lose most of the score, largest loss first (at most 5).
     pub lacking: Vec<Lacking>,
 }
+
+/// Bumped when [`agreement`] changes, so that stages caching it run again.
+pub const AGREEMENT_VERSION: &str = "2: hot-block proportions";
+
+/// A block is hot in its function at this share of the function's hottest counter or more.
+const HOT_BLOCK: f64 = 0.1;
 
 /// A function of the workload that the training does not stand for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -273,52 +279,62 @@ pub struct Lacking {
     pub loss_pct: f64,
 }
 
+/// The share of a hot block's count lost when the training weighs it at `ratio` times the
+/// workload's proportion: none down to a half, all at an eighth, log-linear between.
+fn block_loss(ratio: f64) -> f64 {
+    if ratio <= 0.0 {
+        1.0
+    } else {
+        ((-ratio.log2()) - 1.0).clamp(0.0, 2.0) / 2.0
+    }
+}
+
 /// The [`Agreement`] of `training` with `workload` (two profiles of one executable).
 pub fn agreement(workload: &[FunctionCount], training: &[FunctionCount]) -> Agreement {
     let hot = hot_threshold(training).max(1);
     let by_symbol: BTreeMap<&str, &FunctionCount> =
         training.iter().map(|f| (f.symbol.as_str(), f)).collect();
-    let total: u64 = workload.iter().map(|f| f.count).sum();
-    let (mut hot_sum, mut shape_sum, mut score_sum) = (0.0, 0.0, 0.0);
+    let total = workload.iter().map(|f| f.count).sum::<u64>().max(1) as f64;
+    let (mut on_hot, mut lost) = (0u64, 0.0);
     let mut lacking = Vec::new();
     for f in workload.iter().filter(|f| f.count > 0) {
-        let share = f.count as f64 / total.max(1) as f64;
-        let (h, b) = match by_symbol.get(f.symbol.as_str()) {
+        let loss = match by_symbol.get(f.symbol.as_str()) {
             Some(t) if t.count > 0 && t.counters.len() == f.counters.len() => {
-                let on_hot: u64 = f
+                on_hot += f
                     .counters
                     .iter()
                     .zip(&t.counters)
                     .filter(|(_, tc)| **tc >= hot)
                     .map(|(wc, _)| *wc)
-                    .sum();
-                let overlap: f64 = f
-                    .counters
+                    .sum::<u64>();
+                let top = |c: &[u64]| c.iter().copied().max().unwrap_or(0).max(1) as f64;
+                let (wmax, tmax) = (top(&f.counters), top(&t.counters));
+                f.counters
                     .iter()
                     .zip(&t.counters)
-                    .map(|(wc, tc)| (*wc as f64 / f.count as f64).min(*tc as f64 / t.count as f64))
-                    .sum();
-                (on_hot as f64 / f.count as f64, overlap)
+                    .filter(|(wc, _)| **wc as f64 >= HOT_BLOCK * wmax)
+                    .map(|(wc, tc)| {
+                        let ratio = (*tc as f64 / tmax) / (*wc as f64 / wmax);
+                        *wc as f64 * block_loss(ratio)
+                    })
+                    .sum::<f64>()
             }
-            _ => (0.0, 0.0),
+            _ => f.count as f64,
         };
-        hot_sum += share * h;
-        shape_sum += share * b;
-        score_sum += share * h * b;
+        lost += loss;
         lacking.push(Lacking {
             name: f.name.clone(),
             symbol: f.symbol.clone(),
-            workload_share_pct: 100.0 * share,
-            loss_pct: 100.0 * share * (1.0 - h * b),
+            workload_share_pct: 100.0 * f.count as f64 / total,
+            loss_pct: 100.0 * loss / total,
         });
     }
     lacking.sort_by(|a, b| b.loss_pct.total_cmp(&a.loss_pct));
     lacking.truncate(5);
     lacking.retain(|l| l.loss_pct >= 0.5);
     Agreement {
-        hot_pct: 100.0 * hot_sum,
-        shape_pct: 100.0 * shape_sum,
-        score_pct: 100.0 * score_sum,
+        hot_pct: 100.0 * on_hot as f64 / total,
+        score_pct: 100.0 * (1.0 - lost / total),
         lacking,
     }
 }
@@ -521,31 +537,40 @@ Program level:
     }
 
     #[test]
-    fn agreement_sees_blocks_the_training_calls_cold_and_other_branch_shapes() {
-        let w = vec![counted("f", &[50, 50]), counted("g", &[100, 0])];
+    fn agreement_weighs_each_hot_block_against_its_function() {
+        let w = vec![counted("f", &[100, 100, 5]), counted("g", &[100, 0])];
         // The same profile, scaled: full agreement.
-        let same = vec![counted("f", &[500, 500]), counted("g", &[1000, 0])];
+        let same = vec![counted("f", &[1000, 1000, 50]), counted("g", &[1000, 0])];
         let a = agreement(&w, &same);
         assert!((a.score_pct - 100.0).abs() < 1e-9, "{a:?}");
         assert!(a.lacking.is_empty(), "{a:?}");
-        // `g` trained far below the training's hot count: its half of the work is lost, and
-        // it is named first.
-        let cold_g = vec![
-            counted("f", &[500, 500]),
-            counted("g", &[1, 0]),
-            counted("x", &[1000]),
-        ];
-        let a = agreement(&w, &cold_g);
-        assert!((a.hot_pct - 50.0).abs() < 1e-9, "{a:?}");
-        assert_eq!(a.lacking[0].name, "g");
-        // `f` trained with every count on its first branch: shape 0.5 on its half.
-        let skewed = vec![counted("f", &[1000, 0]), counted("g", &[1000, 0])];
-        let a = agreement(&w, &skewed);
-        assert!((a.shape_pct - 75.0).abs() < 1e-9, "{a:?}");
+        // `f`'s second block at half the workload's proportion: no loss yet; its cold third
+        // block (under a tenth of the hottest) is not weighed at all.
+        let half = vec![counted("f", &[1000, 500, 0]), counted("g", &[1000, 0])];
+        assert!((agreement(&w, &half).score_pct - 100.0).abs() < 1e-9);
+        // At a quarter: half of that block's count lost (50 of 305); at an eighth, all of it.
+        let quarter = vec![counted("f", &[1000, 250, 50]), counted("g", &[1000, 0])];
+        let a = agreement(&w, &quarter);
+        assert!(
+            (a.score_pct - 100.0 * (1.0 - 50.0 / 305.0)).abs() < 1e-9,
+            "{a:?}"
+        );
+        assert_eq!(a.lacking[0].name, "f");
+        let eighth = vec![counted("f", &[1000, 125, 50]), counted("g", &[1000, 0])];
+        let a = agreement(&w, &eighth);
+        assert!(
+            (a.score_pct - 100.0 * (1.0 - 100.0 / 305.0)).abs() < 1e-9,
+            "{a:?}"
+        );
+        // Only relative weights count: `g` run rarely overall but in the same proportions.
+        let rare_g = vec![counted("f", &[100_000, 100_000, 0]), counted("g", &[1, 0])];
+        assert!((agreement(&w, &rare_g).score_pct - 100.0).abs() < 1e-9);
+        // ... though LLVM's hot count is the training's: `g` is under it.
+        assert!((agreement(&w, &rare_g).hot_pct - 200.0 / 305.0 * 100.0).abs() < 1e-9);
         // A function the training never ran, or ran in another build (other counters).
-        let other = vec![counted("f", &[1, 2, 3]), counted("g", &[1000, 0])];
+        let other = vec![counted("f", &[1, 2, 3, 4]), counted("g", &[1000, 0])];
         let a = agreement(&w, &other);
-        assert!((a.score_pct - 50.0).abs() < 1e-9, "{a:?}");
+        assert!((a.score_pct - 100.0 * 100.0 / 305.0).abs() < 1e-9, "{a:?}");
     }
 
     #[test]

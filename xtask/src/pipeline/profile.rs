@@ -35,6 +35,34 @@ pub struct Tuned {
     /// With `--measure`: the mixes measured, and which was kept.
     #[serde(default)]
     pub measured: Option<Measured>,
+    /// With `--measure`: how the agreement, the warning's predictor, ranked the captures
+    /// measured.
+    #[serde(default)]
+    pub check: Option<AgreementCheck>,
+}
+
+/// The agreement (`insight.min_agreement_pct`'s predictor) against every capture `tune
+/// --measure` measured: every mix on every validation workload with a capture.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgreementCheck {
+    pub cases: Vec<CheckCase>,
+    /// Spearman's rank correlation of agreement and capture.
+    pub spearman: Option<f64>,
+    /// The warning's threshold (%).
+    pub threshold_pct: f64,
+    /// Of the captures under 80 %, how many the warning names, and how many there are.
+    pub warned_under_80: (usize, usize),
+    /// Of the captures of 95 % or more, how many the warning leaves alone, and how many.
+    pub quiet_over_95: (usize, usize),
+}
+
+/// One mix on one validation workload: its agreement and its measured capture (%).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckCase {
+    pub mix: String,
+    pub workload: String,
+    pub agreement_pct: f64,
+    pub capture_pct: f64,
 }
 
 /// What `tune --measure` found: training mixes measured against the config's on the

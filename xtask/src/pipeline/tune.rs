@@ -11,7 +11,7 @@
 use anyhow::{Context, Result, bail};
 
 use super::ctx::Ctx;
-use super::profile::{Scored, TUNED, Tuned, commands_hash};
+use super::profile::{AgreementCheck, CheckCase, Measured, Scored, TUNED, Tuned, commands_hash};
 use super::runner::Timer;
 use super::stage::instrument::InstrumentedBuild;
 use super::stage::merge::{MergedProfile, ProfileSource};
@@ -121,6 +121,16 @@ fn choose(
     };
     let before = scores(&parts, &validation, &start);
     let after = scores(&parts, &validation, &best);
+    let check = measured.as_ref().map(|m| {
+        let config = named(&start);
+        check(
+            &parts,
+            &validation,
+            m,
+            &config,
+            cfg.insight.min_agreement_pct,
+        )
+    });
     let tuned = Tuned {
         weights: named(&best),
         commands: commands_hash(cfg)?,
@@ -135,11 +145,69 @@ fn choose(
             })
             .collect(),
         measured,
+        check,
     };
     let path = ctx.data.join(TUNED);
     crate::fsx::write_atomic(&path, serde_json::to_string_pretty(&tuned)?.as_bytes())?;
     print(&tuned, &start, &path);
     Ok(tuned)
+}
+
+/// The agreement of every measured mix with every validation workload, against the capture
+/// measured there: the warning's predictor checked on this run's own data.
+fn check(
+    parts: &[(String, Vec<FunctionCount>)],
+    validation: &[(String, Vec<FunctionCount>)],
+    measured: &Measured,
+    config: &[(String, u64)],
+    threshold_pct: f64,
+) -> AgreementCheck {
+    let config_mix = (
+        "config".to_string(),
+        config.to_vec(),
+        measured.config_capture.clone(),
+    );
+    let mixes = measured.mixes.iter().map(|m| {
+        let captures = m
+            .against_config
+            .iter()
+            .map(|c| (c.workload.clone(), c.capture_pct))
+            .collect();
+        (m.label.clone(), m.weights.clone(), captures)
+    });
+    let mut cases = Vec::new();
+    for (label, weights, captures) in std::iter::once(config_mix).chain(mixes) {
+        let w: Vec<u64> = parts
+            .iter()
+            .map(|(name, _)| weights.iter().find(|(n, _)| n == name).map_or(0, |p| p.1))
+            .collect();
+        let agreement = scores(parts, validation, &w);
+        for ((name, _), a) in validation.iter().zip(agreement) {
+            if let Some((_, Some(capture))) = captures.iter().find(|(n, _)| n == name) {
+                cases.push(CheckCase {
+                    mix: label.clone(),
+                    workload: name.clone(),
+                    agreement_pct: a,
+                    capture_pct: *capture,
+                });
+            }
+        }
+    }
+    let (a, c): (Vec<f64>, Vec<f64>) = cases
+        .iter()
+        .map(|x| (x.agreement_pct, x.capture_pct))
+        .unzip();
+    let count = |keep: &dyn Fn(f64) -> bool, hit: &dyn Fn(f64) -> bool| {
+        let of: Vec<&CheckCase> = cases.iter().filter(|x| keep(x.capture_pct)).collect();
+        (of.iter().filter(|x| hit(x.agreement_pct)).count(), of.len())
+    };
+    AgreementCheck {
+        spearman: crate::stats::spearman(&a, &c),
+        threshold_pct,
+        warned_under_80: count(&|c| c < 80.0, &|a| a < threshold_pct),
+        quiet_over_95: count(&|c| c >= 95.0, &|a| a >= threshold_pct),
+        cases,
+    }
 }
 
 fn print(tuned: &Tuned, start: &[u64], path: &std::path::Path) {
@@ -152,6 +220,18 @@ fn print(tuned: &Tuned, start: &[u64], path: &std::path::Path) {
         eprintln!(
             "  {:<24} {:5.1} % → {:5.1} %",
             v.workload, v.before_pct, v.after_pct
+        );
+    }
+    if let Some(c) = &tuned.check {
+        eprintln!(
+            "tune: the agreement against the {} captures measured: rank correlation {}; at the warning's {:.0} %, {} of {} captures under 80 % warned, {} of {} of 95 % or more left alone",
+            c.cases.len(),
+            c.spearman.map_or("–".to_string(), |r| format!("{r:.2}")),
+            c.threshold_pct,
+            c.warned_under_80.0,
+            c.warned_under_80.1,
+            c.quiet_over_95.0,
+            c.quiet_over_95.1
         );
     }
     eprintln!(
@@ -261,24 +341,32 @@ mod tests {
     use super::*;
     use crate::insight::counted;
 
-    /// Two training parts, each running one function; validation needs both. Started with
-    /// the first starved (1 against 64), the search gives it its weight back.
+    /// Two training parts running one function down different branches (its counters: entry,
+    /// branch A, branch B), the second also another function; one validation workload takes
+    /// branch A, the other branch B. Started with the first part starved (1 against 64),
+    /// branch A is laid out as rare; the search gives the part its weight back.
     #[test]
     fn a_starved_part_gets_its_weight_back() {
         let parts = vec![
-            ("fast-path".to_string(), vec![counted("f", &[100, 1])]),
-            ("pressure".to_string(), vec![counted("g", &[1000, 10])]),
+            ("fast-path".to_string(), vec![counted("f", &[100, 100, 0])]),
+            (
+                "pressure".to_string(),
+                vec![counted("f", &[100, 0, 100]), counted("g", &[1000, 10])],
+            ),
         ];
         let validation = vec![
-            ("uses-f".to_string(), vec![counted("f", &[100, 1])]),
+            ("takes-a".to_string(), vec![counted("f", &[100, 99, 1])]),
             (
-                "uses-both".to_string(),
-                vec![counted("f", &[50, 1]), counted("g", &[50, 1])],
+                "takes-b".to_string(),
+                vec![counted("f", &[50, 1, 49]), counted("g", &[50, 1])],
             ),
         ];
         let start = [1, 64];
         let before = scores(&parts, &validation, &start);
-        assert!(before[0] < 5.0, "f is cold in the starved mix: {before:?}");
+        assert!(
+            before[0] < 60.0,
+            "branch A is rare in the starved mix: {before:?}"
+        );
         let (best, min) = search(&parts, &validation, &start);
         let after = scores(&parts, &validation, &best);
         assert!(
@@ -297,10 +385,10 @@ mod tests {
     #[test]
     fn a_mix_barely_better_keeps_the_config_weights() {
         let parts = vec![
-            ("a".to_string(), vec![counted("f", &[100, 10])]),
-            ("b".to_string(), vec![counted("f", &[100, 11])]),
+            ("a".to_string(), vec![counted("f", &[1000, 200])]),
+            ("b".to_string(), vec![counted("f", &[1000, 203])]),
         ];
-        let validation = vec![("v".to_string(), vec![counted("f", &[100, 11])])];
+        let validation = vec![("v".to_string(), vec![counted("f", &[100, 100])])];
         let (found, min) = search(&parts, &validation, &[1, 1]);
         let at_start = scores(&parts, &validation, &[1, 1])[0];
         assert!(

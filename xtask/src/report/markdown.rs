@@ -274,8 +274,8 @@ fn insight(md: &mut String, report: &Report) {
     let _ = writeln!(
         md,
         "Each measured workload profiled alone on the instrumented binary (never merged into the training), against the training: \
-         the agreement in what PGO reads (its count on blocks the training also calls hot, each function weighed by how alike its \
-         counters' proportions are; a warning below {:.0} %), and `llvm-profdata overlap`'s program-level edge overlap:\n\n\
+         the agreement in what PGO reads (its count on its hot blocks that the training weighs as it does, relative to each \
+         block's function; a warning below {:.0} %), and `llvm-profdata overlap`'s program-level edge overlap:\n\n\
          | workload | agreement | overlap with the training | its count in functions never trained | required functions it runs that the training never ran |\n|---|---:|---:|---:|---|",
         i.min_agreement_pct
     );

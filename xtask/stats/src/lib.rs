@@ -367,9 +367,55 @@ pub fn median(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| median_of(&mut values.to_vec()))
 }
 
+/// Spearman's rank correlation of `x` and `y` (ties take their mean rank); `None` for fewer
+/// than three pairs, unequal lengths, or a side without spread.
+pub fn spearman(x: &[f64], y: &[f64]) -> Option<f64> {
+    if x.len() != y.len() || x.len() < 3 {
+        return None;
+    }
+    let ranks = |v: &[f64]| {
+        let mut order: Vec<usize> = (0..v.len()).collect();
+        order.sort_by(|a, b| v[*a].total_cmp(&v[*b]));
+        let mut rank = vec![0.0; v.len()];
+        let mut i = 0;
+        while i < order.len() {
+            let mut j = i;
+            while j + 1 < order.len() && v[order[j + 1]] == v[order[i]] {
+                j += 1;
+            }
+            for k in &order[i..=j] {
+                rank[*k] = (i + j) as f64 / 2.0 + 1.0;
+            }
+            i = j + 1;
+        }
+        rank
+    };
+    let (rx, ry) = (ranks(x), ranks(y));
+    let mean = (x.len() as f64 + 1.0) / 2.0;
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (a, b) in rx.iter().zip(&ry) {
+        sxy += (a - mean) * (b - mean);
+        sxx += (a - mean) * (a - mean);
+        syy += (b - mean) * (b - mean);
+    }
+    (sxx > 0.0 && syy > 0.0).then(|| sxy / (sxx * syy).sqrt())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spearman_ranks_with_ties_at_their_mean_rank() {
+        let x = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(spearman(&x, &[10.0, 20.0, 30.0, 400.0]), Some(1.0));
+        assert_eq!(spearman(&x, &[4.0, 3.0, 2.0, 1.0]), Some(-1.0));
+        // y's ranks 1, 2.5, 2.5, 4 against 1..4: 4.5 / sqrt(5 * 4.5).
+        let r = spearman(&x, &[1.0, 5.0, 5.0, 9.0]).unwrap();
+        assert!((r - 4.5 / (5.0f64 * 4.5).sqrt()).abs() < 1e-12, "{r}");
+        assert_eq!(spearman(&x, &[1.0; 4]), None);
+        assert_eq!(spearman(&x[..2], &[1.0, 2.0]), None);
+    }
 
     /// Synthetic lockstep sessions: per round, baseline and candidate batches measured
     /// moments apart, so both see the machine's state of that round: fast (170 ns) or slow

@@ -48,6 +48,7 @@ fn inputs(
         .text("llvm-profdata", tc.llvm_profdata_version.clone())
         .json("config.measure.workloads", &cfg.measure.workloads)
         .json("config.insight", &cfg.insight)
+        .text("agreement", insight::AGREEMENT_VERSION.to_string())
         .json("config.apply_check", &cfg.apply_check)
         .file(
             "previous.profdata",
@@ -134,7 +135,7 @@ fn insight(
                 })
                 .collect();
             warnings.push(format!(
-                "the training stands for `{}` at {:.1} % (insight.min_agreement_pct {:.1} %): PGO will lay its hot code out from other proportions than it runs; lacking most: {}",
+                "the training stands for `{}` at {:.1} % (insight.min_agreement_pct {:.1} %): PGO will lay its hot blocks out as rarer than it runs them; lacking most: {}",
                 w.name,
                 agreement.score_pct,
                 cfg.insight.min_agreement_pct,
@@ -216,11 +217,10 @@ fn summarize(found: &InsightReport) {
     for w in &found.workloads {
         if let Some(a) = &w.agreement {
             eprintln!(
-                "insight: `{}` agreement with the training {:.1} % (hot blocks {:.1} %, branch shape {:.1} %){}",
+                "insight: `{}` agreement with the training {:.1} % (on blocks the training calls hot: {:.1} %){}",
                 w.workload,
                 a.score_pct,
                 a.hot_pct,
-                a.shape_pct,
                 match a.lacking.first() {
                     Some(l) => format!("; loses most in {} ({:.1} points)", l.name, l.loss_pct),
                     None => String::new(),
