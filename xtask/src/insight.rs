@@ -289,6 +289,25 @@ fn block_loss(ratio: f64) -> f64 {
     }
 }
 
+/// The count of the workload's function `f` lost when a training runs it as `trained` does
+/// (its hot blocks weighed against their function; all of it when never trained).
+pub fn function_loss(f: &FunctionCount, trained: Option<&FunctionCount>) -> f64 {
+    let Some(t) = trained.filter(|t| t.count > 0 && t.counters.len() == f.counters.len()) else {
+        return f.count as f64;
+    };
+    let top = |c: &[u64]| c.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let (wmax, tmax) = (top(&f.counters), top(&t.counters));
+    f.counters
+        .iter()
+        .zip(&t.counters)
+        .filter(|(wc, _)| **wc as f64 >= HOT_BLOCK * wmax)
+        .map(|(wc, tc)| {
+            let ratio = (*tc as f64 / tmax) / (*wc as f64 / wmax);
+            *wc as f64 * block_loss(ratio)
+        })
+        .sum()
+}
+
 /// The [`Agreement`] of `training` with `workload` (two profiles of one executable).
 pub fn agreement(workload: &[FunctionCount], training: &[FunctionCount]) -> Agreement {
     let hot = hot_threshold(training).max(1);
@@ -298,29 +317,17 @@ pub fn agreement(workload: &[FunctionCount], training: &[FunctionCount]) -> Agre
     let (mut on_hot, mut lost) = (0u64, 0.0);
     let mut lacking = Vec::new();
     for f in workload.iter().filter(|f| f.count > 0) {
-        let loss = match by_symbol.get(f.symbol.as_str()) {
-            Some(t) if t.count > 0 && t.counters.len() == f.counters.len() => {
-                on_hot += f
-                    .counters
-                    .iter()
-                    .zip(&t.counters)
-                    .filter(|(_, tc)| **tc >= hot)
-                    .map(|(wc, _)| *wc)
-                    .sum::<u64>();
-                let top = |c: &[u64]| c.iter().copied().max().unwrap_or(0).max(1) as f64;
-                let (wmax, tmax) = (top(&f.counters), top(&t.counters));
-                f.counters
-                    .iter()
-                    .zip(&t.counters)
-                    .filter(|(wc, _)| **wc as f64 >= HOT_BLOCK * wmax)
-                    .map(|(wc, tc)| {
-                        let ratio = (*tc as f64 / tmax) / (*wc as f64 / wmax);
-                        *wc as f64 * block_loss(ratio)
-                    })
-                    .sum::<f64>()
-            }
-            _ => f.count as f64,
-        };
+        let trained = by_symbol.get(f.symbol.as_str()).copied();
+        if let Some(t) = trained.filter(|t| t.counters.len() == f.counters.len()) {
+            on_hot += f
+                .counters
+                .iter()
+                .zip(&t.counters)
+                .filter(|(_, tc)| **tc >= hot)
+                .map(|(wc, _)| *wc)
+                .sum::<u64>();
+        }
+        let loss = function_loss(f, trained);
         lost += loss;
         lacking.push(Lacking {
             name: f.name.clone(),

@@ -130,7 +130,7 @@ fn insight(
                         l.name,
                         l.workload_share_pct,
                         l.loss_pct,
-                        runs_most(&parts, &l.symbol)
+                        runs_most(&parts, &mine, &l.symbol)
                     )
                 })
                 .collect();
@@ -177,37 +177,39 @@ fn insight(
     Ok(out)
 }
 
-/// Which training workload runs the function of `symbol` the most, by its share of that
-/// workload's count, in words for a warning ("; …"); nothing for a profile without training
+/// Which training workload runs the workload's function of `symbol` most as the workload
+/// does (the least of it lost, [`insight::function_loss`]; the larger share of its count
+/// breaks ties), in words for a warning ("; …"); nothing for a profile without training
 /// workloads of its own (a stored profile, merged bundles).
 fn runs_most(
     parts: &[(&crate::outputs::TrainingPart, Vec<FunctionCount>)],
+    workload: &[FunctionCount],
     symbol: &str,
 ) -> String {
+    let Some(mine) = workload.iter().find(|f| f.symbol == symbol) else {
+        return String::new();
+    };
     if parts.is_empty() {
         return String::new();
     }
-    let share = |functions: &[FunctionCount]| {
-        let total: u64 = functions.iter().map(|f| f.count).sum();
-        let mine: u64 = functions
+    let judged = parts.iter().filter_map(|(part, functions)| {
+        let theirs = functions
             .iter()
-            .filter(|f| f.symbol == symbol)
-            .map(|f| f.count)
-            .sum();
-        mine as f64 / total.max(1) as f64
-    };
-    let best = parts
-        .iter()
-        .map(|(part, functions)| (part, share(functions)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
+            .find(|f| f.symbol == symbol && f.count > 0)?;
+        let total: u64 = functions.iter().map(|f| f.count).sum();
+        let alike = 1.0 - insight::function_loss(mine, Some(theirs)) / mine.count.max(1) as f64;
+        Some((part, alike, theirs.count as f64 / total.max(1) as f64))
+    });
+    let best = judged.max_by(|a, b| a.1.total_cmp(&b.1).then(a.2.total_cmp(&b.2)));
     match best {
-        Some((part, s)) if s > 0.0 => format!(
-            "; run most by training workload `{}` ({:.2} % of its count, weight {}): weigh it more, or `cargo xtask tune`",
+        Some((part, alike, share)) => format!(
+            "; run most as it runs here by training workload `{}` ({:.0} % of its count weighed alike, {:.2} % of that workload's count, weight {}): weigh it more, or `cargo xtask tune`",
             part.workload,
-            100.0 * s,
+            100.0 * alike,
+            100.0 * share,
             part.weight
         ),
-        _ => "; no training workload runs it: add one that does".to_string(),
+        None => "; no training workload runs it: add one that does".to_string(),
     }
 }
 
@@ -324,4 +326,44 @@ pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> R
     let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
     let merged = super::merge::load_merged(ctx)?;
     run(ctx, tc, timer, &instrumented, &merged).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::insight::counted;
+    use crate::outputs::TrainingPart;
+
+    /// The advice names the training workload that runs the function's hot branch as the
+    /// workload does, not the one that runs the function most.
+    #[test]
+    fn the_advice_names_the_part_that_runs_the_function_alike() {
+        let part = |name: &str| TrainingPart {
+            workload: name.into(),
+            weight: 1,
+            profile: PathBuf::new(),
+        };
+        let (lots, alike, none) = (part("lots"), part("alike"), part("none"));
+        let parts = vec![
+            (
+                &lots,
+                vec![counted("f", &[1000, 0, 1000]), counted("g", &[1])],
+            ),
+            (
+                &alike,
+                vec![counted("f", &[10, 10, 0]), counted("g", &[1000])],
+            ),
+            (&none, vec![counted("g", &[5])]),
+        ];
+        let workload = vec![counted("f", &[100, 99, 1])];
+        let said = runs_most(&parts, &workload, "f");
+        assert!(
+            said.contains("training workload `alike` (100 % of its count weighed alike"),
+            "{said}"
+        );
+        assert_eq!(
+            runs_most(&parts[2..], &workload, "f"),
+            "; no training workload runs it: add one that does"
+        );
+    }
 }
