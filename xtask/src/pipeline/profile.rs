@@ -142,6 +142,10 @@ pub fn tuned_weights(ctx: &Ctx) -> Result<Option<Vec<(String, u64)>>> {
         )
     })?;
     let config = &ctx.config.config;
+    if tuned.commands == commands_hash(config)? && tuned.weights == config.train.weights() {
+        // The config carries the tuned weights now: nothing to say.
+        return Ok(None);
+    }
     if tuned.commands != commands_hash(config)? || tuned.from != config.train.weights() {
         eprintln!(
             "merge: {} was tuned for other training commands or weights than {}'s: the config's weights are used (run `cargo xtask tune` again)",

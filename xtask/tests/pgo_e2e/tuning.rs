@@ -95,6 +95,24 @@ fn the_tuner_gives_a_starved_phase_its_weight_back() {
     // Back to the tuned config: merged with the tuned weights again.
     let out = xtask_with(&config, &["pgo", "merge"], data, target);
     assert!(out.status.success(), "{}", stderr_of(&out));
+    // The tuned weights written into the config: merged with them, without a word of a stale
+    // tune.json.
+    let carried = tmp.join("tune-carried.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    for name in ["mailbox-empty", "pressure", "agents"] {
+        let old = |w: u64| phase(name, w);
+        let from = [1, 64]
+            .into_iter()
+            .map(old)
+            .find(|line| text.contains(line.as_str()))
+            .unwrap();
+        text = text.replace(&from, &phase(name, weight(name)));
+    }
+    std::fs::write(&carried, text).unwrap();
+    let out = xtask_with(&carried, &["pgo", "merge"], data, target);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("was tuned for other"), "{err}");
     // A bundle of that profile keeps them.
     let bundle = tmp.join("tuned-bundle");
     let out = xtask_with(&config, &["export", bundle.to_str().unwrap()], data, target);
