@@ -1,8 +1,10 @@
 //! `mty-bench train`: the PGO training mix, in phases.
 //!
-//! Deliberately not the measured workload: it drives the same executable's mailbox and
-//! tokio channel code through both policies, every payload kind, several senders on one and
-//! on two worker threads, agents, and full-mailbox back-pressure on count and on bytes.
+//! Deliberately other inputs than the measured workloads: it drives the same executable's
+//! mailbox and tokio channel code, and the measured workloads' own harnesses (code no
+//! training runs is compiled as cold), through both policies, every payload kind, several
+//! senders on one and on two worker threads, agents, and full-mailbox back-pressure on count
+//! and on bytes.
 //! `--phase NAME` runs one phase (each a training command of its own, so that the pipeline
 //! weighs them: `train.workloads[].weight`); without it every phase runs once. `--messages N`
 //! is each phase's size; `--policy` and `--payload-bytes` are ignored (the phases cover them).

@@ -1,12 +1,13 @@
 //! `cargo xtask tune`: the training's weights chosen by the tool, on validation workloads
 //! (`[validate]`), never on the measured ones. Each training workload's profile and each
 //! validation workload's are read once; a candidate mix is their weighted sum, scored by its
-//! agreement with each validation workload ([`insight::agreement`], the predictor of
-//! capture); the weights that maximise the smallest score are written to
+//! agreement with each validation workload ([`insight::agreement`], which tells a failed
+//! training); the weights that maximise the smallest score are written to
 //! `pgo-data/tune.json`, which `merge` then uses. With `--measure` the agreement's choice is
 //! one candidate among others, built and measured on the validation workloads
-//! (`tune/measured.rs`), and the measuring decides. The measured workloads' capture, which
-//! the tuning never saw, is what the next `cargo xtask pgo` reports.
+//! (`tune/measured.rs`), and the measuring decides; every mix's agreement is then checked
+//! against the captures measured ([`check`]). The measured workloads' capture, which the
+//! tuning never saw, is what the next `cargo xtask pgo` reports.
 
 use anyhow::{Context, Result, bail};
 

@@ -257,6 +257,26 @@ fn a_registry_crates_training_is_tuned_on_its_own_validation_corpus() {
     };
     assert_eq!(kept, expected, "{tuned}\n{err}");
     assert!(err.contains("each mix against the config's"), "{err}");
+    // The agreement checked against every capture measured: one case per mix with a capture
+    // on the one validation workload, the config's among them.
+    let check = &tuned["check"];
+    let cases = check["cases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{tuned}"));
+    let with_capture = mixes
+        .iter()
+        .filter(|m| !m["against_config"][0]["capture_pct"].is_null())
+        .count()
+        + usize::from(!config_capture[0][1].is_null());
+    assert_eq!(cases.len(), with_capture, "{tuned}");
+    assert!(
+        cases.iter().all(|c| {
+            let a = c["agreement_pct"].as_f64().unwrap();
+            c["workload"] == "other_orders" && (0.0..=100.0).contains(&a)
+        }),
+        "{tuned}"
+    );
+    assert!(err.contains("tune: the agreement against the "), "{err}");
     // The copy of the config's lto+pgo joined the history: the next run's arm component
     // rests on it as well as on its own copy.
     let history = json(&run.data.join("history.json"));
