@@ -193,7 +193,7 @@ pub fn insight() -> crate::outputs::InsightReport {
             }),
         }],
         previous_overlap_pct: Some(97.5),
-        min_agreement_pct: 80.0,
+        min_agreement_pct: 89.0,
         warnings: Vec::new(),
     }
 }
