@@ -253,8 +253,9 @@ pub struct Agreement {
     pub hot_pct: f64,
     /// The workload's count on its hot blocks (a tenth of their function's hottest counter or
     /// more) that the training weighs alike: in full down to half the workload's proportion,
-    /// none at an eighth or less, a function the training never ran none. The predictor of
-    /// capture, the number the warning is set on (docs/findings.md).
+    /// none at an eighth or less, a function the training never ran none. The number the
+    /// warning is set on: it tells a failed training, not the better of two good ones
+    /// (docs/findings.md).
     pub score_pct: f64,
     /// The functions that lose most of the score, largest loss first (at most 5).
     pub lacking: Vec<Lacking>,
