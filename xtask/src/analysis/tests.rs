@@ -721,3 +721,27 @@ fn lockstep_sessions_give_the_known_ratios_through_state_flips() {
         "{one}"
     );
 }
+
+#[test]
+fn the_instruction_capture_needs_an_oracle_that_saves_instructions() {
+    let report = crate::fixtures::report();
+    let mut w = report.workloads[0].clone();
+    let set = |w: &mut super::WorkloadAnalysis, build: &str, n: Option<f64>| {
+        w.rows
+            .iter_mut()
+            .find(|r| r.build == build)
+            .unwrap()
+            .instructions_per_message = n;
+    };
+    set(&mut w, "lto", Some(1000.0));
+    set(&mut w, "lto+pgo", Some(940.0));
+    set(&mut w, "oracle", Some(900.0));
+    let i = w.instruction_capture().unwrap();
+    assert!((i.pct - 60.0).abs() < 1e-9, "{i:?}");
+    assert!(w.capture_line().unwrap().contains("the oracle saves, 60 %"));
+    // An oracle within 1 % of lto's count: no share of a saving that is hardly one.
+    set(&mut w, "oracle", Some(995.0));
+    assert_eq!(w.instruction_capture(), None);
+    set(&mut w, "oracle", None);
+    assert_eq!(w.instruction_capture(), None);
+}
