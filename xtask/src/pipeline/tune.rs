@@ -381,6 +381,51 @@ mod tests {
         assert_eq!(weigh(&parts, &validation, &start), best);
     }
 
+    /// The agreement of each measured mix against its capture: a starved mix is warned about,
+    /// the config's is not, and the ranks of three cases agree.
+    #[test]
+    fn the_check_scores_every_mix_against_its_measured_capture() {
+        use crate::pipeline::profile::{Change, Mix};
+        let parts = vec![
+            ("fast-path".to_string(), vec![counted("f", &[100, 100, 0])]),
+            ("pressure".to_string(), vec![counted("f", &[100, 0, 100])]),
+        ];
+        let validation = vec![("v".to_string(), vec![counted("f", &[100, 99, 1])])];
+        let mix = |label: &str, fast: u64, pressure: u64, capture: Option<f64>| Mix {
+            label: label.into(),
+            round: 1,
+            weights: vec![("fast-path".into(), fast), ("pressure".into(), pressure)],
+            against_config: vec![Change {
+                workload: "v".into(),
+                change_pct: 0.0,
+                ci_low_pct: -1.0,
+                ci_high_pct: 1.0,
+                sessions: 20,
+                threshold_pct: 1.0,
+                capture_pct: capture,
+            }],
+        };
+        let measured = Measured {
+            mixes: vec![
+                mix("starved", 1, 64, Some(30.0)),
+                mix("less-fast", 1, 4, Some(60.0)),
+                mix("no-oracle-gain", 4, 1, None),
+            ],
+            config_capture: vec![("v".into(), Some(98.0))],
+            chosen: "config".into(),
+        };
+        let config = [("fast-path".to_string(), 1), ("pressure".to_string(), 1)];
+        let c = check(&parts, &validation, &measured, &config, 89.0);
+        let labels: Vec<&str> = c.cases.iter().map(|x| x.mix.as_str()).collect();
+        assert_eq!(labels, ["config", "starved", "less-fast"], "{c:?}");
+        assert!(c.cases[0].agreement_pct > 99.0, "{c:?}");
+        assert!(c.cases[1].agreement_pct < c.cases[2].agreement_pct, "{c:?}");
+        assert_eq!(c.warned_under_80, (2, 2));
+        assert_eq!(c.quiet_over_95, (1, 1));
+        assert_eq!(c.spearman, Some(1.0));
+        assert_eq!(c.threshold_pct, 89.0);
+    }
+
     /// Two trainings of one kind: a mix found by the search is barely better, so the
     /// config's weights stay.
     #[test]
