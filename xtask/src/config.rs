@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 mod workload;
-pub use workload::{Mode, Workload};
+pub use workload::{Mode, Stdout, Workload};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -716,9 +716,9 @@ pub fn parse(text: &str) -> Result<Config> {
                 w.name
             );
         }
-        if w.mode == Mode::Process || w.metric.is_some() {
+        if w.mode == Mode::Process || w.metric.is_some() || w.stdout.is_some() {
             bail!(
-                "training workload `{}`: `mode = \"process\"` and `metric` are for measured workloads (a training command runs once, whole)",
+                "training workload `{}`: `mode = \"process\"`, `metric` and `stdout` are for measured workloads (a training command runs once, whole)",
                 w.name
             );
         }
@@ -745,6 +745,18 @@ pub fn parse(text: &str) -> Result<Config> {
         if w.mode == Mode::Lockstep && w.metric.is_some() {
             bail!(
                 "measured workload `{}`: `metric` needs `mode = \"process\"` (an in-process arm times its own iterations)",
+                w.name
+            );
+        }
+        if w.stdout.is_some() && w.mode != Mode::Process {
+            bail!(
+                "measured workload `{}`: `stdout` is for `mode = \"process\"` (where each run's output goes)",
+                w.name
+            );
+        }
+        if w.stdout == Some(Stdout::Null) && w.metric.is_some() {
+            bail!(
+                "measured workload `{}`: `stdout = \"null\"` leaves nothing to read `metric` from (leave `stdout` out: with `metric` it is a pipe)",
                 w.name
             );
         }

@@ -5,7 +5,8 @@
 //! the session like any other arm: set up on the set-up core, moved onto the measured core
 //! with its threads, then told `g` in its turn. Each iteration runs the command to its end;
 //! the sample is its wall time, from spawn to exit, or the number it printed under the
-//! configured `metric` key. The command is started after the move, so it inherits the
+//! configured `metric` key. Its stdout is `/dev/null` (a pipe with `metric` or `stdout =
+//! "pipe"`), as hyperfine's is: a pipe wakes the arm on the same core for every 64 KiB. The command is started after the move, so it inherits the
 //! measured core (a child takes its parent's affinity), and it dies with the arm
 //! (`PR_SET_PDEATHSIG`), so a session that kills a hung arm kills its command too; not the
 //! command's own children, should it be a wrapper that starts the real program (make that
@@ -36,6 +37,10 @@ pub struct Spec {
     pub cwd: Option<PathBuf>,
     pub stdin: Option<PathBuf>,
     pub metric: Option<String>,
+    /// Whether each run's stdout is a pipe the arm reads (`stdout = "pipe"`; `metric` implies
+    /// it); otherwise `/dev/null`.
+    #[serde(default)]
+    pub pipe_stdout: bool,
     /// Seeds the extra slashes each run's path gets (`measure.shift_heap`); `None`: none.
     #[serde(default)]
     pub shift_seed: Option<u64>,
@@ -52,6 +57,7 @@ impl Spec {
             cwd: w.cwd.clone(),
             stdin: w.stdin.clone(),
             metric: w.metric.clone(),
+            pipe_stdout: w.stdout == Some(crate::config::Stdout::Pipe),
             shift_seed: None,
         }
     }
@@ -207,7 +213,10 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
     let mut cmd = Command::new(crate::workload::shifted(&spec.exe, shift));
     cmd.args(&spec.args)
         .envs(&spec.env)
-        .stdout(Stdio::piped())
+        .stdout(match spec.pipe_stdout || spec.metric.is_some() {
+            true => Stdio::piped(),
+            false => Stdio::null(),
+        })
         .stderr(Stdio::piped());
     if let Some(dir) = &spec.cwd {
         cmd.current_dir(dir);
@@ -333,6 +342,7 @@ mod tests {
             cwd: None,
             stdin: None,
             metric: None,
+            pipe_stdout: false,
             shift_seed: None,
         }
     }
@@ -378,6 +388,20 @@ mod tests {
             format!("{err:#}").contains("no number under `missing`"),
             "{err:#}"
         );
+    }
+
+    #[test]
+    fn stdout_is_dev_null_unless_piped() {
+        let null = spec(
+            r#"test "$(readlink /proc/$$/fd/1)" = /dev/null || { echo "stdout is $(readlink /proc/$$/fd/1)" >&2; exit 4; }"#,
+        );
+        assert_eq!(serve_text(&null, 1, "g\nq\n").unwrap().len(), 3);
+        let piped = Spec {
+            pipe_stdout: true,
+            ..null
+        };
+        let err = format!("{:#}", serve_text(&piped, 1, "g\n").unwrap_err());
+        assert!(err.contains("stdout is pipe:"), "{err}");
     }
 
     #[test]

@@ -123,6 +123,28 @@ fn settings_that_cannot_apply_to_a_workload_are_refused() {
     check_err(
         &OTHER.replace(
             measured,
+            r#"{ name = "whole", args = [], stdout = "pipe" }"#,
+        ),
+        &["`whole`", "`stdout` is for `mode = \"process\"`"],
+    );
+    check_err(
+        &OTHER.replace(
+            measured,
+            r#"{ name = "whole", args = [], mode = "process", metric = "ns", stdout = "null" }"#,
+        ),
+        &["`whole`", "nothing to read `metric` from"],
+    );
+    let piped = OTHER.replace(
+        measured,
+        r#"{ name = "whole", args = [], mode = "process", stdout = "pipe" }"#,
+    );
+    assert_eq!(
+        parse(&piped).unwrap().measure.workloads[0].stdout,
+        Some(Stdout::Pipe)
+    );
+    check_err(
+        &OTHER.replace(
+            measured,
             r#"{ name = "whole", args = [], mode = "process", timeout_secs = 9 }"#,
         ),
         &[

@@ -26,6 +26,20 @@ pub enum Mode {
     Service,
 }
 
+/// Where a whole-process run's stdout goes (`stdout`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stdout {
+    /// `/dev/null`, as hyperfine does by default: the run writes its output without waking
+    /// the arm that waits for it on the same core. Measured on pulldown-cmark (10 MB of
+    /// HTML a run): the runs' paired scatter fell by a third against a pipe.
+    #[default]
+    Null,
+    /// A pipe the arm reads (and discards): for a program that does less when its output is
+    /// `/dev/null` (GNU tar skips the reading). Implied by `metric`, which is read from it.
+    Pipe,
+}
+
 /// How a service workload (`mode = "service"`) is run: `{addr}` (`127.0.0.1:PORT`) and
 /// `{port}` in the server's `args` and `env` and in `driver` are its own free port.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,6 +115,10 @@ pub struct Workload {
     /// wall time (a program that times its own work, without its start-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric: Option<String>,
+    /// Whole-process workloads only: where each run's stdout goes, `"null"` (the default;
+    /// `"pipe"` with `metric`) or `"pipe"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<Stdout>,
     /// Lockstep only: whether this workload's arms share one core, overriding
     /// `measure.lockstep.share_core` (`false` for a workload of several threads among
     /// single-threaded ones).
@@ -153,6 +171,7 @@ impl Workload {
             timeout_secs: None,
             weight: None,
             metric: None,
+            stdout: None,
             service: None,
             share_core: None,
             sessions: None,
