@@ -224,6 +224,12 @@ pub struct ComparisonStop {
     /// Settled: the threshold (%) its interval lay beyond.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold_pct: Option<f64>,
+    /// Settled at a look after this many values, but its arms ran on because another
+    /// comparison needed them (the oracle's capture keeps lto and lto+pgo): its interval is
+    /// then of every session both ran in, at [`sequential::ALPHA_PLANNED`], as a comparison
+    /// that ran to its plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_at: Option<u32>,
 }
 
 impl ComparisonStop {
@@ -233,11 +239,19 @@ impl ComparisonStop {
         let target = self.target_half_width_pct;
         let asked = self.needed.unwrap_or(self.sessions);
         match self.reason {
-            StopReason::Settled => format!(
-                "settled: beyond ±{:.1} % by more than its half-width ({:.2} % error spent at this look)",
-                self.threshold_pct.unwrap_or(0.0),
-                100.0 * self.alpha
-            ),
+            StopReason::Settled => match self.settled_at {
+                Some(at) => format!(
+                    "settled after {at}: beyond ±{:.1} % by more than its half-width; its arms ran on in later sessions, so its interval is of all {} ({:.0} % error)",
+                    self.threshold_pct.unwrap_or(0.0),
+                    self.sessions,
+                    100.0 * self.alpha
+                ),
+                None => format!(
+                    "settled: beyond ±{:.1} % by more than its half-width ({:.2} % error spent at this look)",
+                    self.threshold_pct.unwrap_or(0.0),
+                    100.0 * self.alpha
+                ),
+            },
             StopReason::Target if self.unit == Unit::Turn => format!(
                 "its target ±{target} %, turns as the unit (its sessions showed no component of their own; the pilot's {} turns asked for {asked})",
                 self.pilot
@@ -483,7 +497,33 @@ impl Watch {
             reason,
             alpha,
             threshold_pct: threshold,
+            settled_at: None,
         });
+    }
+
+    /// A comparison settled at a look whose two arms still ran in later sessions (another
+    /// comparison needed them): its values from every session both ran in, its interval at
+    /// the planned count's error. The data cost nothing more, and the count it ends at is
+    /// set by the other comparison's spread and the caps, not by this one's estimate.
+    fn run_on(&mut self, done: &[Session], limit_pct: Option<f64>) {
+        let Some(stop) = self.stop.as_mut() else {
+            return;
+        };
+        if stop.reason != StopReason::Settled {
+            return;
+        }
+        let both = |s: &Session| s.arms.contains(&self.cand) && s.arms.contains(&self.base);
+        let through = done.iter().take_while(|s| both(s)).count();
+        if through <= stop.through as usize {
+            return;
+        }
+        let at = stop.sessions;
+        self.refresh(&done[..through], limit_pct);
+        let stop = self.stop.as_mut().expect("stopped above");
+        stop.settled_at = Some(at);
+        stop.sessions = self.vals.len() as u32;
+        stop.through = through as u32;
+        stop.alpha = sequential::ALPHA_PLANNED;
     }
 }
 
@@ -716,7 +756,7 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
         judge(p, group, cfg);
         let total: u64 = progress.iter().map(Progress::expected).sum();
         bar.set_length(total * rounds);
-        let p = &progress[g];
+        let p = &mut progress[g];
         if p.ended()
             && !stopped
                 .iter()
@@ -856,8 +896,13 @@ fn settle_check(
     )
 }
 
-/// The group's record once every comparison has stopped.
-fn stopping(p: &Progress, group: &Group, cfg: &Measure) -> Stopping {
+/// The group's record once every comparison has stopped (a settled one whose arms ran on
+/// takes the sessions they ran in: [`Watch::run_on`]).
+fn stopping(p: &mut Progress, group: &Group, cfg: &Measure) -> Stopping {
+    let (done, skip) = (&p.done, p.skip_over_pct);
+    for w in &mut p.watches {
+        w.run_on(done, skip);
+    }
     let comparisons: Vec<ComparisonStop> =
         p.watches.iter().filter_map(|w| w.stop.clone()).collect();
     let last = comparisons

@@ -609,6 +609,7 @@ fn each_comparison_is_read_at_its_own_stop_and_error() {
         reason,
         alpha,
         threshold_pct: (reason == StopReason::Settled).then_some(1.0),
+        settled_at: None,
     };
     let stops = [Stopping {
         workload: "agent_send_latency".into(),

@@ -110,7 +110,8 @@ fn sessions_stop_by_the_rule_and_say_why() {
 
 /// Each comparison stops on its own and its arm leaves: a scattered build 2× slower than
 /// release settles at the pilot (beyond ±1 % by far) and runs in no later session; lto
-/// settles as well but stays, for the oracle's capture needs it; a null arm as far off
+/// settles as well but stays, for the oracle's capture needs it, and so its interval takes
+/// every session; a null arm as far off
 /// does not settle (its value is the point); the scattered oracle runs on to the session
 /// cap at its own target. The analysis reads each one's sessions and error from the stops.
 #[test]
@@ -138,20 +139,44 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
     let (sessions, stopped) = run_groups(std::slice::from_ref(&g), &cfg).unwrap();
     let s = &stopped[0];
     let of = |c: &str| s.of(c, "release").unwrap();
+    let with = |a: &str| sessions.iter().filter(|x| x.arm(a).is_some()).count();
     for build in ["lto+pgo+bolt", "lto"] {
         let b = of(build);
-        assert_eq!(
-            (b.role, b.reason, b.sessions, b.alpha),
-            (
-                Role::Verdict,
-                StopReason::Settled,
-                4,
-                sequential::look_alpha(0)
-            )
-        );
+        assert_eq!((b.role, b.reason), (Role::Verdict, StopReason::Settled));
         assert_eq!(b.threshold_pct, Some(1.0));
-        assert!(b.why().starts_with("settled: beyond ±1.0 %"), "{}", b.why());
+        // Settled at the pilot's look; where its arm ran in later sessions (lto: the
+        // oracle's capture kept it), its interval is of all of them, at the planned error.
+        match with(build) {
+            4 => {
+                assert_eq!(
+                    (b.sessions, b.alpha, b.settled_at),
+                    (4, sequential::look_alpha(0), None)
+                );
+                assert!(b.why().starts_with("settled: beyond ±1.0 %"), "{}", b.why());
+            }
+            n => {
+                assert_eq!(
+                    (b.sessions, b.through, b.alpha, b.settled_at),
+                    (n as u32, n as u32, sequential::ALPHA_PLANNED, Some(4))
+                );
+                assert!(
+                    b.why().starts_with("settled after 4: beyond ±1.0 %"),
+                    "{}",
+                    b.why()
+                );
+                assert!(
+                    b.why().contains(&format!("of all {n} (4 % error)")),
+                    "{}",
+                    b.why()
+                );
+            }
+        }
     }
+    assert_eq!(
+        of("lto").sessions,
+        9,
+        "the oracle kept lto in every session"
+    );
     let aa = of(BASELINE_AGAIN);
     assert_eq!((aa.role, aa.alpha), (Role::Null, sequential::ALPHA_PLANNED));
     assert_ne!(aa.reason, StopReason::Settled);
@@ -163,7 +188,6 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
     assert_eq!(oracle.target_half_width_pct, 2.0, "the oracle's own target");
     // BOLT's arm ran in the pilot only (and, at most, in the one session set up beside
     // its last); lto and the oracle in all nine.
-    let with = |a: &str| sessions.iter().filter(|x| x.arm(a).is_some()).count();
     assert!(
         (4..=5).contains(&with("lto+pgo+bolt")),
         "{}",
@@ -181,7 +205,7 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
     let lto = spend(&stopped, "w", "lto", "release");
     assert_eq!(
         (lto.through, lto.alpha, lto.unit, lto.pilot),
-        (4, sequential::look_alpha(0), Unit::Session, Some(4))
+        (9, sequential::ALPHA_PLANNED, Unit::Session, Some(4))
     );
     let none = spend(&stopped, "w", "nothing", "release");
     assert_eq!(
