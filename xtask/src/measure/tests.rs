@@ -1,6 +1,10 @@
 //! Unit tests of `measure.rs`.
 
+use std::path::PathBuf;
+
+use super::stops::Spend;
 use super::*;
+use crate::build::Built;
 use crate::fixtures::LINE;
 use crate::fixtures::measure_config;
 use crate::stats::median;
