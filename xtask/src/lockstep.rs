@@ -149,6 +149,12 @@ fn setup_core(measured: Option<usize>) -> Option<usize> {
     (0..cpus).find(|&c| Some(c) != measured)
 }
 
+/// The set-up core of `workload`'s sessions, where its arms start and warm up while the
+/// session before takes its turns (`None` when they start where they will run).
+pub fn setup_core_of(workload: &Workload, cfg: &Measure) -> Option<usize> {
+    setup_core(shared_core(cfg, workload.shares_core_in(&cfg.lockstep)))
+}
+
 /// Where a session's time went, in seconds: what report.json keeps of each session, and what
 /// the overhead is reckoned from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

@@ -406,28 +406,43 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
                 None => break,
             },
         };
-        // The next session sets up on the other core while this one takes its turns.
+        // The next session is started, and sets up on the other core, while this one takes
+        // its turns: by a thread pinned to that core, so that no process it starts runs a
+        // moment on the measured core before it is pinned.
+        let mut early = None;
         if spawned.leaves_a_core_free()
             && let Some((g2, index2)) = next(&mut progress)
         {
-            let early = groups[g2].workload.shares_core_in(l)
-                && groups[g2].workload.mode != crate::config::Mode::Service;
-            pending = Some((
-                g2,
-                index2,
-                if early {
-                    let arms = progress[g2].arms_of(&groups[g2].arms);
-                    Some(start(g2, index2, &arms)?)
-                } else {
-                    None
-                },
-            ));
+            let w2 = &groups[g2].workload;
+            if w2.shares_core_in(l) && w2.mode != crate::config::Mode::Service {
+                early = Some((g2, index2, progress[g2].arms_of(&groups[g2].arms)));
+            } else {
+                pending = Some((g2, index2, None));
+            }
         }
         let group = &groups[g];
         bar.set_message(format!("session {} of {}", index + 1, group.workload.name));
-        let session = spawned
-            .run(&group.workload, index, cfg, &bar)
-            .with_context(|| format!("measuring `{}` (lockstep)", group.workload.name))?;
+        let (session, started) = std::thread::scope(|scope| {
+            let starting = early.map(|(g2, index2, arms)| {
+                let start = &start;
+                scope.spawn(move || {
+                    if let Some(core) = lockstep::setup_core_of(&groups[g2].workload, cfg) {
+                        // Best effort: unpinned, the arms still pin themselves (`taskset`).
+                        let _ = crate::service::set_affinity(0, &[core]);
+                    }
+                    (g2, index2, start(g2, index2, &arms))
+                })
+            });
+            let session = spawned.run(&group.workload, index, cfg, &bar);
+            let started =
+                starting.map(|h| h.join().expect("the thread starting a session panicked"));
+            (session, started)
+        });
+        if let Some((g2, index2, spawned)) = started {
+            pending = Some((g2, index2, Some(spawned?)));
+        }
+        let session =
+            session.with_context(|| format!("measuring `{}` (lockstep)", group.workload.name))?;
         let p = &mut progress[g];
         if let Some(t) = session.timing {
             p.secs += t.critical_secs();
