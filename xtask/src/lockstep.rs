@@ -134,19 +134,21 @@ fn shared_core(cfg: &Measure, share: bool) -> Option<usize> {
     if !share {
         return None;
     }
-    cfg.pin_core.or_else(|| {
-        std::thread::available_parallelism()
-            .ok()
-            .map(|n| n.get() - 1)
-    })
+    cfg.pin_core.or_else(|| cpus().map(|n| n - 1))
+}
+
+/// The CPUs this process may run on, read once: a thread later pinned to one core (the one
+/// that starts the next session's arms) must place them as the first thread would.
+fn cpus() -> Option<usize> {
+    static CPUS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().ok().map(|n| n.get()))
 }
 
 /// Where a session's arms start, set up and warm up: another core than the one they will
 /// take turns on (the first other one), so that the next session's set-up can run while
 /// this session's turns do; `None` on a machine of one core.
 fn setup_core(measured: Option<usize>) -> Option<usize> {
-    let cpus = std::thread::available_parallelism().ok()?.get();
-    (0..cpus).find(|&c| Some(c) != measured)
+    (0..cpus()?).find(|&c| Some(c) != measured)
 }
 
 /// The set-up core of `workload`'s sessions, where its arms start and warm up while the

@@ -181,6 +181,13 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
         9,
         "the oracle kept lto in every session"
     );
+    // Every session's arms set up on the other core and moved onto the measured one, those
+    // started during the turns before (by a thread pinned to the set-up core) too.
+    if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+        for x in &sessions {
+            assert_eq!(x.moves.len(), x.arms.len(), "session {}", x.session);
+        }
+    }
     let aa = of(BASELINE_AGAIN);
     assert_eq!((aa.role, aa.alpha), (Role::Null, sequential::ALPHA_PLANNED));
     assert_ne!(aa.reason, StopReason::Settled);
