@@ -347,7 +347,7 @@ impl Progress {
 /// for its target half-width, within `lockstep.sessions` and `lockstep.max_secs`, or earlier
 /// at a look where it is settled; an arm leaves the sessions once every comparison that
 /// needs it has stopped. While one session takes its turns on the measured core, the next
-/// one's arms start and warm up on the other core.
+/// one's arms are started (by a thread pinned to the other core) and warm up there.
 pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<Stopping>)> {
     let l = &cfg.lockstep;
     let mut progress: Vec<Progress> = groups.iter().map(|g| Progress::of(g, cfg)).collect();
