@@ -595,16 +595,20 @@ fn settle_check(
 /// The group's record once every comparison has stopped (a settled one whose arms ran on
 /// takes the sessions they ran in: [`Watch::run_on`]).
 fn stopping(p: &mut Progress, group: &Group, cfg: &Measure) -> Stopping {
+    // What ended the sessions: the last comparison to stop, as it stopped (before a settled
+    // one takes the sessions its arms ran on in).
+    let last = p
+        .watches
+        .iter()
+        .filter_map(|w| w.stop.as_ref())
+        .max_by_key(|c| c.through)
+        .map_or(StopReason::Target, |c| c.reason);
     let (done, skip) = (&p.done, p.skip_over_pct);
     for w in &mut p.watches {
         w.run_on(done, skip);
     }
     let comparisons: Vec<ComparisonStop> =
         p.watches.iter().filter_map(|w| w.stop.clone()).collect();
-    let last = comparisons
-        .iter()
-        .max_by_key(|c| c.through)
-        .map_or(StopReason::Target, |c| c.reason);
     let target = group.workload.target_in(cfg);
     Stopping {
         workload: group.workload.name.clone(),

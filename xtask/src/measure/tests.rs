@@ -208,6 +208,8 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
         (with("oracle"), with("lto"), with("release"), s.sessions),
         (9, 9, 9, 9)
     );
+    // The oracle's cap ended the sessions, though lto's interval ran on to the end too.
+    assert_eq!(s.reason, StopReason::SessionCap);
     assert!(
         s.describe().contains("2 of 4 comparisons settled early"),
         "{}",
