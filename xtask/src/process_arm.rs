@@ -1,17 +1,18 @@
-//! Whole-process lockstep (`mode = "process"`): an arm that serves the lockstep protocol for
-//! a command that cannot link `mty-lockstep`, by running it once per iteration.
+//! Whole-process lockstep (`mode = "process"`): an arm that serves the lockstep protocol for a
+//! command that cannot link `mty-lockstep`, by running it once per iteration.
 //!
 //! The arm is this executable (`cargo-mty __process-arm SPEC --lockstep N`), a live process of
-//! the session like any other arm: set up on the set-up core, moved onto the measured core
-//! with its threads, then told `g` in its turn. Each iteration runs the command to its end;
-//! the sample is its wall time, from spawn to exit, or the number it printed under the
-//! configured `metric` key. Its stdout is `/dev/null` (a pipe with `metric` or `stdout =
-//! "pipe"`), as hyperfine's is: a pipe wakes the arm on the same core for every 64 KiB. The command is started after the move, so it inherits the
-//! measured core (a child takes its parent's affinity), and it dies with the arm
-//! (`PR_SET_PDEATHSIG`), so a session that kills a hung arm kills its command too; not the
-//! command's own children, should it be a wrapper that starts the real program (make that
-//! program the command). One run before the `ready` line warms the page cache and checks
-//! the command works; the closing line's CPU time and switches leave it out.
+//! the session like any other arm: set up on the set-up core, moved onto the measured core with
+//! its threads, then told `g` in its turn. Each iteration runs the command to its end; the
+//! sample is its wall time, from spawn to exit, or the number it printed under the configured
+//! `metric` key. Its stdout is `/dev/null` (a pipe with `metric` or `stdout = "pipe"`), as
+//! hyperfine's is: a pipe wakes the arm on the same core for every 64 KiB. The command is
+//! started after the move, so it inherits the measured core (a child takes its parent's
+//! affinity), and it dies with the arm (`PR_SET_PDEATHSIG`), so a session that kills a hung arm
+//! kills its command too; not the command's own children, should it be a wrapper that starts
+//! the real program (make that program the command). One run before the `ready` line warms the
+//! page cache and checks the command works; the closing line's CPU time and switches leave it
+//! out.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -213,9 +214,10 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
     let mut cmd = Command::new(crate::workload::shifted(&spec.exe, shift));
     cmd.args(&spec.args)
         .envs(&spec.env)
-        .stdout(match spec.pipe_stdout || spec.metric.is_some() {
-            true => Stdio::piped(),
-            false => Stdio::null(),
+        .stdout(if spec.pipe_stdout || spec.metric.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
         })
         .stderr(Stdio::piped());
     if let Some(dir) = &spec.cwd {
