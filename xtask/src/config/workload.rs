@@ -31,8 +31,7 @@ pub enum Mode {
 #[serde(rename_all = "lowercase")]
 pub enum Stdout {
     /// `/dev/null`, as hyperfine does by default: the run writes its output without waking
-    /// the arm that waits for it on the same core. Measured on pulldown-cmark (10 MB of
-    /// HTML a run): the runs' paired scatter fell by a third against a pipe.
+    /// the arm that waits for it on the same core (docs/results/2026-12-04-whole-process-and-run-on.md).
     #[default]
     Null,
     /// A pipe the arm reads (and discards): for a program that does less when its output is
