@@ -303,6 +303,35 @@ pub fn session(
 impl Spawned {
     /// The session of these arms: waits for them to be ready, moves them onto the measured
     /// core(s), `rounds` rounds of turns, then closes them; `bar` counts the rounds.
+    /// The session's rounds: in each, every arm in a random order runs one batch.
+    fn turns(
+        &mut self,
+        index: u32,
+        cfg: &Measure,
+        timeout: Duration,
+        bar: &ProgressBar,
+    ) -> Result<Turns> {
+        let n = self.live.len();
+        let turns = Instant::now();
+        let mut order = Vec::with_capacity(cfg.lockstep.rounds as usize);
+        let mut batches: Vec<Vec<Batch>> = vec![Vec::new(); n];
+        for round in 0..cfg.lockstep.rounds {
+            let mut turn: Vec<u8> = (0..n as u8).collect();
+            self.rng.shuffle(&mut turn);
+            for &a in &turn {
+                let what = format!("running batch {} of session {index}", round + 1);
+                batches[a as usize].push(self.live[a as usize].batch(timeout, &what)?);
+            }
+            order.push(turn);
+            bar.inc(1);
+        }
+        Ok(Turns {
+            order,
+            batches,
+            secs: turns.elapsed().as_secs_f64(),
+        })
+    }
+
     pub fn run(
         mut self,
         workload: &Workload,
@@ -337,7 +366,6 @@ impl Spawned {
             waited_secs: waiting.elapsed().as_secs_f64(),
             ..Timing::default()
         };
-        let n = self.live.len();
         let mut moves = Vec::new();
         if let (Some(_), Some(core)) = (self.setup, self.measured) {
             let moving = Instant::now();
@@ -347,27 +375,29 @@ impl Spawned {
             moves = self.moves.clone();
             timing.move_secs = moving.elapsed().as_secs_f64();
         }
-        let watch = crate::machine::Watch::start(
-            self.measured,
-            self.setup,
-            self.live.iter().map(|a| a.child.id()),
-            self.service,
-        );
-        let turns = Instant::now();
-        let mut order = Vec::with_capacity(cfg.lockstep.rounds as usize);
-        let mut batches: Vec<Vec<Batch>> = vec![Vec::new(); n];
-        for round in 0..cfg.lockstep.rounds {
-            let mut turn: Vec<u8> = (0..n as u8).collect();
-            self.rng.shuffle(&mut turn);
-            for &a in &turn {
-                let what = format!("running batch {} of session {index}", round + 1);
-                batches[a as usize].push(self.live[a as usize].batch(timeout, &what)?);
-            }
-            order.push(turn);
-            bar.inc(1);
-        }
-        timing.turns_secs = turns.elapsed().as_secs_f64();
-        let machine = watch.and_then(|w| w.stop());
+        // The machine's counters at the start are read beside the first turns, by a thread on
+        // the set-up core (a few ms of `/proc` the measured core need not wait for); those at
+        // the end before the arms are told to close, while their own CPU time is still theirs.
+        let (measured, setup, service) = (self.measured, self.setup, self.service);
+        let pids: Vec<u32> = self.live.iter().map(|a| a.child.id()).collect();
+        let (turned, machine) = std::thread::scope(|scope| {
+            let watching = scope.spawn(move || {
+                if let Some(core) = setup {
+                    // Best effort: unpinned, it reads the same counters a little later.
+                    let _ = crate::service::set_affinity(0, &[core]);
+                }
+                crate::machine::Watch::start(measured, setup, pids.into_iter(), service)
+            });
+            let turned = self.turns(index, cfg, timeout, bar);
+            let watch = watching.join().expect("the thread reading /proc panicked");
+            (turned, watch.and_then(|w| w.stop()))
+        });
+        let Turns {
+            order,
+            batches,
+            secs,
+        } = turned?;
+        timing.turns_secs = secs;
         timing.batch_secs = batches
             .iter()
             .flatten()
@@ -404,6 +434,14 @@ impl Spawned {
             timing: Some(timing),
         })
     }
+}
+
+/// A session's rounds as run: the arms' indices in each round's order, each arm's batches,
+/// and the seconds the rounds took.
+struct Turns {
+    order: Vec<Vec<u8>>,
+    batches: Vec<Vec<Batch>>,
+    secs: f64,
 }
 
 /// A running arm: its pipes, and its stdout and stderr read by threads of their own (so a
