@@ -188,6 +188,21 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
             assert_eq!(x.moves.len(), x.arms.len(), "session {}", x.session);
         }
     }
+    // The machine's state beside each session (its start read by a thread beside the
+    // first turns), wherever /proc can be read.
+    if std::path::Path::new("/proc/stat").exists() {
+        for x in &sessions {
+            let m = x
+                .machine
+                .as_ref()
+                .expect("the machine's state beside the session");
+            assert!(
+                m.secs > 0.0 && m.measured_pct >= 0.0,
+                "session {}: {m:?}",
+                x.session
+            );
+        }
+    }
     let aa = of(BASELINE_AGAIN);
     assert_eq!((aa.role, aa.alpha), (Role::Null, sequential::ALPHA_PLANNED));
     assert_ne!(aa.reason, StopReason::Settled);
