@@ -285,7 +285,7 @@ impl TypedValueParser for StageParser {
     fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
         Some(Box::new(
             Stage::ALL
-                .into_iter()
+                .iter()
                 .map(|s| PossibleValue::new(s.name()).help(s.help())),
         ))
     }

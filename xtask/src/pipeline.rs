@@ -246,22 +246,10 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
 /// `cargo xtask pgo <STAGE>`: that stage alone, on the recorded outputs of the earlier ones.
 fn one_stage(ctx: &Ctx, args: &PgoArgs, timer: &mut Timer, only: Stage) -> Result<()> {
     let tc = doctor::run(ctx, timer)?;
-    let alone = match only {
-        Stage::Doctor => doctor::alone,
-        Stage::Instrument => instrument::alone,
-        Stage::Train if args.bundle.is_some() => merge::bundle_of_this_tree,
-        Stage::Train => train::alone,
-        Stage::Merge => merge::alone,
-        Stage::Optimize => optimize::alone,
-        Stage::Bolt => bolt::alone,
-        Stage::Insight => insight::alone,
-        Stage::Oracle => oracle::alone,
-        Stage::Baselines => baselines::alone,
-        Stage::Layout => layout::alone,
-        Stage::Measure => measure::alone,
-        Stage::Report => report::alone,
-    };
-    alone(ctx, &tc, timer, args)
+    if only == Stage::Train && args.bundle.is_some() {
+        return merge::bundle_of_this_tree(ctx, &tc, timer, args);
+    }
+    stage::alone(only)(ctx, &tc, timer, args)
 }
 
 #[cfg(test)]

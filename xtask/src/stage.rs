@@ -3,86 +3,62 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    Doctor,
-    Instrument,
-    Train,
-    Merge,
-    Optimize,
-    Bolt,
-    Insight,
-    Oracle,
-    Baselines,
-    Layout,
-    Measure,
-    Report,
+/// The stage list, one line a stage in the order the pipeline runs them: its variant, its
+/// file under `pipeline/stage/` (also its name on the command line, in the timing table and
+/// in `pgo-data/stages/<name>.json`) and its help. `$then` receives the list: the `Stage`
+/// enum below and the stage modules of `pipeline/stage.rs` are made from it.
+macro_rules! for_each_stage {
+    ($then:ident) => {
+        $then! {
+            Doctor doctor "rustc and a version-matched llvm-profdata";
+            Instrument instrument "the -Cprofile-generate build (cargo profile release-pgo)";
+            Train train "the training workloads; raw profiles into pgo-data/raw/";
+            Merge merge "raw profiles -> pgo-data/merged-<hash>.profdata";
+            Optimize optimize "the lto+pgo build, and the check that the profile applied";
+            Bolt bolt "BOLT after PGO: relinked with relocations, instrumented, trained, optimised (bolt.enabled)";
+            Insight insight "what the profile holds; each measured workload profiled alone and compared with the training";
+            Oracle oracle "the oracle build: PGO from the measured workloads' own profiles (never shipped)";
+            Baselines baselines "the release (no LTO, no PGO) and lto (fat LTO only) builds";
+            Layout layout "release (and `layout.builds`) relinked with its functions shuffled, K layouts checked (layout.variants)";
+            Measure measure "the measured workloads on every build, interleaved";
+            Report report "statistics, the table, report.json, report.md, latency.svg, benchmark.json, history.jsonl";
+        }
+    };
 }
+pub(crate) use for_each_stage;
+
+macro_rules! stage_enum {
+    ($($variant:ident $file:ident $help:literal;)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Stage {
+            $($variant,)*
+        }
+
+        impl Stage {
+            /// Every stage, in the order the pipeline runs them.
+            pub const ALL: &'static [Stage] = &[$(Stage::$variant,)*];
+
+            /// Its name on the command line, in the timing table and in
+            /// `pgo-data/stages/<name>.json`.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Stage::$variant => stringify!($file),)*
+                }
+            }
+
+            pub fn help(self) -> &'static str {
+                match self {
+                    $(Stage::$variant => $help,)*
+                }
+            }
+        }
+    };
+}
+for_each_stage!(stage_enum);
 
 impl Stage {
-    /// Every stage, in the order the pipeline runs them.
-    pub const ALL: [Stage; 12] = [
-        Stage::Doctor,
-        Stage::Instrument,
-        Stage::Train,
-        Stage::Merge,
-        Stage::Optimize,
-        Stage::Bolt,
-        Stage::Insight,
-        Stage::Oracle,
-        Stage::Baselines,
-        Stage::Layout,
-        Stage::Measure,
-        Stage::Report,
-    ];
-
-    /// Its name on the command line, in the timing table and in `pgo-data/stages/<name>.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Doctor => "doctor",
-            Stage::Instrument => "instrument",
-            Stage::Train => "train",
-            Stage::Merge => "merge",
-            Stage::Optimize => "optimize",
-            Stage::Bolt => "bolt",
-            Stage::Insight => "insight",
-            Stage::Oracle => "oracle",
-            Stage::Baselines => "baselines",
-            Stage::Layout => "layout",
-            Stage::Measure => "measure",
-            Stage::Report => "report",
-        }
-    }
-
-    pub fn help(self) -> &'static str {
-        match self {
-            Stage::Doctor => "rustc and a version-matched llvm-profdata",
-            Stage::Instrument => "the -Cprofile-generate build (cargo profile release-pgo)",
-            Stage::Train => "the training workloads; raw profiles into pgo-data/raw/",
-            Stage::Merge => "raw profiles -> pgo-data/merged-<hash>.profdata",
-            Stage::Optimize => "the lto+pgo build, and the check that the profile applied",
-            Stage::Bolt => {
-                "BOLT after PGO: relinked with relocations, instrumented, trained, optimised (bolt.enabled)"
-            }
-            Stage::Insight => {
-                "what the profile holds; each measured workload profiled alone and compared with the training"
-            }
-            Stage::Oracle => {
-                "the oracle build: PGO from the measured workloads' own profiles (never shipped)"
-            }
-            Stage::Baselines => "the release (no LTO, no PGO) and lto (fat LTO only) builds",
-            Stage::Layout => {
-                "release (and `layout.builds`) relinked with its functions shuffled, K layouts checked (layout.variants)"
-            }
-            Stage::Measure => "the measured workloads on every build, interleaved",
-            Stage::Report => {
-                "statistics, the table, report.json, report.md, latency.svg, benchmark.json, history.jsonl"
-            }
-        }
-    }
-
     pub fn parse(name: &str) -> Option<Stage> {
-        Stage::ALL.into_iter().find(|s| s.name() == name)
+        Stage::ALL.iter().copied().find(|s| s.name() == name)
     }
 
     /// Stages that build with cargo: they always ask cargo, which decides what to compile.

@@ -206,7 +206,7 @@ fn help_exits_0_and_lists_every_stage() {
         assert_eq!(err.exit_code(), 0, "{line}");
     }
     let help = parse_words("pgo --help").unwrap_err().to_string();
-    for stage in Stage::ALL {
+    for stage in Stage::ALL.iter().copied() {
         assert!(
             help.contains(&format!("- {}:", stage.name())),
             "pgo --help lacks {}: {help}",

@@ -1,20 +1,8 @@
 //! The pipeline's stages, one file each. A stage's file holds what its output depends on
 //! (`inputs`), its run (`run`: the work, or the recorded output while those inputs are
 //! unchanged), its own check, its output type and what it prints. `alone` runs it on the
-//! recorded outputs of the stages before it (`cargo xtask pgo <STAGE>`).
-
-pub mod baselines;
-pub mod bolt;
-pub mod doctor;
-pub mod insight;
-pub mod instrument;
-pub mod layout;
-pub mod measure;
-pub mod merge;
-pub mod optimize;
-pub mod oracle;
-pub mod report;
-pub mod train;
+//! recorded outputs of the stages before it (`cargo xtask pgo <STAGE>`). The modules are
+//! declared from the stage list in `crate::stage`: a new stage is its file and a line there.
 
 use std::path::Path;
 
@@ -24,8 +12,28 @@ use super::ctx::Ctx;
 use super::fresh::Inputs;
 use super::runner::Timer;
 use crate::build::Build;
+use crate::flags::PgoArgs;
 use crate::stage::Outcome;
+use crate::stage::Stage;
 use crate::toolchain::Toolchain;
+
+/// A stage's module, and its `alone`, for each line of the stage list (`crate::stage`).
+macro_rules! stage_files {
+    ($($variant:ident $file:ident $help:literal;)*) => {
+        $(pub mod $file;)*
+
+        /// `cargo xtask pgo <STAGE>`: the stage alone, on the recorded outputs of the
+        /// stages before it.
+        pub fn alone(
+            stage: Stage,
+        ) -> fn(&Ctx, &Toolchain, &mut Timer, &PgoArgs) -> Result<()> {
+            match stage {
+                $(Stage::$variant => $file::alone,)*
+            }
+        }
+    };
+}
+crate::stage::for_each_stage!(stage_files);
 
 /// What every build depends on: the toolchain, the sources that go into mty-bench, the
 /// binary's name, and this build's cargo profile and flags.
