@@ -2,7 +2,8 @@
 //! (`inputs`), its run (`run`: the work, or the recorded output while those inputs are
 //! unchanged), its own check, its output type and what it prints. `alone` runs it on the
 //! recorded outputs of the stages before it (`cargo xtask pgo <STAGE>`). The modules are
-//! declared from the stage list in `crate::stage`: a new stage is its file and a line there.
+//! declared from the stage list in `crate::stage`: a new stage is its file, a line there
+//! and its call in `pipeline()`.
 
 use std::path::Path;
 
