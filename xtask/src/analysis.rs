@@ -1,8 +1,8 @@
 //! From raw measurements to defensible figures: per session, the per-round log ratio of each
 //! arm's batch to release's batch of the same round; the session's estimate is the median over
 //! its rounds (robust to a speed flip), the estimate a trimmed mean over sessions with the
-//! stopping rule's interval, widened by the arm component that null arms estimate
-//! (`stats::components`; `sessions.rs`). Here the shared part: rows of medians, paired
+//! stopping rule's interval, widened by a build's run component where earlier runs of its
+//! executables showed one (`stats::components`; `sessions.rs`). Here the shared part: rows of medians, paired
 //! comparisons with release, the thresholds (min effect, layout floor), a verdict per
 //! percentile.
 
@@ -230,18 +230,19 @@ pub struct WorkloadAnalysis {
     /// Release against itself (a second arm of the same executable): a diagnostic, whose
     /// interval should hold 0 (judged against the min effect like any comparison).
     pub aa: Comparison,
-    /// This run's null arms against release (median): the A/A arm and release's copy in
-    /// another file. Their intervals are the sessions' alone and should hold 0.
+    /// This run's null arm against release (median): the A/A arm, release's bytes in another
+    /// new file every session. Its interval is the sessions' alone and should hold 0.
     #[serde(default)]
     pub nulls: Vec<(String, Estimate)>,
-    /// The arm component every other comparison's interval carries, from this run's nulls
-    /// and earlier runs' of this workload (`stats::components`).
+    /// Per build, what earlier runs of the same executables say of a run component
+    /// (`stats::components::run_test`): carried by that build's intervals alone, where they
+    /// scattered beyond their intervals. A build measured for the first time has one run.
     #[serde(default)]
-    pub arm: Option<stats::components::ArmSpread>,
-    /// The run component: how far earlier runs' estimates of the same executables scattered
-    /// beyond their intervals, pooled over this workload's builds (`stats::components`).
+    pub runs: Vec<(String, stats::components::RunTest)>,
+    /// Whether every arm ran from a fresh copy of its file each session
+    /// (`measure.fresh_copies`).
     #[serde(default)]
-    pub run: Option<stats::components::ArmSpread>,
+    pub fresh_copies: bool,
     /// Each build's estimate against release from the sessions alone: ln ratio and its
     /// standard error (what the next run's run component is estimated from).
     #[serde(default)]
@@ -335,9 +336,13 @@ const ORACLE: &str = "oracle";
 const LTO: &str = "lto";
 
 impl WorkloadAnalysis {
-    /// What every build's interval carries beyond its sessions': the arm and run components.
-    pub fn extra(&self) -> Option<stats::components::ArmSpread> {
-        stats::components::ArmSpread::plus(self.arm, self.run)
+    /// What `build`'s interval carries beyond its sessions': its run component, where earlier
+    /// runs of the same executables showed one.
+    pub fn extra(&self, build: &str) -> Option<stats::components::Component> {
+        self.runs
+            .iter()
+            .find(|(b, _)| b == build)
+            .and_then(|(_, t)| t.carried)
     }
 
     /// The capture in words, or `None` without an oracle.
@@ -398,13 +403,13 @@ impl WorkloadAnalysis {
 
 /// How much of the oracle's gain over lto the training's lto+pgo gets. `ratios(build)` gives
 /// ln(build / release) per round of each session (a block is a session of one round); the
-/// differences to lto's are the gains over lto. `extra` (the arm and run components) gives
-/// each of the three executables an effect of its own, as every build's interval carries. `None` without the three builds, or when the
+/// differences to lto's are the gains over lto. `extra` (a build's run component) gives
+/// each of the three executables an effect of its own, as their intervals carry. `None` without the three builds, or when the
 /// oracle's gain is not distinguishable from 0.
 pub(crate) fn capture(
     builds: &[String],
     cfg: &Measure,
-    extra: Option<&stats::components::ArmSpread>,
+    extra: impl Fn(&str) -> Option<stats::components::Component>,
     ratios: impl Fn(&str) -> Result<Vec<Vec<f64>>>,
 ) -> Result<Option<stats::Capture>> {
     if ![PGO, ORACLE, LTO]
@@ -427,10 +432,15 @@ pub(crate) fn capture(
     let common = pgo.len().min(oracle.len());
     pgo.truncate(common);
     oracle.truncate(common);
+    // Each executable's effect is drawn from the widest run component of the three.
+    let extra = [PGO, ORACLE, LTO]
+        .into_iter()
+        .filter_map(&extra)
+        .max_by(|a, b| a.sd.total_cmp(&b.sd));
     Ok(stats::capture_nested(
         &pgo,
         &oracle,
-        extra,
+        extra.as_ref(),
         cfg.bootstrap_resamples,
         // The run's seed (the report stage sets the recorded one).
         cfg.seed.unwrap_or_default(),
@@ -440,14 +450,14 @@ pub(crate) fn capture(
 
 /// The A/A comparison (release against its second arm: a diagnostic) and a row per build;
 /// `compare` estimates one arm against release on the three percentiles (the sessions'
-/// intervals), `row` makes a build's row from its judged comparison. Every build's intervals
-/// carry the arm component `arm`; every build but release is laid out differently from
+/// intervals), `row` makes a build's row from its judged comparison. A build's intervals
+/// carry its run component `extra(build)`; every build but release is laid out differently from
 /// release, so the layout floor (on the median, where measured) applies to all of them.
 pub(crate) fn judge_rows(
     builds: &[String],
     min_effect_pct: f64,
     layout: Option<&LayoutFloor>,
-    arm: Option<&stats::components::ArmSpread>,
+    extra: impl Fn(&str) -> Option<stats::components::Component>,
     compare: impl Fn(&str) -> Result<[Estimate; 3]>,
     mut row: impl FnMut(&str, Option<Comparison>) -> Row,
 ) -> Result<(Comparison, Vec<Row>)> {
@@ -465,7 +475,11 @@ pub(crate) fn judge_rows(
         let vs_release = if build == BASELINE {
             None
         } else {
-            Some(judge(compare(build)?.map(|e| e.with_arm(arm)), layout))
+            let extra = extra(build);
+            Some(judge(
+                compare(build)?.map(|e| e.with_arm(extra.as_ref())),
+                layout,
+            ))
         };
         rows.push(row(build, vs_release));
     }

@@ -167,6 +167,9 @@ pub struct Timing {
     /// Of that, what the measured core waited for: none when the arms set up while the
     /// session before took its turns.
     pub waited_secs: f64,
+    /// Of the set-up, copying the arms' executables to fresh files (`measure.fresh_copies`).
+    #[serde(default)]
+    pub copy_secs: f64,
     /// Moving the arms onto the measured core. Their first batch there runs on cold caches;
     /// the median over rounds sets it aside, which is cheaper than an unrecorded round.
     pub move_secs: f64,
@@ -188,6 +191,9 @@ impl Timing {
 /// A session's arms, started (on the set-up core where there is one) and setting up.
 pub struct Spawned {
     live: Vec<Live>,
+    /// The files the arms run from, removed once they have exited (declared after `live`,
+    /// so dropped after the arms are).
+    copies: Option<Copies>,
     /// The session's own generator: its places, then its turn orders.
     rng: SplitMix64,
     /// The order they move onto the measured core in (indices into `live`).
@@ -248,13 +254,19 @@ pub fn spawn(
     // their own threads (`--pin-workers`), which a move would undo.
     let setup = measured.and_then(|m| setup_core(Some(m)));
     let started = Instant::now();
+    let copies = if cfg.fresh_copies {
+        Some(Copies::write(cfg, seed, &arms)?)
+    } else {
+        None
+    };
     let mut live = Vec::new();
     for (i, arm) in arms.into_iter().enumerate() {
         let core = setup.or(measured);
+        let exe = copies.as_ref().map_or(&arm.exe, |c| &c.exes[i]);
         let cmd = match workload.mode {
             // Paths already resolved against the workspace (`Ctx::measure_config`).
             Mode::Lockstep => crate::workload::with_setting(
-                crate::workload::pinned_shifted(&arm.exe, core, shifts[i])
+                crate::workload::pinned_shifted(exe, core, shifts[i])
                     .args(arm.args.iter().cloned()),
                 workload,
             ),
@@ -262,13 +274,13 @@ pub fn spawn(
             Mode::Process => crate::process_arm::command(
                 &crate::process_arm::Spec {
                     shift_seed: shift_seeds[i],
-                    ..crate::process_arm::Spec::new(&arm.exe, &arm.args, workload)
+                    ..crate::process_arm::Spec::new(exe, &arm.args, workload)
                 },
                 core,
             )?,
             // The server lives for the session; each turn runs the driver against it.
             Mode::Service => crate::service_arm::command(
-                &crate::service::Spec::new(&arm.exe, &arm.args, workload)?,
+                &crate::service::Spec::new(exe, &arm.args, workload)?,
                 core,
             )?,
         }
@@ -278,6 +290,7 @@ pub fn spawn(
     Ok(Spawned {
         rng,
         live,
+        copies,
         moves,
         started,
         setup,
@@ -363,6 +376,7 @@ impl Spawned {
             .unwrap_or_else(Instant::now);
         let mut timing = Timing {
             setup_secs: ready.duration_since(self.started).as_secs_f64(),
+            copy_secs: self.copies.as_ref().map_or(0.0, |c| c.secs),
             waited_secs: waiting.elapsed().as_secs_f64(),
             ..Timing::default()
         };
@@ -436,6 +450,87 @@ impl Spawned {
     }
 }
 
+/// One session's copies of its arms' executables (`measure.fresh_copies`): each arm's bytes in
+/// a new file, `<dir>/<pid>-<session seed>/<arm index>/<its file name>` (the name kept, for a
+/// program that looks at its own), removed when dropped. A new file gets pages of its own in
+/// the page cache, placed and grouped into folios anew: what stays with a file varies from
+/// session to session instead of with a build for a whole run.
+struct Copies {
+    dir: PathBuf,
+    exes: Vec<PathBuf>,
+    /// Seconds the copying took.
+    secs: f64,
+}
+
+impl Copies {
+    fn write(cfg: &Measure, seed: u64, arms: &[&Arm]) -> Result<Copies> {
+        let started = Instant::now();
+        let root = cfg
+            .copies_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("mty-copies"));
+        let dir = root.join(format!("{}-{seed:016x}", std::process::id()));
+        let mut copies = Copies {
+            dir,
+            exes: Vec::new(),
+            secs: 0.0,
+        };
+        for (i, arm) in arms.iter().enumerate() {
+            // A bare name looked up on PATH (or a missing file) is run as it is: spawning it
+            // says what is wrong.
+            let (Some(name), true) = (arm.exe.file_name(), arm.exe.is_file()) else {
+                copies.exes.push(arm.exe.clone());
+                continue;
+            };
+            let to = copies.dir.join(i.to_string()).join(name);
+            let parent = to.parent().expect("joined above");
+            std::fs::create_dir_all(parent)
+                .and_then(|()| std::fs::copy(&arm.exe, &to))
+                .with_context(|| {
+                    format!(
+                        "copying arm `{}`'s executable {} to {} (`measure.fresh_copies`; free some space there, or set it to false)",
+                        arm.name,
+                        arm.exe.display(),
+                        to.display()
+                    )
+                })?;
+            copies.exes.push(to);
+        }
+        copies.secs = started.elapsed().as_secs_f64();
+        Ok(copies)
+    }
+
+    /// Removes what killed runs left in `cfg`'s copies folder: the folders of processes that
+    /// no longer exist.
+    fn sweep(cfg: &Measure) {
+        let Some(root) = &cfg.copies_dir else { return };
+        let Ok(entries) = std::fs::read_dir(root) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let alive = name
+                .split_once('-')
+                .and_then(|(pid, _)| pid.parse::<u32>().ok())
+                .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
+            if !alive {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+impl Drop for Copies {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Removes copies that killed runs left behind (see `Copies`).
+pub fn sweep_copies(cfg: &Measure) {
+    Copies::sweep(cfg);
+}
+
 /// A session's rounds as run: the arms' indices in each round's order, each arm's batches,
 /// and the seconds the rounds took.
 struct Turns {
@@ -462,7 +557,24 @@ struct Live {
 
 impl Live {
     fn start(name: &str, cmd: Cmd) -> Result<Live> {
-        let mut child = cmd.spawn_piped()?;
+        // A file just written may be busy a moment (ETXTBSY) while a process forked elsewhere
+        // still holds its writing descriptor, until that process execs.
+        let mut tries = 0;
+        let mut child = loop {
+            match cmd.spawn_piped() {
+                Err(e)
+                    if tries < 50
+                        && e.chain().any(|c| {
+                            c.downcast_ref::<std::io::Error>()
+                                .is_some_and(|io| io.raw_os_error() == Some(26))
+                        }) =>
+                {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                other => break other?,
+            }
+        };
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped");
         let mut stderr_pipe = child.stderr.take().expect("piped");

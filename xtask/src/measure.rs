@@ -13,7 +13,7 @@ use crate::stats::{SplitMix64, sequential};
 
 mod arms;
 mod stops;
-pub use arms::{BASELINE, BASELINE_AGAIN, MeasuredArm, arms, copy_arm, layout_arm, layout_arms_of};
+pub use arms::{BASELINE, BASELINE_AGAIN, MeasuredArm, arms, layout_arm, layout_arms_of};
 pub use stops::{ComparisonStop, Role, StopReason, Stopping, Unit, spend};
 
 /// One workload's sessions: its settings, its arms (each with its whole command line), and
@@ -23,10 +23,10 @@ pub struct Group {
     pub workload: Workload,
     pub arms: Vec<Arm>,
     pub pairs: Vec<(String, String)>,
-    /// Earlier runs' null shifts of this workload (estimate, se; `analysis::history`): with
-    /// this run's copy, the arm component a build's interval will carry, which a comparison
-    /// settling early must clear too.
-    pub prior_nulls: Vec<(f64, f64)>,
+    /// The run component each build carries where earlier runs of the same executables
+    /// showed one (`stats::components::run_test`): a comparison settling early must clear it
+    /// too.
+    pub run_components: Vec<(String, crate::stats::components::Component)>,
 }
 
 impl Group {
@@ -65,7 +65,7 @@ pub fn groups(arms: &[MeasuredArm], cfg: &Measure) -> Vec<Group> {
                 .skip(1)
                 .map(|a| (a.name.clone(), arms[0].name.clone()))
                 .collect(),
-            prior_nulls: Vec::new(),
+            run_components: Vec::new(),
         })
         .collect()
 }
@@ -147,7 +147,13 @@ impl Watch {
             self.refresh(done, limit_pct);
         }
         self.pilot_values = self.vals.len().min(pilot * self.per as usize);
-        self.needed = plan(&self.vals[..self.pilot_values], self.target_pct);
+        let pilot_vals = &self.vals[..self.pilot_values];
+        if self.role == Role::Headline && self.target_pct > 0.0 && !pilot_vals.is_empty() {
+            let estimate = sequential::trimmed(pilot_vals).0;
+            let pct = 100.0 * estimate.exp_m1().abs();
+            self.target_pct = self.target_pct.max(stops::HEADLINE_SHARE * pct);
+        }
+        self.needed = plan(pilot_vals, self.target_pct);
     }
 
     /// The values it runs to unless it settles: its plan within the caps (`max` sessions).
@@ -234,7 +240,7 @@ impl Progress {
                 .pairs
                 .iter()
                 .map(|(cand, base)| {
-                    let role = Role::of(cand);
+                    let role = Role::of(cand, base);
                     let mut needs = vec![cand.clone(), base.clone()];
                     if role == Role::Oracle {
                         // The capture: lto+pgo's gain over lto against the oracle's.
@@ -350,6 +356,7 @@ impl Progress {
 /// one's arms are started (by a thread pinned to the other core) and warm up there.
 pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<Stopping>)> {
     let l = &cfg.lockstep;
+    lockstep::sweep_copies(cfg);
     let mut progress: Vec<Progress> = groups.iter().map(|g| Progress::of(g, cfg)).collect();
     let rounds = l.rounds as u64;
     let bar = ProgressBar::new(progress.iter().map(|p| p.pilot as u64).sum::<u64>() * rounds)
@@ -489,7 +496,7 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
     for w in p.watches.iter_mut().filter(|w| w.stop.is_none()) {
         w.refresh(done_sessions, skip);
     }
-    let (threshold, arm) = settle_check(p, group, cfg);
+    let threshold = settle_threshold(p, group, cfg);
     let done_sessions = &p.done;
     for w in p.watches.iter_mut().filter(|w| w.stop.is_none()) {
         if !w.planned && w.vals.len() >= pilot {
@@ -516,8 +523,8 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
                 w.looked = Some(k);
                 let alpha = sequential::look_alpha(k);
                 let (m, half, df) = sequential::interval_df(&w.vals, w.pilot_values, alpha);
-                let half = match &arm {
-                    Some(arm) => crate::stats::components::widened(half, df as f64, arm, alpha),
+                let half = match group.run_components.iter().find(|(b, _)| *b == w.cand) {
+                    Some((_, run)) => crate::stats::components::widened(half, df as f64, run, alpha),
                     None => half,
                 };
                 sequential::beyond(m, half, threshold)
@@ -548,48 +555,22 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
 /// group with layout variants the farthest end of their 95 % intervals so far (the layout
 /// floor the analysis sets is capped there below `VETO_LAYOUTS` layouts; a floor pooled
 /// with earlier runs' layouts may come out wider, and then a settled verdict may read
-/// "no detectable change", never a wrong one: its interval stays valid). And the arm
-/// component a build's interval will carry (`stats::components`): from earlier runs' nulls
-/// and this run's copy so far, as the analysis estimates it.
-fn settle_check(
-    p: &Progress,
-    group: &Group,
-    cfg: &Measure,
-) -> (f64, Option<crate::stats::components::ArmSpread>) {
+/// "no detectable change", never a wrong one: its interval stays valid).
+fn settle_threshold(p: &Progress, group: &Group, cfg: &Measure) -> f64 {
     let pct = |x: f64| (x.exp() - 1.0) * 100.0;
     let pilot = p.pilot as usize;
     let release = &group.arms[0].name;
-    let interval = |w: &Watch| {
-        let pilot = if w.planned { w.pilot_values } else { pilot };
-        (w.vals.len() >= 2)
-            .then(|| sequential::interval_df(&w.vals, pilot, sequential::ALPHA_PLANNED))
-    };
     let farthest = p
         .watches
         .iter()
-        .filter(|w| w.role == Role::Layout && &w.base == release)
-        .filter_map(|w| {
-            let (m, half, _) = interval(w)?;
-            Some(pct(m - half).abs().max(pct(m + half).abs()))
+        .filter(|w| w.role == Role::Layout && &w.base == release && w.vals.len() >= 2)
+        .map(|w| {
+            let pilot = if w.planned { w.pilot_values } else { pilot };
+            let (m, half, _) = sequential::interval_df(&w.vals, pilot, sequential::ALPHA_PLANNED);
+            pct(m - half).abs().max(pct(m + half).abs())
         })
         .fold(0.0, f64::max);
-    let mut nulls = group.prior_nulls.clone();
-    nulls.extend(
-        p.watches
-            .iter()
-            .filter(|w| w.cand == copy_arm(BASELINE) && &w.base == release)
-            .filter_map(|w| {
-                let (m, half, df) = interval(w)?;
-                Some((
-                    m,
-                    half / sequential::t_two_sided(df.max(1), sequential::ALPHA_PLANNED),
-                ))
-            }),
-    );
-    (
-        cfg.min_effect_pct.max(farthest),
-        crate::stats::components::ArmSpread::from_nulls(&nulls),
-    )
+    cfg.min_effect_pct.max(farthest)
 }
 
 /// The group's record once every comparison has stopped (a settled one whose arms ran on

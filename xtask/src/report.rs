@@ -203,7 +203,8 @@ pub(crate) fn floor_line(report: &Report, w: &WorkloadAnalysis) -> String {
     line
 }
 
-/// The null arms (each should hold 0) and the arm component they give every interval.
+/// The null arm (it should hold 0) and what each build's interval carries beyond its
+/// sessions: its run component, where runs of the same executables showed one.
 pub(crate) fn nulls_line(w: &WorkloadAnalysis) -> String {
     let mut parts: Vec<String> = w
         .nulls
@@ -225,35 +226,43 @@ pub(crate) fn nulls_line(w: &WorkloadAnalysis) -> String {
     if parts.is_empty() {
         parts.push(format!("A/A {}", stats::describe(&w.aa.median.estimate)));
     }
-    let arm = match &w.arm {
-        Some(a) => format!(
-            "arm component sd {:.2} % from {} cop{} of release (this run's and earlier runs')",
-            100.0 * a.sd,
-            a.nulls,
-            if a.nulls == 1 { "y" } else { "ies" }
-        ),
-        None => {
-            "no arm component (no copy of release in another file: `measure.null_copy`)".to_string()
-        }
+    let files = if w.fresh_copies {
+        "every arm from a fresh copy of its file each session"
+    } else {
+        "each arm from its own file (`measure.fresh_copies = false`): what stays with a file is in no interval"
     };
-    let run = w
-        .run
-        .map(|r| {
-            let min = crate::analysis::sessions::MIN_RUN_DF;
-            format!(
-                "; run component sd {:.2} % from earlier runs of the same executables ({} degree{} of freedom{})",
-                100.0 * r.sd,
-                r.nulls,
-                if r.nulls == 1 { "" } else { "s" },
-                if r.nulls < min {
-                    format!(": not in the intervals until {min}")
-                } else {
-                    String::new()
-                }
-            )
+    format!(
+        "null arm: {} ({files}); {}",
+        parts.join(", "),
+        runs_text(&w.runs)
+    )
+}
+
+/// What runs of the same executables say, per build, in a few words.
+pub(crate) fn runs_text(runs: &[(String, stats::components::RunTest)]) -> String {
+    if runs.is_empty() || runs.iter().all(|(_, t)| t.runs <= 1) {
+        return "run component: none estimated (no earlier run of these executables: intervals are this run's sessions alone)".to_string();
+    }
+    let level = stats::components::RUN_TEST_LEVEL;
+    let each: Vec<String> = runs
+        .iter()
+        .map(|(build, t)| match t.carried {
+            _ if t.runs <= 1 => format!("{build} first run"),
+            Some(c) => format!(
+                "{build} CARRIES sd {:.2} % ({} runs scatter beyond their intervals: p {:.2}; {} degree{} of freedom)",
+                100.0 * c.sd,
+                t.runs,
+                t.p,
+                c.df,
+                if c.df == 1 { "" } else { "s" }
+            ),
+            None => format!("{build} none ({} runs, p {:.2})", t.runs, t.p),
         })
-        .unwrap_or_default();
-    format!("null arms: {}; {arm}{run}", parts.join(", "))
+        .collect();
+    format!(
+        "run component (carried where runs of the same executables scatter beyond their intervals, Cochran's Q at p < {level}): {}",
+        each.join("; ")
+    )
 }
 
 fn judged(j: &Judged) -> String {

@@ -91,7 +91,7 @@ pub fn groups(builds: &[Built], cfg: &Measure) -> Result<Vec<Group>> {
             arms,
             pairs,
             // Workload against workload on the same build: no file between them.
-            prior_nulls: Vec::new(),
+            run_components: Vec::new(),
         });
     }
     Ok(groups)

@@ -1,6 +1,5 @@
 //! What earlier runs measured that this one pools with its own (`pgo-data/history.json`):
-//! the null arms' shifts per workload (the arm component's estimate grows with every run)
-//! and the layout variants' shifts per (release executable, workload) (the layout floor's K
+//! the layout variants' shifts per (release executable, workload) (the layout floor's K
 //! grows with every run of the layout stage, each drawing new layouts), and each build's
 //! estimate per run (how far runs of the same executables scatter: the run component).
 
@@ -15,8 +14,6 @@ const KEEP: usize = 40;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct History {
-    #[serde(default)]
-    pub nulls: Vec<NullRecord>,
     #[serde(default)]
     pub layouts: Vec<LayoutRecord>,
     #[serde(default)]
@@ -35,22 +32,10 @@ pub struct RunRecord {
     pub run_seed: u64,
     pub log: f64,
     pub se: f64,
-}
-
-/// A null arm's shift against release in one run (log space).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NullRecord {
-    pub workload: String,
-    pub arm: String,
-    /// The run's seed: a run re-rendered is not counted twice.
-    pub run_seed: u64,
-    pub log: f64,
-    pub se: f64,
-    /// Whether its arms ran with shifted heaps (`measure.shift_heap`): nulls measured without
-    /// carry the arm's heap layout, which shifted runs draw per session, and are not pooled
-    /// with theirs.
+    /// Whether its arms ran from fresh copies every session (`measure.fresh_copies`): runs
+    /// without carried what stays with a file, another population.
     #[serde(default)]
-    pub shifted: bool,
+    pub fresh: bool,
 }
 
 /// A layout variant's shift against release (log space).
@@ -85,22 +70,6 @@ impl History {
         crate::fsx::write_json(path, self)
     }
 
-    /// The shifts of `workload`'s nulls in other files (not the A/A arm: release's own file)
-    /// from runs other than `run_seed`'s, newest last, of runs that `shifted` heaps as this
-    /// one does.
-    pub fn nulls_of(&self, workload: &str, run_seed: u64, shifted: bool) -> Vec<(f64, f64)> {
-        self.nulls
-            .iter()
-            .filter(|r| {
-                r.workload == workload
-                    && r.run_seed != run_seed
-                    && r.shifted == shifted
-                    && r.arm != crate::measure::BASELINE_AGAIN
-            })
-            .map(|r| (r.log, r.se))
-            .collect()
-    }
-
     /// The layout shifts of `workload` on release `exe_hash`, but those of `seeds` (this
     /// run's own).
     pub fn layouts_of(&self, workload: &str, exe_hash: &str, seeds: &[u32]) -> Vec<(f64, f64)> {
@@ -120,6 +89,29 @@ impl History {
             .filter(move |r| r.workload == workload && r.run_seed != run_seed)
     }
 
+    /// Earlier runs' estimates of `build` on `workload` against release `release_hash`, in runs
+    /// other than `run_seed`'s that ran `fresh` copies as this one does, per build executable:
+    /// what [`crate::stats::components::run_test`] takes (with this run's added, where known).
+    pub fn run_groups(
+        &self,
+        workload: &str,
+        build: &str,
+        release_hash: &str,
+        run_seed: u64,
+        fresh: bool,
+    ) -> std::collections::BTreeMap<String, Vec<(f64, f64)>> {
+        let mut groups = std::collections::BTreeMap::<String, Vec<(f64, f64)>>::new();
+        for r in self.runs_of(workload, run_seed).filter(|r| {
+            r.build == build && r.release_hash == release_hash && r.fresh == fresh
+        }) {
+            groups
+                .entry(r.exe_hash.clone())
+                .or_default()
+                .push((r.log, r.se));
+        }
+        groups
+    }
+
     /// Adds this run's builds' estimates (replacing a re-rendered run's), keeping the newest
     /// [`KEEP`] per workload and build.
     pub fn add_runs(&mut self, runs: Vec<RunRecord>) {
@@ -132,14 +124,8 @@ impl History {
         keep_newest(&mut self.runs, |r| format!("{} {}", r.workload, r.build));
     }
 
-    /// Adds (or replaces) this run's records, keeping the newest [`KEEP`] per key.
-    pub fn add(&mut self, nulls: Vec<NullRecord>, layouts: Vec<LayoutRecord>) {
-        for n in nulls {
-            self.nulls.retain(|r| {
-                !(r.workload == n.workload && r.arm == n.arm && r.run_seed == n.run_seed)
-            });
-            self.nulls.push(n);
-        }
+    /// Adds (or replaces) this run's layouts, keeping the newest [`KEEP`] per key.
+    pub fn add_layouts(&mut self, layouts: Vec<LayoutRecord>) {
         for l in layouts {
             self.layouts.retain(|r| {
                 !(r.workload == l.workload
@@ -148,7 +134,6 @@ impl History {
             });
             self.layouts.push(l);
         }
-        keep_newest(&mut self.nulls, |r| r.workload.clone());
         keep_newest(&mut self.layouts, |r| {
             format!("{} {}", r.workload, r.exe_hash)
         });
@@ -174,17 +159,6 @@ fn keep_newest<T>(v: &mut Vec<T>, key: impl Fn(&T) -> String) {
 mod tests {
     use super::*;
 
-    fn null(w: &str, seed: u64, log: f64) -> NullRecord {
-        NullRecord {
-            workload: w.into(),
-            arm: "release/copy".into(),
-            run_seed: seed,
-            log,
-            se: 0.001,
-            shifted: false,
-        }
-    }
-
     fn layout(seed: u32, log: f64) -> LayoutRecord {
         LayoutRecord {
             workload: "w".into(),
@@ -195,8 +169,7 @@ mod tests {
         }
     }
 
-    /// Runs pool: another run's records count, this run's own do not count twice, the same
-    /// layout measured again replaces its record, and a file that is not a history is
+    /// Runs pool: the same layout measured again replaces its record, the newest are kept, and a file that is not a history is
     /// refused with what to do.
     #[test]
     fn records_pool_across_runs_without_counting_twice() {
@@ -205,39 +178,10 @@ mod tests {
         let path = dir.join("history.json");
         let mut h = History::load(&path).unwrap();
         assert_eq!(h, History::default());
-        h.add(
-            vec![null("w", 1, 0.002)],
-            vec![layout(10, 0.01), layout(11, -0.01)],
-        );
+        h.add_layouts(vec![layout(10, 0.01), layout(11, -0.01)]);
         h.save(&path).unwrap();
         let mut h = History::load(&path).unwrap();
-        h.add(
-            vec![null("w", 2, -0.001), null("w", 2, -0.001)],
-            vec![layout(11, -0.02), layout(12, 0.0)],
-        );
-        assert_eq!(h.nulls_of("w", 2, false), vec![(0.002, 0.001)]);
-        assert_eq!(h.nulls_of("w", 3, false).len(), 2);
-        assert!(h.nulls_of("other", 3, false).is_empty());
-        assert!(
-            h.nulls_of("w", 3, true).is_empty(),
-            "nulls of runs without shifted heaps are another population"
-        );
-        let mut shifted = null("w", 6, 0.004);
-        shifted.shifted = true;
-        h.add(vec![shifted], vec![]);
-        assert_eq!(
-            h.nulls_of("w", 3, true),
-            vec![(0.004, 0.001)],
-            "a shifted run pools with shifted runs only"
-        );
-        let mut aa = null("w", 4, 0.003);
-        aa.arm = crate::measure::BASELINE_AGAIN.into();
-        h.add(vec![aa], vec![]);
-        assert_eq!(
-            h.nulls_of("w", 5, false).len(),
-            2,
-            "the A/A arm, release's own file, is not a null in another file"
-        );
+        h.add_layouts(vec![layout(11, -0.02), layout(12, 0.0)]);
         assert_eq!(h.layouts_of("w", "abc", &[]).len(), 3);
         assert_eq!(
             h.layouts_of("w", "abc", &[12]),
@@ -245,10 +189,10 @@ mod tests {
         );
         assert!(h.layouts_of("w", "another exe", &[]).is_empty());
         for s in 0..100 {
-            h.add(vec![null("w", 100 + s, 0.0)], vec![]);
+            h.add_layouts(vec![layout(100 + s, 0.0)]);
         }
-        assert_eq!(h.nulls.len(), KEEP);
-        assert_eq!(h.nulls.last().unwrap().run_seed, 199);
+        assert_eq!(h.layouts.len(), KEEP);
+        assert_eq!(h.layouts.last().unwrap().layout_seed, 199);
         std::fs::write(&path, "not json").unwrap();
         let err = format!("{:#}", History::load(&path).unwrap_err());
         assert!(

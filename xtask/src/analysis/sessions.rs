@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::history::{History, LayoutRecord, NullRecord, RunRecord};
+use super::history::{History, LayoutRecord, RunRecord};
 use super::{
     BASELINE, Comparison, LayoutFloor, LayoutGain, MachineState, Row, WorkloadAnalysis, capture,
     judge_rows, median_distribution,
@@ -16,15 +16,12 @@ use crate::lockstep::{BatchMetric, Session};
 use crate::measure;
 use crate::measure::BASELINE_AGAIN;
 use crate::stats::Verdict;
-use crate::stats::components::{self, ArmSpread};
+use crate::stats::components::{self, Component, RunTest};
 use crate::stats::median;
 use crate::stats::{self, Estimate};
 
 const BOLT: &str = "lto+pgo+bolt";
 const PGO: &str = "lto+pgo";
-/// The degrees of freedom from which the run component widens the intervals (four runs of
-/// the same executables, or two comparisons of three).
-pub const MIN_RUN_DF: usize = 3;
 const BATCH_METRICS: [BatchMetric; 3] = [|b| b.median_ns, |b| b.p95_ns, |b| b.p99_ns];
 
 /// What the analysis pools from earlier runs, and what identifies this run's records.
@@ -37,10 +34,6 @@ pub struct Pooled<'a> {
     pub layout_seeds: &'a [(String, u32)],
     /// Each build's name and content hash, where known: its estimates join the history.
     pub build_hashes: &'a [(String, String)],
-    /// Whether the compared arms are other files than release (builds, another commit's):
-    /// then their intervals carry the arm component. `calibrate`'s injected arm is release's
-    /// own file in a place drawn per session, with other arguments only: there it does not.
-    pub other_files: bool,
     /// How this run's comparisons stopped (`measure::Stopping`): each watched one's sessions
     /// and the error its interval spends.
     pub stops: &'a [measure::Stopping],
@@ -54,36 +47,28 @@ impl Pooled<'_> {
             .map(|(_, h)| h.as_str())
     }
 
-    /// The run component of `workload`: earlier runs' estimates of the same executables with
-    /// this run's (`raw`), grouped by build and executables.
-    fn run_spread(&self, workload: &str, raw: &[(String, f64, f64)]) -> Option<ArmSpread> {
-        let release = self.release_hash?;
-        // By (build, its executable): each run's (estimate, se).
-        let mut groups = std::collections::BTreeMap::<(String, String), Vec<(f64, f64)>>::new();
-        for r in self
+    /// The run test of `build` on `workload`: earlier runs' estimates of the same two
+    /// executables (ran as this one: `fresh` copies or not) with this run's `(log, se)`.
+    /// `None` where the build's or release's executable is not known (no history to match).
+    fn run_test(&self, workload: &str, build: &str, this: (f64, f64), fresh: bool) -> Option<RunTest> {
+        let (release, hash) = (self.release_hash?, self.hash_of(build)?);
+        let mut same = self
             .history
-            .runs_of(workload, self.run_seed)
-            .filter(|r| r.release_hash == release)
-        {
-            groups
-                .entry((r.build.clone(), r.exe_hash.clone()))
-                .or_default()
-                .push((r.log, r.se));
-        }
-        for (build, log, se) in raw {
-            if let Some(hash) = self.hash_of(build) {
-                groups
-                    .entry((build.clone(), hash.to_string()))
-                    .or_default()
-                    .push((*log, *se));
-            }
-        }
-        let groups: Vec<Vec<(f64, f64)>> = groups.into_values().collect();
-        ArmSpread::from_runs(&groups)
+            .run_groups(workload, build, release, self.run_seed, fresh)
+            .remove(hash)
+            .unwrap_or_default();
+        same.push(this);
+        Some(components::run_test(&[same]).unwrap_or(RunTest {
+            runs: 1,
+            q: 0.0,
+            df: 0,
+            p: 1.0,
+            carried: None,
+        }))
     }
 
     /// A run of executables other than the pipeline's builds (`ab`, `tune --measure`): its
-    /// seed and stops, no layouts, earlier runs' nulls of the same workloads.
+    /// seed and stops, no layouts, no earlier runs.
     pub fn of_run<'a>(
         history: &'a History,
         run_seed: u64,
@@ -104,37 +89,28 @@ impl Pooled<'_> {
             release_hash: None,
             layout_seeds: &[],
             build_hashes: &[],
-            other_files: true,
             stops: &[],
         }
     }
 }
 
-/// Sessions measured outside the pipeline (`ab`, `tune --measure`): analysed with the nulls
-/// earlier runs recorded on the same workloads, and this run's nulls recorded for the next,
-/// so that the arm component rests on more than this run's one copy (with one, its interval
-/// takes Student's t at about one degree of freedom: ±12 % where the sessions said ±1 %).
-/// `m.seed` identifies the run: a run replayed with it is not counted twice.
+/// Sessions measured outside the pipeline (`ab`, `tune --measure`): analysed on their own
+/// (every arm ran from a fresh copy every session, so no component rests on earlier runs).
 pub fn analyze_recorded(
-    history_path: &std::path::Path,
     workloads: &[String],
     builds: &[String],
     sessions: &[Session],
     m: &Measure,
     stops: &[measure::Stopping],
 ) -> Result<Vec<WorkloadAnalysis>> {
-    let mut history = History::load(history_path)?;
+    let history = History::default();
     let pooled = Pooled::of_run(&history, m.seed.unwrap_or_default(), stops);
-    let analysed = analyze_lockstep(workloads, builds, sessions, &[], m, &pooled)?;
-    let (nulls, _, _) = records(&analysed, &pooled, m.shift_heap);
-    history.add(nulls, Vec::new());
-    history.save(history_path)?;
-    Ok(analysed)
+    analyze_lockstep(workloads, builds, sessions, &[], m, &pooled)
 }
 
 /// Lockstep sessions → the analysis: per-round ratios within each session, the session's
-/// median, the trimmed mean over sessions with the stopping rule's interval, widened by the
-/// arm component.
+/// median, the trimmed mean over sessions with the stopping rule's interval, widened by a
+/// build's run component where earlier runs showed one.
 pub fn analyze_lockstep(
     workloads: &[String],
     builds: &[String],
@@ -163,14 +139,14 @@ pub fn analyze_lockstep(
     })
 }
 
-/// This run's records for the history: each workload's null arms, layout variants and
-/// builds' estimates; `shifted`: `measure.shift_heap`.
+/// This run's records for the history: each workload's layout variants and builds'
+/// estimates; `fresh`: `measure.fresh_copies`.
 pub fn records(
     analysed: &[WorkloadAnalysis],
     pooled: &Pooled,
-    shifted: bool,
-) -> (Vec<NullRecord>, Vec<LayoutRecord>, Vec<RunRecord>) {
-    let (mut nulls, mut layouts, mut runs) = (Vec::new(), Vec::new(), Vec::new());
+    fresh: bool,
+) -> (Vec<LayoutRecord>, Vec<RunRecord>) {
+    let (mut layouts, mut runs) = (Vec::new(), Vec::new());
     for w in analysed {
         for (build, log, se) in &w.raw {
             if let (Some(release), Some(hash)) = (pooled.release_hash, pooled.hash_of(build)) {
@@ -182,19 +158,7 @@ pub fn records(
                     run_seed: pooled.run_seed,
                     log: *log,
                     se: *se,
-                });
-            }
-        }
-        // The nulls in other files: what the arm component rests on.
-        for (arm, e) in w.nulls.iter().filter(|(arm, _)| arm != BASELINE_AGAIN) {
-            if let Some(se) = e.se_log() {
-                nulls.push(NullRecord {
-                    workload: w.workload.clone(),
-                    arm: arm.clone(),
-                    run_seed: pooled.run_seed,
-                    log: e.mean_log_ratio,
-                    se,
-                    shifted,
+                    fresh,
                 });
             }
         }
@@ -214,7 +178,7 @@ pub fn records(
             }
         }
     }
-    (nulls, layouts, runs)
+    (layouts, runs)
 }
 
 /// The machine's state beside `sessions`, and the sessions to analyse: all of them, but for
@@ -347,37 +311,20 @@ fn analyze_sessions(
         }
         Ok(out.try_into().expect("three metrics"))
     };
-    // The null arms: release again, and release's bytes in another file.
+    // The null arm: release again, its bytes in another new file every session where the
+    // arms run from fresh copies.
     let arms = &sessions[0].arms;
     let mut nulls = Vec::new();
-    for arm in [BASELINE_AGAIN.to_string(), measure::copy_arm(BASELINE)] {
-        if arms.contains(&arm) {
-            nulls.push((arm.clone(), one(&arm)?));
-        }
+    if arms.iter().any(|a| a == BASELINE_AGAIN) {
+        nulls.push((BASELINE_AGAIN.to_string(), one(BASELINE_AGAIN)?));
     }
-    // The arm component rests on the nulls in other files: the A/A arm is release's own file
-    // (its place and heap drawn per session), with no arm effect to show, and counting it
-    // would pull the estimate toward 0.
-    let mut shifts = pooled
-        .history
-        .nulls_of(workload, pooled.run_seed, cfg.shift_heap);
-    shifts.extend(
-        nulls
-            .iter()
-            .filter(|(arm, _)| arm != BASELINE_AGAIN)
-            .filter_map(|(_, e)| Some((e.mean_log_ratio, e.se_log()?))),
-    );
-    let arm = if pooled.other_files {
-        ArmSpread::from_nulls(&shifts)
-    } else {
-        None
-    };
     let components = if arms.iter().any(|a| a == BASELINE_AGAIN) {
         components::components(&round_ratios(sessions, BASELINE_AGAIN, BATCH_METRICS[0])?)
     } else {
         None
     };
-    // Each build's estimates from the sessions alone, once: judged below with the components.
+    // Each build's estimates from the sessions alone, once: judged below with its run
+    // component.
     let mut estimates: Vec<(String, [Estimate; 3])> = Vec::new();
     for b in builds.iter().chain([&BASELINE_AGAIN.to_string()]) {
         if b != BASELINE {
@@ -389,17 +336,28 @@ fn analyze_sessions(
         .filter(|(b, _)| b != BASELINE_AGAIN)
         .filter_map(|(b, e)| Some((b.clone(), e[0].mean_log_ratio, e[0].se_log()?)))
         .collect();
-    let run = pooled.run_spread(workload, &raw);
-    // A component resting on one or two degrees of freedom takes Student's t at 12.7 or 4.3:
-    // after two runs of new executables an interval of [−1318, +95] %. It is reported, and
-    // widens the intervals from `MIN_RUN_DF` on.
-    let extra = ArmSpread::plus(arm, run.filter(|r| r.nulls >= MIN_RUN_DF));
+    // Per build, what runs of the same executables say: a component is carried only by the
+    // build whose runs scattered beyond their intervals.
+    let runs: Vec<(String, RunTest)> = raw
+        .iter()
+        .filter_map(|(b, log, se)| {
+            Some((
+                b.clone(),
+                pooled.run_test(workload, b, (*log, *se), cfg.fresh_copies)?,
+            ))
+        })
+        .collect();
+    let extra = |build: &str| -> Option<Component> {
+        runs.iter()
+            .find(|(b, _)| b == build)
+            .and_then(|(_, t)| t.carried)
+    };
     let mut layout = layout_floor(sessions, pilot, workload, pooled)?;
     let (mut aa, mut rows) = judge_rows(
         builds,
         cfg.min_effect_pct,
         layout.as_ref(),
-        extra.as_ref(),
+        extra,
         |b: &str| {
             Ok(estimates
                 .iter()
@@ -422,16 +380,10 @@ fn analyze_sessions(
             .for_each(withhold);
     }
     if let Some(l) = &mut layout {
-        l.gains = layout_gains(
-            sessions,
-            pooled.stops,
-            pilot,
-            cfg.min_effect_pct,
-            extra.as_ref(),
-        )?;
+        l.gains = layout_gains(sessions, pooled.stops, pilot, cfg.min_effect_pct, extra)?;
         l.bolt_vs_layouts = bolt_vs_layouts(sessions, pilot)?;
     }
-    let capture = capture(builds, cfg, extra.as_ref(), |b| {
+    let capture = capture(builds, cfg, extra, |b| {
         round_ratios(sessions, b, BATCH_METRICS[0])
     })?;
     // BOLT on top of PGO: ln(bolt / pgo) = ln(bolt / release) − ln(pgo / release), round by round.
@@ -449,7 +401,7 @@ fn analyze_sessions(
                 spend.pilot_or(pilot),
                 spend.alpha,
             )?
-            .with_arm(arm.as_ref()),
+            .with_arm(Component::plus(extra(BOLT), extra(PGO)).as_ref()),
         )
     } else {
         None
@@ -461,8 +413,8 @@ fn analyze_sessions(
         sessions: sessions.len(),
         aa,
         nulls,
-        arm,
-        run,
+        runs,
+        fresh_copies: cfg.fresh_copies,
         raw,
         components,
         machine,
@@ -549,7 +501,7 @@ fn layout_gains(
     stops: &[measure::Stopping],
     pilot: usize,
     min_effect_pct: f64,
-    arm: Option<&ArmSpread>,
+    extra: impl Fn(&str) -> Option<Component>,
 ) -> Result<Vec<LayoutGain>> {
     let arms = &sessions[0].arms;
     let mut out = Vec::new();
@@ -563,7 +515,7 @@ fn layout_gains(
         let mut layouts = Vec::new();
         for a in std::iter::once(build.as_str()).chain(variants) {
             let estimate = watched(sessions, stops, a, BATCH_METRICS[0], pilot)?;
-            layouts.push((a.to_string(), estimate.with_arm(arm)));
+            layouts.push((a.to_string(), estimate.with_arm(extra(build).as_ref())));
         }
         let verdicts: Vec<Verdict> = layouts
             .iter()
@@ -683,11 +635,11 @@ pub fn against(
                 .zip(&b)
                 .map(|(a, b)| a.iter().zip(b).map(|(a, b)| a - b).collect())
                 .collect();
-            // Two commits' builds are two files laid out differently: the arm component and
-            // the layout floor apply.
+            // Two commits' builds are laid out differently: the layout floor applies, and
+            // the run components either build carries.
             let estimate =
                 stats::compare_sessions_at(&spend.units(diff), spend.pilot_or(pilot), spend.alpha)?
-                    .with_arm(w.extra().as_ref());
+                    .with_arm(Component::plus(w.extra(ours), w.extra(theirs)).as_ref());
             out.push(super::AgainstResult {
                 workload: w.workload.clone(),
                 build: ours.clone(),

@@ -322,11 +322,18 @@ impl Train {
 #[serde(deny_unknown_fields, default)]
 pub struct Measure {
     pub lockstep: Lockstep,
-    /// A null arm beside the A/A arm in every workload's sessions: release's bytes copied to
-    /// another file (`release/copy`). Each build is another file; the copy's shift is what a
-    /// file alone moves, and with the A/A arm it estimates the arm component every interval
-    /// carries (`stats::components`). One more arm.
-    pub null_copy: bool,
+    /// Run every arm of a session from a fresh copy of its executable, written on the set-up
+    /// core while the session before takes its turns and removed after it. What stays with a
+    /// file (where the page cache put its pages, in which folio sizes) is then drawn anew
+    /// every session, like the arms' places and heaps: it is in the sessions' own spread,
+    /// and the A/A arm (release's bytes in another new file every session) is a null that
+    /// must hold 0. `false`: each arm runs from its own file, for a program that looks for
+    /// files beside its executable; what stays with a file is then in no interval.
+    pub fresh_copies: bool,
+    /// Where the copies are written (`pgo-data/copies`, set by the pipeline; elsewhere the
+    /// system's temporary directory). Not a key of the file.
+    #[serde(skip)]
+    pub copies_dir: Option<std::path::PathBuf>,
     /// Start each arm with a random number (0 to 2047) of extra leading slashes in the path
     /// it runs as, drawn anew every session (every run of a whole-process workload). The path
     /// names the same file; its length is `argv[0]`'s, which a program copies to its heap as
@@ -376,7 +383,8 @@ impl Default for Measure {
     fn default() -> Self {
         Measure {
             lockstep: Lockstep::default(),
-            null_copy: true,
+            fresh_copies: true,
+            copies_dir: None,
             shift_heap: true,
             max_other_cpu_pct: 10.0,
             seed: None,

@@ -1,5 +1,4 @@
-//! The measured arms' names (each build under its own, release twice, layout variants and
-//! copies) and the list of builds as arms.
+//! The measured arms' names (each build under its own, release twice, layout variants) and the list of builds as arms.
 
 use std::path::PathBuf;
 
@@ -12,11 +11,6 @@ pub const BASELINE_AGAIN: &str = "release-aa";
 /// The arm of a build's k-th layout variant (`release/L1`).
 pub fn layout_arm(build: &str, k: u32) -> String {
     format!("{build}/L{k}")
-}
-
-/// The arm of a byte-identical copy of a build in another file (`release/copy`).
-pub fn copy_arm(build: &str) -> String {
-    format!("{build}/copy")
 }
 
 /// The layout variants of `build` among `arms`, by number (`L1`, `L2`, …; a session's arms

@@ -4,11 +4,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::arms::{BASELINE, BASELINE_AGAIN, copy_arm};
+use super::arms::{BASELINE, BASELINE_AGAIN};
 use crate::build::Build;
 use crate::config::{Measure, Workload};
 use crate::lockstep::Timing;
 use crate::stats::sequential;
+
+/// The headline's half-width as a share of its estimate, where wider than the target: 23 % ± 1.2
+/// says as much as ± 1.0, and a comparison of 60 % need not run to ± 1.
+pub const HEADLINE_SHARE: f64 = 0.05;
 
 /// What a watched comparison is for: its target, and whether it may stop settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,6 +21,10 @@ pub enum Role {
     /// A build (another commit's, an injected cost, a workload against another) that gets a
     /// verdict: `measure.target_half_width_pct`, and it may stop settled.
     Verdict,
+    /// The number users quote: lto+pgo against release, and `--against`'s builds against
+    /// their parents. A measurement, not only a sign: never settled, it runs to Stein's count
+    /// for max(the target, [`HEADLINE_SHARE`] of its pilot's estimate).
+    Headline,
     /// A null arm (release again, its copy): the target; its value is the point, so never
     /// settled.
     Null,
@@ -28,13 +36,17 @@ pub enum Role {
 }
 
 impl Role {
-    /// The role of the comparison of arm `cand`, from its name.
-    pub fn of(cand: &str) -> Role {
+    /// The role of the comparison of arm `cand` against `base`, from their names
+    /// (`--against`'s arms are `<commit>:<build>`).
+    pub fn of(cand: &str, base: &str) -> Role {
         let layout = cand
             .rsplit_once("/L")
             .is_some_and(|(_, k)| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
-        if cand == BASELINE_AGAIN || cand == copy_arm(BASELINE) {
+        let pgo = Build::LtoPgo.name();
+        if cand == BASELINE_AGAIN {
             Role::Null
+        } else if (cand == pgo && base == BASELINE) || base.contains(':') {
+            Role::Headline
         } else if layout {
             Role::Layout
         } else if cand == Build::Oracle.name() {
@@ -53,7 +65,7 @@ impl Role {
             return 0.0;
         }
         match self {
-            Role::Verdict | Role::Null => target,
+            Role::Verdict | Role::Null | Role::Headline => target,
             Role::Layout => target.max(cfg.layout_half_width_pct),
             Role::Oracle => target.max(cfg.oracle_half_width_pct),
         }

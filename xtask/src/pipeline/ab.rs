@@ -1,9 +1,9 @@
 //! `cargo xtask ab OLD NEW`: two `mty-bench` executables (two commits' release builds,
 //! say) as arms of the same lockstep sessions, OLD twice (its A/A arm) and NEW once, in a
 //! random order per round, for every measured workload: NEW's change against OLD with its
-//! 95 % interval, judged by the same rule as the pipeline's verdicts (beyond the min effect,
-//! the interval carrying the arm component from a copy of OLD in another file, unless
-//! `measure.null_copy = false`). Side by side in one session is the only comparison this machine's drift allows;
+//! 95 % interval, judged by the same rule as the pipeline's verdicts (beyond the min effect).
+//! Every arm runs from a fresh copy of its file every session (`measure.fresh_copies`), so
+//! what stays with a file is in the sessions' spread, as in the pipeline. Side by side in one session is the only comparison this machine's drift allows;
 //! two runs' absolute figures never are. Writes `pgo-data/ab.json`.
 
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ struct AbWorkload {
     sessions: usize,
     /// OLD against itself: the floor.
     aa: Judged,
-    /// NEW against OLD (median per message).
+    /// NEW against OLD (the median per message; a whole-process workload's time per run).
     new_vs_old: Judged,
 }
 
@@ -48,15 +48,11 @@ pub(super) struct AgainstBase {
     pub analysed: Vec<analysis::WorkloadAnalysis>,
 }
 
-/// `base` twice (the baseline and its A/A arm), its bytes copied to `pgo-data/copy/<copy>`
-/// where `m.null_copy` (the null the arm component of every other file rests on), and
-/// `others`, in the same lockstep sessions on `m`'s workloads; each of `others` but layout
-/// variants analysed against the base, with the copies of earlier runs pooled and this run's
-/// recorded. `m.seed` is drawn here unless given: it identifies the run's records.
+/// `base` twice (the baseline and its A/A arm) and `others`, in the same lockstep sessions on
+/// `m`'s workloads; each of `others` but layout variants analysed against the base. `m.seed`
+/// is drawn here unless given: it identifies the run.
 pub(super) fn measure_against(
-    ctx: &Ctx,
     base: &Path,
-    copy: &str,
     others: Vec<MeasuredArm>,
     mut m: crate::config::Measure,
 ) -> Result<AgainstBase> {
@@ -77,22 +73,10 @@ pub(super) fn measure_against(
         )
         .collect();
     let mut arms = vec![arm(BASELINE, base), arm(BASELINE_AGAIN, base)];
-    if m.null_copy {
-        let copy = ctx.data.join("copy").join(copy);
-        fsx::copy_atomic(base, &copy)?;
-        arms.push(arm(&measure::copy_arm(BASELINE), &copy));
-    }
     arms.extend(others);
     let (sessions, stopped) = measure::run_lockstep(&arms, &m)?;
     let names: Vec<String> = m.workloads.iter().map(|w| w.name.clone()).collect();
-    let analysed = analysis::sessions::analyze_recorded(
-        &ctx.data.join("history.json"),
-        &names,
-        &builds,
-        &sessions,
-        &m,
-        &stopped,
-    )?;
+    let analysed = analysis::sessions::analyze_recorded(&names, &builds, &sessions, &m, &stopped)?;
     Ok(AgainstBase {
         sessions,
         stopped,
@@ -124,13 +108,19 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
         new.display(),
         m.lockstep.sessions
     );
-    // NEW is another file: OLD's bytes in another file are the null its arm component rests
-    // on, as release's copy is in the pipeline's sessions; earlier runs' copies pool with it.
+    // A whole-process workload's figure is one run's time, an in-process one's a median per
+    // message.
+    let per_run: Vec<String> = m
+        .workloads
+        .iter()
+        .filter(|w| w.mode == crate::config::Mode::Process)
+        .map(|w| w.name.clone())
+        .collect();
     let AgainstBase {
         sessions,
         stopped,
         analysed,
-    } = measure_against(ctx, old, "ab-old", vec![arm(NEW, new)], m)?;
+    } = measure_against(old, vec![arm(NEW, new)], m)?;
     let workloads: Vec<AbWorkload> = analysed
         .into_iter()
         .map(|w| {
@@ -148,15 +138,20 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
             })
         })
         .collect::<Result<_>>()?;
-    println!("\nnew against old, median per message, paired in the same sessions:");
+    println!("\nnew against old, paired in the same sessions:");
     for w in &workloads {
         let e = &w.new_vs_old.estimate;
         println!(
-            "  {:<26} {:+.2} % [{:+.2}, {:+.2}]  ({}; A/A {:+.2} % [{:+.2}, {:+.2}], threshold {:.1} %, {} sessions)",
+            "  {:<26} {:+.2} % [{:+.2}, {:+.2}] {}  ({}; A/A {:+.2} % [{:+.2}, {:+.2}], threshold {:.1} %, {} sessions)",
             w.workload,
             e.change_pct,
             e.ci_low_pct,
             e.ci_high_pct,
+            if per_run.contains(&w.workload) {
+                "per run"
+            } else {
+                "per message (median)"
+            },
             w.new_vs_old.verdict.text(),
             w.aa.estimate.change_pct,
             w.aa.estimate.ci_low_pct,

@@ -137,8 +137,8 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
     )
     .context("the calibration probe recorded no batch")?;
     eprintln!("calibrate: `{name}`: release median {probe_median_ns:.1} ns");
-    // No arm component: the injected arm is release's own file, in a place drawn per session,
-    // with other arguments only (the 0 % row: none). The A/A arm beside it stays a diagnostic.
+    // No run component: no earlier run of these arms. Every arm runs from a fresh copy of
+    // release every session; the A/A arm beside them stays a diagnostic.
     let history = History::default();
     let mut rows = Vec::new();
     let mut index = 0u64;
@@ -167,7 +167,6 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
             let (sessions, stopped) = measure::run_lockstep(&arms, &m)?;
             let pooled = Pooled {
                 run_seed: seed,
-                other_files: false,
                 stops: &stopped,
                 ..Pooled::none(&history)
             };

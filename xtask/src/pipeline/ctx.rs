@@ -143,6 +143,7 @@ impl Ctx {
     fn measure_with(&self, workloads: Vec<config::Workload>) -> Result<config::Measure> {
         let mut measure = self.config.config.measure.clone();
         measure.workloads = workloads;
+        measure.copies_dir = Some(self.data.join("copies"));
         for w in &mut measure.workloads {
             *w = w.resolved(&self.ws.root);
         }

@@ -1,93 +1,138 @@
-//! The variance components of a comparison, and the arm's own.
+//! The variance components of a comparison, and the run component a build may carry.
 //!
 //! The model (log space, one comparison of arm c against release):
 //!
 //! ```text
-//! y[s][r] = δ + a + u[s] + e[s][r]
+//! y[s][r] = δ + v + u[s] + e[s][r]
 //! ```
 //!
-//! with δ the effect of the code, `a` the arm's own effect (its file: what stays with an arm
-//! for a whole run; its place in the session and its heap offsets are drawn anew every
-//! session, so those parts move into u), u[s] ~ (0, σ_s²) the session's (a process's addresses, the
-//! machine's state while it ran) and e[s][r] ~ (0, σ_r²) the round's. The sessions give δ + a
-//! with the stopping rule's interval; `a` is invisible to them. Its variance σ_a² is estimated
-//! from null arms in other files, which have δ = 0 by construction (the copy: release's bytes
-//! in another file; the A/A arm, release's own file, has no `a` to show and is left out): a
-//! null's estimate d_k has E[d_k²] = σ_a² + se_k², and
-//! σ̂_a² = mean(d_k²), K degrees of freedom (the nulls are centred on 0 by construction, not
-//! on their mean). The nulls' own noise is left in on purpose: taken out (the method of
-//! moments), a handful of nulls often reads σ_a = 0 and the simulated coverage fell to 93 %. Nulls of earlier runs of the
-//! same workload are pooled with this run's (`analysis::history`), so K grows run by run. A
-//! comparison's interval is then δ̂ ± t(ν)·√(se² + σ̂_a²), ν by Welch–Satterthwaite.
+//! with δ the effect of the code, v the run's (what every session of one run shares for this
+//! build), u[s] ~ (0, σ_s²) the session's and e[s][r] ~ (0, σ_r²) the round's. What used to
+//! stay with an arm for a whole run is drawn anew every session: its place, its heap offset
+//! and its file (every arm runs from a fresh copy of its executable, `measure.fresh_copies`),
+//! so those parts are in u[s] and the sessions' own interval covers them. The A/A arm,
+//! release's bytes in another new file every session, is the check that must hold 0.
 //!
-//! This is the two-level random-effects design of Kalibera and Jones ("Rigorous benchmarking
-//! in reasonable time", ISMM 2013), with arms as the third level; σ_s² and σ_r² are estimated
-//! by the nested one-way ANOVA's mean squares ([`components`]) and reported, the interval uses
+//! v is invisible to one run's sessions. Runs of the same executables show it: their
+//! estimates scatter beyond their own standard errors. [`run_test`] asks whether they do
+//! (Cochran's Q at [`RUN_TEST_LEVEL`], a liberal level: missing a real component costs
+//! coverage, carrying a spurious one only width), and where they do carries τ̂ (DerSimonian
+//! and Laird's moment estimate) with its degrees of freedom, for that build alone: a build's
+//! interval is then δ̂ ± t(ν)·√(se² + τ̂²), ν by Welch–Satterthwaite ([`widened`]).
+//!
+//! This is the multi-level design of Kalibera and Jones ("Rigorous benchmarking in
+//! reasonable time", ISMM 2013), with runs as the top level; σ_s² and σ_r² are estimated by
+//! the nested one-way ANOVA's mean squares ([`components`]) and reported, the interval uses
 //! the sessions' robust estimate (`sequential.rs`), not these.
 
 use super::sequential::t_two_sided;
 
-/// The arm component, estimated from null arms.
+/// A variance component beyond the sessions', carried by an interval.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ArmSpread {
-    /// σ̂_a, log space.
+pub struct Component {
+    /// Its sd, log space.
     pub sd: f64,
-    /// The nulls it rests on (its degrees of freedom).
-    pub nulls: usize,
+    /// Its degrees of freedom.
+    #[serde(alias = "nulls")]
+    pub df: usize,
 }
 
-impl ArmSpread {
-    /// From null arms' (estimate, standard error), log space; `None` without any. (The
-    /// standard errors are kept for the record; the estimate errs wide by leaving them in.)
-    pub fn from_nulls(nulls: &[(f64, f64)]) -> Option<ArmSpread> {
-        if nulls.is_empty() {
-            return None;
-        }
-        let mean_square = nulls.iter().map(|(d, _)| d * d).sum::<f64>() / nulls.len() as f64;
-        Some(ArmSpread {
-            sd: mean_square.sqrt(),
-            nulls: nulls.len(),
-        })
-    }
+/// The level of the run test: a component is carried where runs scatter beyond their
+/// intervals with p below this (Bancroft's level for a preliminary test before pooling).
+pub const RUN_TEST_LEVEL: f64 = 0.25;
+
+/// What runs of one build's executables say of a run component.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunTest {
+    /// The runs of the same executables (this one among them where it was given).
+    pub runs: usize,
+    /// Cochran's Q of the runs' estimates about their weighted mean (per pair of
+    /// executables), and its degrees of freedom.
+    pub q: f64,
+    pub df: usize,
+    /// P(χ²(df) ≥ Q) without a run component (Wilson–Hilferty).
+    pub p: f64,
+    /// The component carried, where p < [`RUN_TEST_LEVEL`].
+    pub carried: Option<Component>,
 }
 
-impl ArmSpread {
-    /// The run component: the same executables measured in several runs scatter by more
-    /// than each run's sessions show (the machine's state of a run, what a run's processes
-    /// shared). `groups`: per comparison of fixed executables, each run's (estimate, se);
-    /// the pooled within-group variance less the mean se² (method of moments), with
-    /// Σ(n − 1) degrees of freedom; `None` without a group of two runs.
-    pub fn from_runs(groups: &[Vec<(f64, f64)>]) -> Option<ArmSpread> {
-        let (mut ss, mut df, mut noise, mut n) = (0.0, 0usize, 0.0, 0usize);
-        for g in groups.iter().filter(|g| g.len() >= 2) {
-            let mean = g.iter().map(|x| x.0).sum::<f64>() / g.len() as f64;
-            ss += g.iter().map(|x| (x.0 - mean).powi(2)).sum::<f64>();
-            df += g.len() - 1;
-            noise += g.iter().map(|x| x.1 * x.1).sum::<f64>();
-            n += g.len();
-        }
-        (df > 0).then(|| ArmSpread {
-            sd: (ss / df as f64 - noise / n as f64).max(0.0).sqrt(),
-            nulls: df,
-        })
+/// The run test of one build: `groups`, per pair of fixed executables, each run's (estimate,
+/// se) against release. `None` without a group of two runs.
+pub fn run_test(groups: &[Vec<(f64, f64)>]) -> Option<RunTest> {
+    let (mut q, mut df, mut c, mut runs) = (0.0, 0usize, 0.0, 0usize);
+    for g in groups.iter().filter(|g| g.len() >= 2) {
+        let w: Vec<f64> = g.iter().map(|x| 1.0 / x.1.max(1e-6).powi(2)).collect();
+        let sw: f64 = w.iter().sum();
+        let mean = g.iter().zip(&w).map(|(x, w)| w * x.0).sum::<f64>() / sw;
+        q += g
+            .iter()
+            .zip(&w)
+            .map(|(x, w)| w * (x.0 - mean).powi(2))
+            .sum::<f64>();
+        c += sw - w.iter().map(|w| w * w).sum::<f64>() / sw;
+        df += g.len() - 1;
+        runs += g.len();
     }
+    if df == 0 {
+        return None;
+    }
+    let p = chi_square_upper(q, df as f64);
+    let carried = (p < RUN_TEST_LEVEL).then(|| Component {
+        sd: ((q - df as f64) / c).max(0.0).sqrt(),
+        df,
+    });
+    Some(RunTest {
+        runs,
+        q,
+        df,
+        p,
+        carried,
+    })
+}
 
+/// P(χ²(k) ≥ x), by Wilson and Hilferty's normal approximation.
+fn chi_square_upper(x: f64, k: f64) -> f64 {
+    if x <= 0.0 {
+        return 1.0;
+    }
+    let v = 2.0 / (9.0 * k);
+    let z = ((x / k).cbrt() - (1.0 - v)) / v.sqrt();
+    0.5 * erfc(z / std::f64::consts::SQRT_2)
+}
+
+/// The complementary error function (Numerical Recipes' `erfcc`, relative error < 1.2e-7).
+fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let r = t * (-z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+        .exp();
+    if x >= 0.0 { r } else { 2.0 - r }
+}
+
+impl Component {
     /// Two independent components as one: variances add, degrees of freedom by
     /// Welch–Satterthwaite.
-    pub fn plus(a: Option<ArmSpread>, b: Option<ArmSpread>) -> Option<ArmSpread> {
+    pub fn plus(a: Option<Component>, b: Option<Component>) -> Option<Component> {
         match (a, b) {
             (Some(a), Some(b)) => {
                 let (va, vb) = (a.sd * a.sd, b.sd * b.sd);
                 if va + vb == 0.0 {
-                    return Some(ArmSpread {
+                    return Some(Component {
                         sd: 0.0,
-                        nulls: a.nulls.min(b.nulls),
+                        df: a.df.min(b.df),
                     });
                 }
-                let nu = (va + vb).powi(2) / (va * va / a.nulls as f64 + vb * vb / b.nulls as f64);
-                Some(ArmSpread {
+                let nu = (va + vb).powi(2) / (va * va / a.df as f64 + vb * vb / b.df as f64);
+                Some(Component {
                     sd: (va + vb).sqrt(),
-                    nulls: (nu.floor() as usize).max(1),
+                    df: (nu.floor() as usize).max(1),
                 })
             }
             (a, b) => a.or(b),
@@ -96,16 +141,16 @@ impl ArmSpread {
 }
 
 /// The half-width of an interval that misses with probability `alpha` from the sessions'
-/// half-width `half` (at the same `alpha`, with `df` degrees of freedom) and the arm
-/// component: t(ν)·√(se² + σ_a²), ν by Welch–Satterthwaite.
-pub fn widened(half: f64, df: f64, arm: &ArmSpread, alpha: f64) -> f64 {
-    if arm.sd == 0.0 {
+/// half-width `half` (at the same `alpha`, with `df` degrees of freedom) and a component
+/// beyond them: t(ν)·√(se² + σ²), ν by Welch–Satterthwaite.
+pub fn widened(half: f64, df: f64, extra: &Component, alpha: f64) -> f64 {
+    if extra.sd == 0.0 {
         return half;
     }
     let df = df.max(1.0);
     let se = half / t_two_sided(df.round() as usize, alpha);
-    let (vs, va) = (se * se, arm.sd * arm.sd);
-    let nu = (vs + va).powi(2) / (vs * vs / df + va * va / arm.nulls as f64);
+    let (vs, va) = (se * se, extra.sd * extra.sd);
+    let nu = (vs + va).powi(2) / (vs * vs / df + va * va / extra.df as f64);
     t_two_sided(nu.floor().max(1.0) as usize, alpha) * (vs + va).sqrt()
 }
 
@@ -242,106 +287,90 @@ mod tests {
         assert!(!no_session_component(&[vec![0.1, 0.2]]));
     }
     use crate::SplitMix64;
-    use crate::sequential::sd;
 
     /// Simulated sessions with known components: the ANOVA recovers the rounds' and the
-    /// sessions' sd, and null arms with a known arm sd give it back (with their own noise in:
-    /// se ≈ 0.07 % here), each within ±20 % (averaged over repetitions, as a run of the
-    /// pipeline pools nulls over runs).
+    /// sessions' sd within ±20 % (averaged over repetitions).
     #[test]
     fn the_components_recover_known_ones() {
         let mut rng = SplitMix64::new(32);
-        let (rounds_sd, sessions_sd, arm_sd) = (0.010, 0.004, 0.003);
+        let (rounds_sd, sessions_sd) = (0.010, 0.004);
         let (mut r_sum, mut s_sum, reps) = (0.0, 0.0, 50);
-        let mut nulls = Vec::new();
         for _ in 0..reps {
-            let arm = arm_sd * rng.normal();
             let sessions: Vec<Vec<f64>> = (0..40)
                 .map(|_| {
                     let u = sessions_sd * rng.normal();
-                    (0..12)
-                        .map(|_| arm + u + rounds_sd * rng.normal())
-                        .collect()
+                    (0..12).map(|_| u + rounds_sd * rng.normal()).collect()
                 })
                 .collect();
             let c = components(&sessions).unwrap();
             r_sum += c.rounds_sd;
             s_sum += c.sessions_sd;
-            // The null's estimate and its standard error, as the sessions give them.
-            let means: Vec<f64> = sessions
-                .iter()
-                .map(|r| r.iter().sum::<f64>() / r.len() as f64)
-                .collect();
-            let d = means.iter().sum::<f64>() / means.len() as f64;
-            nulls.push((d, sd(&means) / (means.len() as f64).sqrt()));
         }
         let (r, s) = (r_sum / reps as f64, s_sum / reps as f64);
-        let a = ArmSpread::from_nulls(&nulls).unwrap();
-        eprintln!(
-            "rounds {r} sessions {s} arm {} (truth {rounds_sd} {sessions_sd} {arm_sd})",
-            a.sd
-        );
         assert!((r - rounds_sd).abs() < 0.2 * rounds_sd, "rounds {r}");
         assert!((s - sessions_sd).abs() < 0.2 * sessions_sd, "sessions {s}");
-        assert!((a.sd - arm_sd).abs() < 0.2 * arm_sd, "arm {}", a.sd);
-        assert_eq!(a.nulls, reps);
-        // No arm effect: the component is the nulls' noise alone and barely widens an interval.
-        let quiet: Vec<(f64, f64)> = (0..50).map(|_| (0.001 * rng.normal(), 0.001)).collect();
-        let q = ArmSpread::from_nulls(&quiet).unwrap();
-        assert!(q.sd < 0.0013, "{q:?}");
-        assert!(widened(0.01, 20.0, &q, 0.05) < 0.0105);
-        // A real one widens it: ±1 % of sessions and an arm sd of 0.5 % from 13 nulls.
-        let w = widened(
-            0.01,
-            20.0,
-            &ArmSpread {
-                sd: 0.005,
-                nulls: 13,
-            },
-            0.05,
-        );
-        assert!(w > 0.014 && w < 0.016, "{w}");
-        assert!(ArmSpread::from_nulls(&[]).is_none());
-        // The run component: three comparisons, each measured in four runs whose estimates
-        // scatter by a run effect of sd 0.5 % beyond their own se of 0.2 %.
-        let mut runs_sd = 0.0;
+        assert!(components(&[vec![0.0, 1.0]]).is_none());
+    }
+
+    /// The run test: runs that scatter only by their own se are carried at about the test's
+    /// level (a quarter of the time); runs with a component of 0.7 % beyond an se of 0.3 %
+    /// are carried nearly always, and the component comes back; one run is no test.
+    #[test]
+    fn the_run_test_carries_a_component_only_where_runs_show_one() {
+        let mut rng = SplitMix64::new(7);
+        let se = 0.003;
+        let draw = |tau: f64, runs: usize, rng: &mut SplitMix64| -> Vec<(f64, f64)> {
+            (0..runs)
+                .map(|_| (0.2 + tau * rng.normal() + se * rng.normal(), se))
+                .collect()
+        };
+        let reps = 2000;
+        let carried = (0..reps)
+            .filter(|_| {
+                run_test(&[draw(0.0, 4, &mut rng)])
+                    .unwrap()
+                    .carried
+                    .is_some()
+            })
+            .count();
+        let level = carried as f64 / reps as f64;
+        assert!((level - RUN_TEST_LEVEL).abs() < 0.04, "carried {level}");
+        let (mut found, mut sd_sum) = (0, 0.0);
         for _ in 0..reps {
-            let groups: Vec<Vec<(f64, f64)>> = (0..3)
-                .map(|c| {
-                    (0..4)
-                        .map(|_| {
-                            (
-                                0.1 * c as f64 + 0.005 * rng.normal() + 0.002 * rng.normal(),
-                                0.002,
-                            )
-                        })
-                        .collect()
-                })
-                .collect();
-            let r = ArmSpread::from_runs(&groups).unwrap();
-            assert_eq!(r.nulls, 9);
-            runs_sd += r.sd;
+            let t = run_test(&[draw(0.007, 8, &mut rng)]).unwrap();
+            assert_eq!((t.runs, t.df), (8, 7));
+            if let Some(c) = t.carried {
+                found += 1;
+                sd_sum += c.sd;
+            }
         }
-        let runs_sd = runs_sd / reps as f64;
-        assert!((runs_sd - 0.005).abs() < 0.001, "run sd {runs_sd}");
-        assert!(ArmSpread::from_runs(&[vec![(0.1, 0.01)]]).is_none());
-        // Two components: variances add.
-        let both = ArmSpread::plus(
-            Some(ArmSpread {
-                sd: 0.003,
-                nulls: 10,
-            }),
-            Some(ArmSpread {
-                sd: 0.004,
-                nulls: 10,
-            }),
+        assert!(found as f64 > 0.95 * reps as f64, "found {found}");
+        let mean_sd = sd_sum / found as f64;
+        assert!((mean_sd - 0.007).abs() < 0.0015, "τ̂ {mean_sd}");
+        assert!(run_test(&[vec![(0.1, 0.01)]]).is_none());
+        // Two pairs of executables pool their degrees of freedom.
+        let two = run_test(&[draw(0.0, 3, &mut rng), draw(0.0, 2, &mut rng)]).unwrap();
+        assert_eq!((two.runs, two.df), (5, 3));
+        // Wilson–Hilferty against tabulated χ² quantiles.
+        assert!((chi_square_upper(7.815, 3.0) - 0.05).abs() < 0.002);
+        assert!((chi_square_upper(1.323, 1.0) - 0.25).abs() < 0.01);
+        assert!((chi_square_upper(13.36, 8.0) - 0.10).abs() < 0.003);
+    }
+
+    /// Components add as variances; a component widens an interval by Welch–Satterthwaite.
+    #[test]
+    fn components_add_and_widen() {
+        let both = Component::plus(
+            Some(Component { sd: 0.003, df: 10 }),
+            Some(Component { sd: 0.004, df: 10 }),
         )
         .unwrap();
-        assert!(
-            (both.sd - 0.005).abs() < 1e-12 && both.nulls >= 10,
-            "{both:?}"
-        );
-        assert_eq!(ArmSpread::plus(None, Some(q)), Some(q));
-        assert!(components(&[vec![0.0, 1.0]]).is_none());
+        assert!((both.sd - 0.005).abs() < 1e-12 && both.df >= 10, "{both:?}");
+        let q = Component { sd: 0.001, df: 50 };
+        assert_eq!(Component::plus(None, Some(q)), Some(q));
+        assert!(widened(0.01, 20.0, &q, 0.05) < 0.0105);
+        // ±1 % of sessions and a run sd of 0.5 % from 13 degrees of freedom.
+        let w = widened(0.01, 20.0, &Component { sd: 0.005, df: 13 }, 0.05);
+        assert!(w > 0.014 && w < 0.016, "{w}");
     }
 }

@@ -34,7 +34,7 @@ pub struct Estimate {
     /// arms it was estimated from; `None`: the sessions' interval alone (a null arm itself, a
     /// layout variant, workload against workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arm: Option<components::ArmSpread>,
+    pub arm: Option<components::Component>,
     /// The error the interval spends where the stopping rule gave it less than 5 %
     /// (`sequential.rs`: 4 % at a comparison's planned count, less at an early look); `None`:
     /// 5 %.
@@ -44,7 +44,7 @@ pub struct Estimate {
 
 impl Estimate {
     /// The same estimate, its interval widened by the arm component (`components.rs`).
-    pub fn with_arm(&self, arm: Option<&components::ArmSpread>) -> Estimate {
+    pub fn with_arm(&self, arm: Option<&components::Component>) -> Estimate {
         let (Some(arm), Some(df)) = (arm, self.df) else {
             return self.clone();
         };
@@ -143,7 +143,7 @@ pub struct Capture {
 /// and rounds for both.
 ///
 /// `extra`: what every build's interval carries beyond its sessions' (the arm and run
-/// components, [`components::ArmSpread`]: the sd of one executable against another). The
+/// components, [`components::Component`]: the sd of one executable against another). The
 /// three executables (candidate, oracle, reference) each get an effect of their own in every
 /// resample, normal with half that variance, the variance itself drawn from its scaled
 /// inverse χ² on the component's degrees of freedom: the candidate and the oracle share the
@@ -151,7 +151,7 @@ pub struct Capture {
 pub fn capture_nested(
     cand: &[Vec<f64>],
     oracle: &[Vec<f64>],
-    extra: Option<&components::ArmSpread>,
+    extra: Option<&components::Component>,
     resamples: usize,
     seed: u64,
 ) -> Result<Capture> {
@@ -216,11 +216,11 @@ pub fn capture_nested(
 /// oracle − reference) in log space. σ² is drawn as ν·σ̂²/χ²_ν (its uncertainty on ν degrees
 /// of freedom, capped at 200 where the draw hardly varies), each executable's effect as
 /// N(0, σ²/2), so that one executable against another has variance σ².
-fn executable_effects(c: &components::ArmSpread, rng: &mut SplitMix64) -> (f64, f64) {
+fn executable_effects(c: &components::Component, rng: &mut SplitMix64) -> (f64, f64) {
     if c.sd == 0.0 {
         return (0.0, 0.0);
     }
-    let nu = c.nulls.clamp(1, 200);
+    let nu = c.df.clamp(1, 200);
     let chi2: f64 = (0..nu).map(|_| rng.normal().powi(2)).sum();
     let sd = (nu as f64 * c.sd * c.sd / chi2.max(1e-12) / 2.0).sqrt();
     let reference = sd * rng.normal();
@@ -497,9 +497,9 @@ mod tests {
         // (a capture of 80 %), each executable off by its own effect in each run (sd 1 %
         // between two executables: the arm and run components), 16 sessions of 12 rounds.
         let sigma = 0.01;
-        let component = components::ArmSpread {
+        let component = components::Component {
             sd: sigma,
-            nulls: 40,
+            df: 40,
         };
         let mut rng = SplitMix64::new(7);
         let (mut with, mut without) = (0, 0);

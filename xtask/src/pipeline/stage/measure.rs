@@ -13,7 +13,6 @@ use crate::analysis::history::History;
 use crate::build::{Build, Built};
 use crate::config::Measure;
 use crate::flags::PgoArgs;
-use crate::fsx;
 use crate::instructions::{self, InstructionCount};
 use crate::lockstep::Session;
 use crate::measure;
@@ -139,11 +138,10 @@ impl Arms {
         Ok(inputs)
     }
 
-    /// The sessions to run: per workload its arms (the builds, `--against`'s, release's copy,
-    /// the layout variants where they are measured) and the pairs the stopping rule watches,
-    /// then the versus groups.
+    /// The sessions to run: per workload its arms (the builds, `--against`'s, the layout
+    /// variants where they are measured) and the pairs the stopping rule watches, then the
+    /// versus groups.
     fn groups(&self, ctx: &Ctx, measure_cfg: &Measure, seed: u64) -> Result<Vec<Group>> {
-        let cfg = &ctx.config.config;
         let mut arms = measure::arms(&self.builds);
         // `--against`: the other commit's builds as arms of the same sessions, each also
         // watched by the stopping rule against this tree's build of the same name.
@@ -158,23 +156,34 @@ impl Arms {
                 against_pairs.push((ours.to_string(), name));
             }
         }
-        // The null arm in another file: release's bytes copied (not linked: its own pages).
-        if cfg.measure.null_copy
-            && let Some(release) = self.builds.iter().find(|b| b.name() == measure::BASELINE)
-        {
-            let copy = ctx.data.join("copy").join(measure::BASELINE);
-            fsx::copy_atomic(&release.exe, &copy)?;
-            arms.push(measure::MeasuredArm {
-                name: measure::copy_arm(measure::BASELINE),
-                exe: copy,
-                extra: Vec::new(),
-            });
-        }
         let mut groups = measure::groups(&arms, measure_cfg);
-        // Earlier runs' nulls: the arm component a comparison settling early must clear too.
+        // Earlier runs of the same executables: the run component a build settling early
+        // must clear too.
         let history = History::load(&ctx.data.join("history.json"))?;
+        let release = self.builds.iter().find(|b| b.name() == measure::BASELINE);
         for g in &mut groups {
-            g.prior_nulls = history.nulls_of(&g.workload.name, seed, measure_cfg.shift_heap);
+            if let Some(release) = release {
+                g.run_components = self
+                    .builds
+                    .iter()
+                    .filter_map(|b| {
+                        let groups = history.run_groups(
+                            &g.workload.name,
+                            b.name(),
+                            &release.hash,
+                            seed,
+                            measure_cfg.fresh_copies,
+                        );
+                        let mine: Vec<Vec<(f64, f64)>> = groups
+                            .into_iter()
+                            .filter(|(exe, _)| *exe == b.hash)
+                            .map(|(_, g)| g)
+                            .collect();
+                        let test = crate::stats::components::run_test(&mine)?;
+                        Some((b.name().to_string(), test.carried?))
+                    })
+                    .collect();
+            }
             g.pairs.extend(against_pairs.iter().cloned());
             // BOLT on top of PGO, watched on its own: its change is small, and its arm would
             // otherwise leave with its settled comparison against release.

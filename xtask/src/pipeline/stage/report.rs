@@ -94,8 +94,8 @@ fn render(ctx: &Ctx, tc: &Toolchain, stages: Vec<StageRun>) -> Result<Rendered> 
     // The run's seed seeds the capture's bootstrap too.
     let mut measure_cfg = cfg.measure.clone();
     measure_cfg.seed = Some(measured.seed);
-    // Earlier runs' null arms and layouts pool with this run's; this run's are kept for the
-    // next.
+    // Earlier runs' layouts and estimates of the same executables pool with this run's;
+    // this run's are kept for the next.
     let history_path = ctx.data.join("history.json");
     let mut history = History::load(&history_path)?;
     let layout_seeds = measured
@@ -117,7 +117,6 @@ fn render(ctx: &Ctx, tc: &Toolchain, stages: Vec<StageRun>) -> Result<Rendered> 
         release_hash: release_hash.as_deref(),
         layout_seeds: &layout_seeds,
         build_hashes: &build_hashes,
-        other_files: true,
         stops: &measured.stopped,
     };
     let workloads = crate::analysis::sessions::analyze_lockstep(
@@ -128,9 +127,9 @@ fn render(ctx: &Ctx, tc: &Toolchain, stages: Vec<StageRun>) -> Result<Rendered> 
         &measure_cfg,
         &pooled,
     )?;
-    let (nulls, layouts, runs) =
-        crate::analysis::sessions::records(&workloads, &pooled, measure_cfg.shift_heap);
-    history.add(nulls, layouts);
+    let (layouts, runs) =
+        crate::analysis::sessions::records(&workloads, &pooled, measure_cfg.fresh_copies);
+    history.add_layouts(layouts);
     history.add_runs(runs);
     history.save(&history_path)?;
     // `--against REV`: this commit against that one, in the same sessions.

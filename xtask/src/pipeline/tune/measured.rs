@@ -412,8 +412,7 @@ fn measure_round(
     others.extend(beside.layouts.iter().map(|(name, exe)| arm(name, exe)));
     others.extend(arms.iter().map(|(label, exe)| arm(label, exe)));
     let mut m = ctx.validation_measure_config()?;
-    // Each round's own seed (drawn, or the given one moved on): it identifies the round's
-    // records in the history.
+    // Each round's own seed (drawn, or the given one moved on).
     m.seed = m.seed.map(|s| s.wrapping_add(u64::from(number)));
     let min_effect_pct = m.min_effect_pct;
     eprintln!(
@@ -421,9 +420,8 @@ fn measure_round(
         arms.len(),
         m.workloads.len()
     );
-    // The other mixes are other files: the config's bytes in another file are the null their
-    // arm component rests on, as in `cargo xtask ab`.
-    let analysed = ab::measure_against(ctx, &beside.config, "tune-config", others, m)?.analysed;
+    // Every arm runs from a fresh copy every session, as in `cargo xtask ab`.
+    let analysed = ab::measure_against(&beside.config, others, m)?.analysed;
     let estimate = |w: &analysis::WorkloadAnalysis, build: &str| {
         w.rows
             .iter()

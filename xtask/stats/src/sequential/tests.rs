@@ -170,7 +170,7 @@ fn stop_of(
     sim: &Sim,
     c: usize,
     shift: f64,
-    arm: Option<&super::super::components::ArmSpread>,
+    arm: Option<&super::super::components::Component>,
 ) -> (usize, f64) {
     let planned = sessions_needed(&values[..sim.pilot], sim.targets[c]).clamp(sim.pilot, sim.max);
     if sim.settles[c] {
@@ -228,7 +228,7 @@ fn simulate(sim: &Sim, rng: &mut SplitMix64) -> Vec<(bool, usize, bool, bool)> {
         let copy = interval_df(&copy[..n], sim.pilot, ALPHA_PLANNED);
         nulls.push((copy.0 - sim.truth[0] + ARM_SD * rng.normal(), se(copy)));
     }
-    let arm = super::super::components::ArmSpread::from_nulls(&nulls).unwrap();
+    let arm = super::super::components::Component::from_nulls(&nulls).unwrap();
     let own: Vec<(usize, f64)> = (0..k)
         .map(|c| {
             let carried = sim.builds[c].then_some(&arm);
