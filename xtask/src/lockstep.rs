@@ -235,7 +235,8 @@ pub fn spawn(
     rng.shuffle(&mut arms);
     let mut moves: Vec<u8> = (0..arms.len() as u8).collect();
     rng.shuffle(&mut moves);
-    // Each arm's heap offset (`measure.shift_heap`), drawn like its place.
+    // Each arm's heap offset (`measure.shift_heap`), drawn like its place. (The copies' paths
+    // are of one length, so the offset alone sets how much longer `argv[0]` is.)
     let mut shift = || {
         if cfg.shift_heap {
             rng.below(crate::workload::MAX_SHIFT)
@@ -482,7 +483,8 @@ impl Copies {
                 copies.exes.push(arm.exe.clone());
                 continue;
             };
-            let to = copies.dir.join(i.to_string()).join(name);
+            // Indices of one width: every copy's path has the same length.
+            let to = copies.dir.join(format!("{i:03}")).join(name);
             let parent = to.parent().expect("joined above");
             std::fs::create_dir_all(parent)
                 .and_then(|()| std::fs::copy(&arm.exe, &to))
