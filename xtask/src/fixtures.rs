@@ -125,6 +125,7 @@ pub fn report() -> Report {
             timing: crate::lockstep::Timing {
                 setup_secs: 1.67,
                 waited_secs: 0.03,
+                copy_secs: 0.002,
                 move_secs: 0.01,
                 turns_secs: 1.79,
                 batch_secs: 1.31,

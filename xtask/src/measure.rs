@@ -524,7 +524,9 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
                 let alpha = sequential::look_alpha(k);
                 let (m, half, df) = sequential::interval_df(&w.vals, w.pilot_values, alpha);
                 let half = match group.run_components.iter().find(|(b, _)| *b == w.cand) {
-                    Some((_, run)) => crate::stats::components::widened(half, df as f64, run, alpha),
+                    Some((_, run)) => {
+                        crate::stats::components::widened(half, df as f64, run, alpha)
+                    }
                     None => half,
                 };
                 sequential::beyond(m, half, threshold)

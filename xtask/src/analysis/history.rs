@@ -101,9 +101,10 @@ impl History {
         fresh: bool,
     ) -> std::collections::BTreeMap<String, Vec<(f64, f64)>> {
         let mut groups = std::collections::BTreeMap::<String, Vec<(f64, f64)>>::new();
-        for r in self.runs_of(workload, run_seed).filter(|r| {
-            r.build == build && r.release_hash == release_hash && r.fresh == fresh
-        }) {
+        for r in self
+            .runs_of(workload, run_seed)
+            .filter(|r| r.build == build && r.release_hash == release_hash && r.fresh == fresh)
+        {
             groups
                 .entry(r.exe_hash.clone())
                 .or_default()

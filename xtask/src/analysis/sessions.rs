@@ -50,7 +50,13 @@ impl Pooled<'_> {
     /// The run test of `build` on `workload`: earlier runs' estimates of the same two
     /// executables (ran as this one: `fresh` copies or not) with this run's `(log, se)`.
     /// `None` where the build's or release's executable is not known (no history to match).
-    fn run_test(&self, workload: &str, build: &str, this: (f64, f64), fresh: bool) -> Option<RunTest> {
+    fn run_test(
+        &self,
+        workload: &str,
+        build: &str,
+        this: (f64, f64),
+        fresh: bool,
+    ) -> Option<RunTest> {
         let (release, hash) = (self.release_hash?, self.hash_of(build)?);
         let mut same = self
             .history

@@ -177,7 +177,7 @@ fn the_floor_pools_earlier_runs_layouts_and_keeps_its_centre() {
         .map(|k| record("abc", 100 + k, 0.3 + 0.1 * k as f64))
         .chain([record("another", 7, 9.0)])
         .collect();
-    history.add(Vec::new(), earlier);
+    history.add_layouts(earlier);
     let seeds: Vec<(String, u32)> = (1..=4).map(|k| (format!("release/L{k}"), k)).collect();
     let pooled = Pooled {
         history: &history,
@@ -185,7 +185,6 @@ fn the_floor_pools_earlier_runs_layouts_and_keeps_its_centre() {
         release_hash: Some("abc"),
         layout_seeds: &seeds,
         build_hashes: &[],
-        other_files: true,
         stops: &[],
     };
     let w = &analyze_lockstep(
@@ -212,27 +211,22 @@ fn the_floor_pools_earlier_runs_layouts_and_keeps_its_centre() {
             && l.floor_pct > (l.high_pct - l.low_pct) / 2.0 + 0.1,
         "{l:?}"
     );
-    // This run's layouts and nulls, for the next run.
-    let (nulls, layouts, runs) = records(std::slice::from_ref(w), &pooled, true);
+    // This run's layouts, for the next run.
+    let (layouts, runs) = records(std::slice::from_ref(w), &pooled, true);
     assert!(runs.is_empty(), "no build hashes given, no run records");
     let mut recorded: Vec<u32> = layouts.iter().map(|r| r.layout_seed).collect();
     recorded.sort();
     assert_eq!(recorded, [1, 2, 3, 4]);
     assert!(layouts.iter().all(|r| r.exe_hash == "abc"));
-    assert!(
-        nulls.is_empty(),
-        "no copy here, and the A/A arm (release's own file) is no null of the arm component: {nulls:?}"
-    );
     // The same run rendered again does not count its layouts twice.
     let mut history = history.clone();
-    history.add(Vec::new(), layouts);
+    history.add_layouts(layouts);
     let again = Pooled {
         history: &history,
         run_seed: 9,
         release_hash: Some("abc"),
         layout_seeds: &seeds,
         build_hashes: &[],
-        other_files: true,
         stops: &[],
     };
     let w2 = &analyze_lockstep(
@@ -247,11 +241,12 @@ fn the_floor_pools_earlier_runs_layouts_and_keeps_its_centre() {
     assert_eq!(w2.layout.as_ref().unwrap().layouts, 10);
 }
 
-/// Earlier runs of the same two executables whose estimates scattered beyond their
-/// intervals give a run component that widens this run's intervals; runs of other
-/// executables do not count; this run's estimates go to the history.
+/// A build carries a run component only where earlier runs of its own two executables
+/// (that ran from fresh copies, as this one) scattered beyond their intervals: not on a first
+/// run (which says so), not where runs agree, not for another build, not from runs of other
+/// executables or of runs without fresh copies; this run's estimates go to the history.
 #[test]
-fn runs_of_the_same_executables_widen_the_next_runs_intervals() {
+fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
     use super::history::{History, RunRecord};
     use super::sessions::{Pooled, records};
     let sessions = crate::fixtures::sessions(20, 20);
@@ -263,7 +258,7 @@ fn runs_of_the_same_executables_widen_the_next_runs_intervals() {
     ]
     .map(|(b, h)| (b.to_string(), h.to_string()))
     .to_vec();
-    let record = |hash: &str, seed: u64, log: f64| RunRecord {
+    let record = |hash: &str, seed: u64, log: f64, fresh: bool| RunRecord {
         workload: "agent_send_latency".into(),
         build: "lto+pgo".into(),
         exe_hash: hash.into(),
@@ -271,6 +266,7 @@ fn runs_of_the_same_executables_widen_the_next_runs_intervals() {
         run_seed: seed,
         log,
         se: 0.001,
+        fresh,
     };
     let analyse = |history: &History| {
         let pooled = Pooled {
@@ -279,7 +275,6 @@ fn runs_of_the_same_executables_widen_the_next_runs_intervals() {
             release_hash: Some("r"),
             layout_seeds: &[],
             build_hashes: &hashes,
-            other_files: true,
             stops: &[],
         };
         let w = analyze_lockstep(
@@ -292,14 +287,14 @@ fn runs_of_the_same_executables_widen_the_next_runs_intervals() {
         )
         .unwrap()
         .remove(0);
-        let (_, _, runs) = records(std::slice::from_ref(&w), &pooled, true);
+        let (_, runs) = records(std::slice::from_ref(&w), &pooled, true);
         (w, runs)
     };
-    let width = |w: &super::WorkloadAnalysis| {
+    let width = |w: &super::WorkloadAnalysis, build: &str| {
         let e = &w
             .rows
             .iter()
-            .find(|r| r.build == "lto+pgo")
+            .find(|r| r.build == build)
             .unwrap()
             .vs_release
             .as_ref()
@@ -309,44 +304,65 @@ fn runs_of_the_same_executables_widen_the_next_runs_intervals() {
         e.ci_high_pct - e.ci_low_pct
     };
     let (alone, runs) = analyse(&History::default());
-    assert!(alone.run.is_none(), "one run is no spread");
+    assert!(
+        alone
+            .runs
+            .iter()
+            .all(|(_, t)| t.runs == 1 && t.carried.is_none())
+    );
     assert_eq!(runs.len(), 3);
     assert!(
         runs.iter()
-            .all(|r| r.release_hash == "r" && r.run_seed == 99)
+            .all(|r| r.release_hash == "r" && r.run_seed == 99 && r.fresh)
     );
-    // One earlier run: a component on one degree of freedom is reported, not used (its t
-    // quantile of 12.7 would make the interval ±1000 %).
-    let mut history = History::default();
-    history.add_runs(vec![record("p", 1, 0.9f64.ln() - 0.02)]);
-    let (one, _) = analyse(&history);
-    assert_eq!(one.run.map(|r| r.nulls), Some(1));
+    let line = crate::report::nulls_line(&alone);
     assert!(
-        (width(&one) - width(&alone)).abs() < 1e-9,
-        "{} against {}",
-        width(&one),
-        width(&alone)
+        line.contains("run component: none estimated (no earlier run of these executables"),
+        "{line}"
     );
-    // Three earlier runs of these executables, ±1 % apart; and one of another lto+pgo.
+    let this = alone.raw.iter().find(|(b, _, _)| b == "lto+pgo").unwrap().1;
+    // Three earlier runs that agree with this one within their intervals: none carried.
     let mut history = History::default();
     history.add_runs(vec![
-        record("p", 1, 0.9f64.ln() - 0.01),
-        record("p", 2, 0.9f64.ln()),
-        record("p", 3, 0.9f64.ln() + 0.01),
-        record("another", 4, 0.5),
+        record("p", 1, this + 0.0005, true),
+        record("p", 2, this - 0.0005, true),
+        record("p", 3, this, true),
     ]);
-    let (pooled, _) = analyse(&history);
-    let run = pooled.run.expect("a run component");
-    assert_eq!(
-        run.nulls, 3,
-        "four runs of lto+pgo's executables: 3 degrees of freedom"
-    );
-    assert!(run.sd > 0.007 && run.sd < 0.012, "{run:?}");
+    let (agree, _) = analyse(&history);
+    let (_, t) = agree.runs.iter().find(|(b, _)| b == "lto+pgo").unwrap();
+    assert_eq!((t.runs, t.carried), (4, None), "{t:?}");
+    assert!((width(&agree, "lto+pgo") - width(&alone, "lto+pgo")).abs() < 1e-9);
+    // Three earlier runs ±1 % apart (their se 0.1 %), one of another lto+pgo executable and
+    // two that did not run from fresh copies: lto+pgo alone carries a component, from the
+    // four runs of its executables.
+    let mut history = History::default();
+    history.add_runs(vec![
+        record("p", 1, this - 0.01, true),
+        record("p", 2, this, true),
+        record("p", 3, this + 0.01, true),
+        record("another", 4, 0.5, true),
+        record("p", 5, this + 0.2, false),
+        record("p", 6, this - 0.2, false),
+    ]);
+    let (scattered, _) = analyse(&history);
+    let (_, t) = scattered.runs.iter().find(|(b, _)| b == "lto+pgo").unwrap();
+    let run = t.carried.expect("a run component");
+    assert_eq!((t.runs, run.df), (4, 3), "{t:?}");
+    assert!(run.sd > 0.006 && run.sd < 0.012, "{run:?}");
     assert!(
-        width(&pooled) > width(&alone) + 1.0,
+        width(&scattered, "lto+pgo") > width(&alone, "lto+pgo") + 1.0,
         "{} against {}",
-        width(&pooled),
-        width(&alone)
+        width(&scattered, "lto+pgo"),
+        width(&alone, "lto+pgo")
+    );
+    assert!((width(&scattered, "lto") - width(&alone, "lto")).abs() < 1e-9);
+    let line = crate::report::nulls_line(&scattered);
+    assert!(
+        line.contains(&format!(
+            "lto+pgo CARRIES sd {:.2} % (4 runs scatter beyond their intervals",
+            100.0 * run.sd
+        )) && line.contains("lto first run"),
+        "{line}"
     );
 }
 
@@ -427,86 +443,6 @@ fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
         .collect();
     assert!(verdicts.len() > 4 && verdicts.iter().all(|v| *v == Verdict::NotJudged));
     assert_eq!(Verdict::NotJudged.text(), "not judged (machine busy)");
-}
-
-/// The arm component rests on release's copies in other files: this run's and earlier
-/// shifted runs', not the A/A arm (release's own file) nor runs whose heaps were not
-/// shifted; every build's interval carries it, and this run's copy is recorded as shifted.
-#[test]
-fn the_arm_component_comes_from_copies_of_shifted_runs() {
-    use super::history::{History, NullRecord};
-    let sessions = crate::fixtures::sessions_with(30, 20, &[("release/copy", 1.01)]);
-    let cfg = measure_config();
-    assert!(cfg.shift_heap, "on by default");
-    let record = |arm: &str, seed: u64, log: f64, shifted: bool| NullRecord {
-        workload: "agent_send_latency".into(),
-        arm: arm.into(),
-        run_seed: seed,
-        log,
-        se: 0.001,
-        shifted,
-    };
-    let history = History {
-        nulls: vec![
-            record("release/copy", 1, -0.01, true),
-            record("release/copy", 2, 0.05, false),
-            record("release-aa", 3, 0.0, true),
-        ],
-        ..History::default()
-    };
-    let analyse = |history: &History| {
-        let pooled = super::sessions::Pooled {
-            run_seed: 9,
-            ..super::sessions::Pooled::none(history)
-        };
-        let w = analyze_lockstep(
-            &["agent_send_latency".into()],
-            &builds(),
-            &sessions,
-            &[],
-            &cfg,
-            &pooled,
-        )
-        .unwrap()
-        .remove(0);
-        let (nulls, _, _) = super::sessions::records(std::slice::from_ref(&w), &pooled, true);
-        (w, nulls)
-    };
-    let (w, nulls) = analyse(&history);
-    let arm = w.arm.expect("an arm component");
-    // This run's copy (about +1 %) and the earlier shifted one (−1 %): RMS about 1 %.
-    assert_eq!(arm.nulls, 2, "{arm:?}");
-    assert!(arm.sd > 0.007 && arm.sd < 0.011, "{arm:?}");
-    let (alone, _) = analyse(&History::default());
-    assert_eq!(alone.arm.unwrap().nulls, 1);
-    let width = |w: &super::WorkloadAnalysis, b: &str| {
-        let e = &w.rows.iter().find(|r| r.build == b).unwrap();
-        let e = &e.vs_release.as_ref().unwrap().median.estimate;
-        e.ci_high_pct - e.ci_low_pct
-    };
-    let raw = w.raw.iter().find(|(b, _, _)| b == "lto").unwrap().2;
-    assert!(
-        width(&w, "lto") > 2.0 * 1.96 * 100.0 * raw,
-        "lto's interval carries the component: {} against its sessions' se {raw}",
-        width(&w, "lto")
-    );
-    assert_eq!(
-        nulls.len(),
-        1,
-        "the copy recorded, not the A/A arm: {nulls:?}"
-    );
-    assert_eq!(
-        (nulls[0].arm.as_str(), nulls[0].shifted),
-        ("release/copy", true)
-    );
-    let line = crate::report::nulls_line(&w);
-    assert!(
-        line.contains(&format!(
-            "arm component sd {:.2} % from 2 copies of release",
-            100.0 * arm.sd
-        )),
-        "{line}"
-    );
 }
 
 /// lto and lto+pgo relinked too: a gain that holds in every layout is said so, one that

@@ -174,9 +174,18 @@ done"#,
         .unwrap();
         s.batches.iter().map(|b| b[0].median_ns).collect()
     };
-    let plain = "/bin/sh".len() as f64;
+    // Each arm runs from its copy (`measure.fresh_copies`), every copy's path of one length.
+    let copy = std::env::temp_dir()
+        .join("mty-copies")
+        .join(format!("{}-{:016x}", std::process::id(), 1))
+        .join("000")
+        .join("sh");
+    let plain = copy.as_os_str().len() as f64;
     cfg.shift_heap = false;
     assert_eq!(lengths(&cfg, 1), [plain, plain]);
+    cfg.fresh_copies = false;
+    assert_eq!(lengths(&cfg, 1), ["/bin/sh".len() as f64; 2]);
+    cfg.fresh_copies = true;
     cfg.shift_heap = true;
     let shifted: Vec<f64> = (1..=4).flat_map(|seed| lengths(&cfg, seed)).collect();
     assert!(
@@ -189,4 +198,69 @@ done"#,
         "drawn per arm and session: {shifted:?}"
     );
     assert_eq!(lengths(&cfg, 3), lengths(&cfg, 3), "a seed replays them");
+}
+
+/// `measure.fresh_copies`: every arm of every session runs from a file of its own holding
+/// its executable's bytes, in the copies folder (real sh arms answer with the inode of the
+/// file they run from, 0 if it is not there), and the session's copies are gone once it has
+/// closed, so the next session's are new files.
+#[test]
+fn each_arm_runs_from_a_fresh_copy_removed_after_its_session() {
+    let dir = std::env::temp_dir().join(format!("mty-fresh-copies-{}", std::process::id()));
+    let script = format!(
+        r#"case $(readlink /proc/$$/exe) in
+  {}/*) ino=$(stat -L -c %i /proc/$$/exe) ;;
+  *) ino=0 ;;
+esac
+{READY}
+while read w; do
+  if [ "$w" = q ]; then echo '{}'; exit 0; fi
+  echo "{{\"median_ns\":$ino,\"p95_ns\":1,\"p99_ns\":1,\"mean_ns\":1}}"
+done"#,
+        dir.display(),
+        crate::fixtures::LINE
+    );
+    let arm = |name: &str| Arm {
+        name: name.to_string(),
+        exe: "/bin/sh".into(),
+        args: vec!["-c".into(), script.clone()],
+    };
+    let arms = [arm("a"), arm("b")];
+    let mut cfg = crate::fixtures::measure_config();
+    cfg.lockstep.rounds = 1;
+    cfg.copies_dir = Some(dir.clone());
+    let inodes = |cfg: &Measure, seed: u64| -> Vec<u64> {
+        let s = session(
+            &Workload::new("w", vec![]),
+            0,
+            &arms,
+            cfg,
+            seed,
+            &ProgressBar::hidden(),
+        )
+        .unwrap();
+        s.batches.iter().map(|b| b[0].median_ns as u64).collect()
+    };
+    use std::os::unix::fs::MetadataExt;
+    let original = std::fs::metadata("/bin/sh").unwrap().ino();
+    for seed in 1..=3 {
+        let seen = inodes(&cfg, seed);
+        assert!(
+            seen[0] != seen[1] && !seen.contains(&0) && !seen.contains(&original),
+            "a file of its own per arm, in the copies folder: {seen:?}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(left.is_empty(), "the session's copies removed: {left:?}");
+    }
+    // A killed run's copies (a process that no longer exists) are swept; a live one's stay.
+    let dead = dir.join("999999999-0000000000000001");
+    let live = dir.join(format!("{}-0000000000000002", std::process::id()));
+    for d in [&dead, &live] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    sweep_copies(&cfg);
+    assert!(!dead.exists() && live.exists());
+    cfg.fresh_copies = false;
+    assert_eq!(inodes(&cfg, 1), [0; 2], "outside the copies folder");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -35,7 +35,7 @@ fn group(name: &str, spread: &str) -> Group {
         workload: Workload::new(name, vec![]),
         arms: vec![sh_arm("base", "1000"), sh_arm("cand", spread)],
         pairs: vec![("cand".into(), "base".into())],
-        prior_nulls: Vec::new(),
+        run_components: Vec::new(),
     }
 }
 
@@ -138,7 +138,7 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
         pairs: ["lto+pgo+bolt", "lto", BASELINE_AGAIN, "oracle"]
             .map(|c| (c.to_string(), "release".to_string()))
             .to_vec(),
-        prior_nulls: Vec::new(),
+        run_components: Vec::new(),
     };
     let (sessions, stopped) = run_groups(std::slice::from_ref(&g), &cfg).unwrap();
     let s = &stopped[0];
@@ -256,7 +256,7 @@ fn a_whole_process_comparison_pools_its_turns_only_without_a_session_component()
         workload,
         arms: vec![sh_arm("release", "1"), sh_arm("lto", "1")],
         pairs: vec![("lto".into(), "release".into())],
-        prior_nulls: Vec::new(),
+        run_components: Vec::new(),
     };
     let mut rng = crate::stats::SplitMix64::new(7);
     // 20 turns a session, each run ±2 % on its own; `between`: each session's own shift.

@@ -497,10 +497,7 @@ mod tests {
         // (a capture of 80 %), each executable off by its own effect in each run (sd 1 %
         // between two executables: the arm and run components), 16 sessions of 12 rounds.
         let sigma = 0.01;
-        let component = components::Component {
-            sd: sigma,
-            df: 40,
-        };
+        let component = components::Component { sd: sigma, df: 40 };
         let mut rng = SplitMix64::new(7);
         let (mut with, mut without) = (0, 0);
         let runs = 300;

@@ -228,11 +228,7 @@ fn simulate(sim: &Sim, rng: &mut SplitMix64) -> Vec<(bool, usize, bool, bool)> {
         })
         .collect();
     let column = |rows: &[Vec<f64>], c: usize| rows.iter().map(|r| r[c]).collect::<Vec<f64>>();
-    let shifts: Vec<f64> = (0..k)
-        .map(|c| {
-            sim.run_sd[c] * rng.normal()
-        })
-        .collect();
+    let shifts: Vec<f64> = (0..k).map(|c| sim.run_sd[c] * rng.normal()).collect();
     // Earlier runs of each build: the truth, a run effect of their own, and their sessions'
     // noise at this run's standard error (as planned for the same target).
     let se_of = |(_, half, df): (f64, f64, usize)| half / t_two_sided(df, ALPHA_PLANNED);
