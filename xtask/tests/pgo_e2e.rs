@@ -197,11 +197,11 @@ fn the_whole_pipeline_on_the_quick_config() {
         4 * 2,
         "4 sessions of each of quick.toml's 2 workloads"
     );
-    // Every workload: the builds, the A/A arm and release's copy in another file; quick.toml's
-    // `layout.workloads`: release's two layout variants too. A session's arms come in the
-    // order they were spawned, drawn per session.
+    // Every workload: the builds and the A/A arm (each from a fresh copy of its file);
+    // quick.toml's `layout.workloads`: release's two layout variants too. A session's arms
+    // come in the order they were spawned, drawn per session.
     let mut arms = measured_builds();
-    arms.extend(["release-aa", "release/copy"]);
+    arms.extend(["release-aa"]);
     arms.sort();
     let mut with_layout = arms.clone();
     with_layout.extend(["release/L1", "release/L2"]);
@@ -280,8 +280,8 @@ fn the_whole_pipeline_on_the_quick_config() {
     assert_eq!(recorded, measured_builds(), "report.json names each build");
     assert!(
         stdout.contains("APPLIED")
-            && stdout.contains("null arms: release-aa ")
-            && stdout.contains("release/copy ")
+            && stdout.contains("null arm: release-aa ")
+            && stdout.contains("(every arm from a fresh copy of its file each session)")
             && stdout.contains("4 sessions × 20 rounds (lockstep)"),
         "{stdout}"
     );
@@ -537,20 +537,21 @@ fn ab_measures_two_executables_in_the_same_sessions() {
             "{w}"
         );
         assert!(w["sessions"].as_u64().unwrap() > 0, "{w}");
-        // NEW is another file: its interval carries the arm component, from OLD's copy.
-        assert!(
-            e["arm"]["nulls"].as_u64().unwrap_or(0) >= 1,
-            "no arm component: {w}"
-        );
+        // No earlier run to carry a component from: the sessions' own interval.
+        assert!(e["arm"].is_null(), "{w}");
+        assert!(stdout.contains("per message (median)"), "{stdout}");
     }
-    assert!(
-        ab["sessions"][0]["arms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a == "release/copy"),
-        "OLD's copy among the arms: {}",
-        ab["sessions"][0]["arms"]
+    let mut arms: Vec<&str> = ab["sessions"][0]["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    arms.sort();
+    assert_eq!(
+        arms,
+        ["new", "release", "release-aa"],
+        "OLD twice, NEW once"
     );
     let missing = run.tmp.join("no-such-mty-bench");
     let out = xtask(

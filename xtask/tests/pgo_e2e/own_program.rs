@@ -284,7 +284,7 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
         "a whole-process batch has no tail:\n{stdout}"
     );
     assert!(
-        stdout.contains("null arms: release-aa ")
+        stdout.contains("null arm: release-aa ")
             && stdout.contains("(whole-process: one run a turn)"),
         "{stdout}"
     );
