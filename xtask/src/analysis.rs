@@ -243,6 +243,10 @@ pub struct WorkloadAnalysis {
     /// (`measure.fresh_copies`).
     #[serde(default)]
     pub fresh_copies: bool,
+    /// The comparisons whose sessions fell into two speeds (`stats::components::two_speeds`):
+    /// reported with their modes and shares, since the interval pools them.
+    #[serde(default)]
+    pub speeds: Vec<(String, stats::components::Speeds)>,
     /// Each build's estimate against release from the sessions alone: ln ratio and its
     /// standard error (what the next run's run component is estimated from).
     #[serde(default)]
@@ -343,6 +347,23 @@ impl WorkloadAnalysis {
             .iter()
             .find(|(b, _)| b == build)
             .and_then(|(_, t)| t.carried)
+    }
+
+    /// One line per comparison whose sessions fell into two speeds.
+    pub fn speeds_lines(&self) -> Vec<String> {
+        let pct = |x: f64| 100.0 * x.exp_m1();
+        self.speeds
+            .iter()
+            .map(|(arm, s)| {
+                format!(
+                    "{arm}'s sessions fall into two speeds: {:.0} % of them at {:+.1} % against release, {:.0} % at {:+.1} % (its interval pools both; how the shares fall can move from run to run)",
+                    100.0 * s.low_share,
+                    pct(s.low),
+                    100.0 * (1.0 - s.low_share),
+                    pct(s.high)
+                )
+            })
+            .collect()
     }
 
     /// The capture in words, or `None` without an oracle.

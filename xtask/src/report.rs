@@ -331,6 +331,9 @@ pub fn render_table(report: &Report) -> String {
                 );
             }
         }
+        for line in w.speeds_lines() {
+            let _ = writeln!(out, "  {line}");
+        }
         if let Some(line) = w.capture_line() {
             let _ = writeln!(out, "  {line}");
         }

@@ -353,6 +353,20 @@ fn analyze_sessions(
             ))
         })
         .collect();
+    // Two speeds, where a comparison's sessions fall into them: said, not pooled silently.
+    let mut speeds = Vec::new();
+    for b in builds.iter().chain([&BASELINE_AGAIN.to_string()]) {
+        if b == BASELINE || !arms.contains(b) {
+            continue;
+        }
+        let values: Vec<f64> = round_ratios(sessions, b, BATCH_METRICS[0])?
+            .iter()
+            .filter_map(|r| median(r))
+            .collect();
+        if let Some(s) = components::two_speeds(&values) {
+            speeds.push((b.clone(), s));
+        }
+    }
     let extra = |build: &str| -> Option<Component> {
         runs.iter()
             .find(|(b, _)| b == build)
@@ -421,6 +435,7 @@ fn analyze_sessions(
         nulls,
         runs,
         fresh_copies: cfg.fresh_copies,
+        speeds,
         raw,
         components,
         machine,

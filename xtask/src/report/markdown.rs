@@ -212,6 +212,9 @@ fn numbers(md: &mut String, report: &Report) {
             );
         }
         md.push('\n');
+        for line in w.speeds_lines() {
+            let _ = writeln!(md, "Two speeds: {line}.\n");
+        }
         if let Some(line) = w.capture_line() {
             let _ = writeln!(
                 md,

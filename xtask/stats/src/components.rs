@@ -156,6 +156,97 @@ pub fn widened(half: f64, df: f64, extra: &Component, alpha: f64) -> f64 {
     t_two_sided(nu.floor().max(1.0) as usize, alpha) * (vs + va).sqrt()
 }
 
+/// A comparison whose sessions fall into two speeds: each mode's centre (log space) and the
+/// share of sessions in the first (the faster, lower one).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Speeds {
+    pub low: f64,
+    pub high: f64,
+    pub low_share: f64,
+    /// Ashman's D of the two modes: √2·|μ₁ − μ₂| / √(σ₁² + σ₂²), above 2 for a clean split.
+    pub separation: f64,
+}
+
+/// Whether session values fall into two speeds: a mixture of two normals (fitted by EM) is
+/// preferred to one by BIC by more than 10, its modes are apart by Ashman's D > 2, and each
+/// holds at least 10 % of at least 24 sessions. A heavy tail or a few outlying sessions are
+/// not two speeds: a wide second component centred with the first has a small D.
+pub fn two_speeds(values: &[f64]) -> Option<Speeds> {
+    let n = values.len();
+    if n < 24 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+    if var <= 0.0 {
+        return None;
+    }
+    let floor = 1e-4 * var;
+    let ln_normal = |x: f64, m: f64, v: f64| {
+        -0.5 * ((2.0 * std::f64::consts::PI * v).ln() + (x - m).powi(2) / v)
+    };
+    let one: f64 = values.iter().map(|&x| ln_normal(x, mean, var)).sum();
+    // Started from the split at the median, as two halves.
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let (lo, hi) = sorted.split_at(n / 2);
+    let moments = |h: &[f64]| {
+        let m = h.iter().sum::<f64>() / h.len() as f64;
+        let v = h.iter().map(|x| (x - m).powi(2)).sum::<f64>() / h.len() as f64;
+        (m, v.max(floor))
+    };
+    let ((mut m1, mut v1), (mut m2, mut v2)) = (moments(lo), moments(hi));
+    let mut p: f64 = 0.5;
+    let mut two = f64::NEG_INFINITY;
+    for _ in 0..500 {
+        let (mut w1, mut s1, mut q1, mut s2, mut q2, mut ll) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        for &x in values {
+            let (a, b) = (
+                p.ln() + ln_normal(x, m1, v1),
+                (1.0 - p).ln() + ln_normal(x, m2, v2),
+            );
+            let top = a.max(b);
+            let total = top + ((a - top).exp() + (b - top).exp()).ln();
+            ll += total;
+            let r = (a - total).exp();
+            w1 += r;
+            s1 += r * x;
+            q1 += r * x * x;
+            s2 += (1.0 - r) * x;
+            q2 += (1.0 - r) * x * x;
+        }
+        let w2 = n as f64 - w1;
+        if w1 < 1.0 || w2 < 1.0 {
+            return None;
+        }
+        (m1, m2) = (s1 / w1, s2 / w2);
+        v1 = (q1 / w1 - m1 * m1).max(floor);
+        v2 = (q2 / w2 - m2 * m2).max(floor);
+        p = w1 / n as f64;
+        let done = (ll - two).abs() < 1e-9 * ll.abs().max(1.0);
+        two = ll;
+        if done {
+            break;
+        }
+    }
+    let bic = |ll: f64, k: f64| -2.0 * ll + k * (n as f64).ln();
+    let separation = std::f64::consts::SQRT_2 * (m1 - m2).abs() / (v1 + v2).sqrt();
+    let (low, high, low_share) = if m1 <= m2 {
+        (m1, m2, p)
+    } else {
+        (m2, m1, 1.0 - p)
+    };
+    (bic(two, 5.0) < bic(one, 2.0) - 10.0
+        && separation > 2.0
+        && low_share.min(1.0 - low_share) >= 0.1)
+        .then_some(Speeds {
+            low,
+            high,
+            low_share,
+            separation,
+        })
+}
+
 /// The within-session (rounds) and between-session components of per-round values
 /// `sessions[s][r]`: the nested one-way ANOVA's method of moments, sd in log space.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -374,5 +465,34 @@ mod tests {
         // ±1 % of sessions and a run sd of 0.5 % from 13 degrees of freedom.
         let w = widened(0.01, 20.0, &Component { sd: 0.005, df: 13 }, 0.05);
         assert!(w > 0.014 && w < 0.016, "{w}");
+    }
+
+    /// Two speeds are found where sessions fall into two, with their centres and shares; one
+    /// speed, a heavy tail or too few sessions are not two.
+    #[test]
+    fn two_speeds_are_told_from_one_and_from_a_heavy_tail() {
+        let mut rng = SplitMix64::new(3);
+        let split: Vec<f64> = (0..400)
+            .map(|i| {
+                let centre = if i % 5 < 3 { -0.06 } else { 0.03 };
+                centre + 0.015 * rng.normal()
+            })
+            .collect();
+        let s = two_speeds(&split).expect("two speeds");
+        assert!(
+            (s.low + 0.06).abs() < 0.005 && (s.high - 0.03).abs() < 0.005,
+            "{s:?}"
+        );
+        assert!(
+            (s.low_share - 0.6).abs() < 0.06 && s.separation > 4.0,
+            "{s:?}"
+        );
+        let one: Vec<f64> = (0..400).map(|_| 0.02 * rng.normal()).collect();
+        assert_eq!(two_speeds(&one), None);
+        let tail: Vec<f64> = (0..400)
+            .map(|i| if i % 10 == 0 { 0.08 } else { 0.01 } * rng.normal())
+            .collect();
+        assert_eq!(two_speeds(&tail), None, "a heavy tail is one speed");
+        assert_eq!(two_speeds(&split[..20]), None, "too few sessions");
     }
 }

@@ -393,7 +393,8 @@ fn disturb_a_lockstep_arm(edits: &[(&str, &str)], provoke: impl FnOnce(u32)) -> 
         text
     });
     let xtask_pid = child.id();
-    let needles = [lto_pgo.as_str(), "--lockstep"];
+    let needles = ["mty-bench", "--lockstep"];
+    let lto_pgo_bytes = std::fs::read(&lto_pgo).unwrap();
     // The pid is taken from the scan that found it, once the arm is the executable itself: a
     // pinned arm starts as `taskset … <exe>`, and while taskset execs the executable its
     // /proc cmdline reads empty for a moment (CI once caught that window between two scans).
@@ -406,14 +407,13 @@ fn disturb_a_lockstep_arm(edits: &[(&str, &str)], provoke: impl FnOnce(u32)) -> 
             arm = descendants_with(xtask_pid, &needles)
                 .into_iter()
                 .find(|pid| {
-                    // Its path is shifted by leading slashes (`measure.shift_heap`).
-                    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                        let path = c.iter().position(|&b| b != b'/').unwrap_or(0);
-                        c[path..].starts_with(lto_pgo.trim_start_matches('/').as_bytes())
-                    }) && std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
-                        s.lines()
-                            .any(|l| l == format!("Cpus_allowed_list:\t{last}"))
-                    })
+                    // It runs from a fresh copy of lto+pgo's executable (`measure.fresh_copies`):
+                    // the file it runs has lto+pgo's bytes.
+                    std::fs::read(format!("/proc/{pid}/exe")).is_ok_and(|b| b == lto_pgo_bytes)
+                        && std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+                            s.lines()
+                                .any(|l| l == format!("Cpus_allowed_list:\t{last}"))
+                        })
                 });
             arm.is_some()
         }),

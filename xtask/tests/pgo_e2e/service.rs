@@ -277,6 +277,8 @@ fn config(name: &str, edits: &[(&str, &str)]) -> PathBuf {
 /// none of `not` (another test's).
 fn servers(target: &str, flags: &[&str], not: &[&str]) -> Vec<u32> {
     let needle = format!("service-program/target/{target}/");
+    // A measured server runs from a fresh copy of its build (`measure.fresh_copies`).
+    let copy = "service-program/pgo-data/";
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -286,7 +288,7 @@ fn servers(target: &str, flags: &[&str], not: &[&str]) -> Vec<u32> {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(&needle)
+        if (cmdline.contains(&needle) || (cmdline.contains(copy) && cmdline.contains("/copies/")))
             && cmdline.contains("tinysrv --listen")
             && flags.iter().all(|f| cmdline.contains(f))
             && !not.iter().any(|f| cmdline.contains(f))
