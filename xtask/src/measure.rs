@@ -13,7 +13,7 @@ use crate::stats::{SplitMix64, sequential};
 
 mod arms;
 mod stops;
-pub use arms::{BASELINE, BASELINE_AGAIN, MeasuredArm, arms, layout_arm, layout_arms_of};
+pub use arms::{AB_NEW, BASELINE, BASELINE_AGAIN, MeasuredArm, arms, layout_arm, layout_arms_of};
 pub use stops::{ComparisonStop, Role, StopReason, Stopping, Unit, spend};
 
 /// One workload's sessions: its settings, its arms (each with its whole command line), and
@@ -148,10 +148,10 @@ impl Watch {
         }
         self.pilot_values = self.vals.len().min(pilot * self.per as usize);
         let pilot_vals = &self.vals[..self.pilot_values];
-        if self.role == Role::Headline && self.target_pct > 0.0 && !pilot_vals.is_empty() {
+        if self.role == Role::Measured && self.target_pct > 0.0 && !pilot_vals.is_empty() {
             let estimate = sequential::trimmed(pilot_vals).0;
             let pct = 100.0 * estimate.exp_m1().abs();
-            self.target_pct = self.target_pct.max(stops::HEADLINE_SHARE * pct);
+            self.target_pct = self.target_pct.max(stops::MEASURED_SHARE * pct);
         }
         self.needed = plan(pilot_vals, self.target_pct);
     }

@@ -7,6 +7,8 @@ use crate::build::{Build, Built};
 /// The baseline build's name, and the name of its second run in each block (A/A).
 pub const BASELINE: &str = Build::BASELINE.name();
 pub const BASELINE_AGAIN: &str = "release-aa";
+/// `cargo xtask ab`'s NEW arm (OLD runs as the baseline).
+pub const AB_NEW: &str = "new";
 
 /// The arm of a build's k-th layout variant (`release/L1`).
 pub fn layout_arm(build: &str, k: u32) -> String {

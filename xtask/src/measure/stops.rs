@@ -4,15 +4,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::arms::{BASELINE, BASELINE_AGAIN};
+use super::arms::{AB_NEW, BASELINE, BASELINE_AGAIN};
 use crate::build::Build;
 use crate::config::{Measure, Workload};
 use crate::lockstep::Timing;
 use crate::stats::sequential;
 
-/// The headline's half-width as a share of its estimate, where wider than the target: 23 % ± 1.2
-/// says as much as ± 1.0, and a comparison of 60 % need not run to ± 1.
-pub const HEADLINE_SHARE: f64 = 0.05;
+/// A measured comparison's half-width as a share of its estimate, where wider than the
+/// target: 23 % ± 1.2 says as much as ± 1.0, and a comparison of 60 % need not run to ± 1.
+pub const MEASURED_SHARE: f64 = 0.05;
 
 /// What a watched comparison is for: its target, and whether it may stop settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,10 +21,11 @@ pub enum Role {
     /// A build (another commit's, an injected cost, a workload against another) that gets a
     /// verdict: `measure.target_half_width_pct`, and it may stop settled.
     Verdict,
-    /// The number users quote: lto+pgo against release, and `--against`'s builds against
-    /// their parents. A measurement, not only a sign: never settled, it runs to Stein's count
-    /// for max(the target, [`HEADLINE_SHARE`] of its pilot's estimate).
-    Headline,
+    /// The numbers users quote: lto and lto+pgo against release, `--against`'s builds
+    /// against their parents, `ab`'s NEW against OLD. A measurement, not only a sign: never
+    /// settled, it runs to Stein's count for max(the target, [`MEASURED_SHARE`] of its
+    /// pilot's estimate).
+    Measured,
     /// A null arm (release again, its copy): the target; its value is the point, so never
     /// settled.
     Null,
@@ -42,11 +43,11 @@ impl Role {
         let layout = cand
             .rsplit_once("/L")
             .is_some_and(|(_, k)| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
-        let pgo = Build::LtoPgo.name();
+        let judged = [Build::Lto.name(), Build::LtoPgo.name(), AB_NEW];
         if cand == BASELINE_AGAIN {
             Role::Null
-        } else if (cand == pgo && base == BASELINE) || base.contains(':') {
-            Role::Headline
+        } else if (judged.contains(&cand) && base == BASELINE) || base.contains(':') {
+            Role::Measured
         } else if layout {
             Role::Layout
         } else if cand == Build::Oracle.name() {
@@ -65,7 +66,7 @@ impl Role {
             return 0.0;
         }
         match self {
-            Role::Verdict | Role::Null | Role::Headline => target,
+            Role::Verdict | Role::Null | Role::Measured => target,
             Role::Layout => target.max(cfg.layout_half_width_pct),
             Role::Oracle => target.max(cfg.oracle_half_width_pct),
         }

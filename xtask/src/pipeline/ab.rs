@@ -17,8 +17,8 @@ use crate::fsx;
 use crate::lockstep::Session;
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
 
-/// NEW's arm.
-const NEW: &str = "new";
+/// NEW's arm (a comparison measured to its target, never settled early).
+const NEW: &str = measure::AB_NEW;
 
 #[derive(Debug, Serialize)]
 struct Ab {

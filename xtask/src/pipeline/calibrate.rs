@@ -47,8 +47,8 @@ pub struct CalibrationRow {
     pub inject_ns: u64,
     /// The size as measured: `inject_ns` over release's batch median, round by round.
     pub injected_pct: f64,
-    /// The injected arm against release, its interval carrying the arm component, judged
-    /// against `calibrate.min_effect_pct`.
+    /// The injected arm against release (its sessions' interval), judged against
+    /// `calibrate.min_effect_pct`.
     pub detected: Judged,
     /// The A/A arm against release in the same sessions (its interval should hold 0).
     pub aa: Estimate,

@@ -547,8 +547,9 @@ fn protocol(md: &mut String, m: &crate::config::Measure, seed: u64) {
     let l = &m.lockstep;
     let _ = writeln!(
         md,
-        "- Protocol: **lockstep**. Per workload sessions of new processes: release, the null arms (release again: the A/A arm; \
-         release's bytes in another file: `release/copy`) and each other build live for the whole session, {}, started and warmed \
+        "- Protocol: **lockstep**. Per workload sessions of new processes: release, the null arm (release again: the A/A arm) \
+         and each other build, each from a fresh copy of its file where `measure.fresh_copies` is on, live for the whole \
+         session, {}, started and warmed \
          up on another core while the session before takes its turns, moved onto their core, then {} rounds in which each arm \
          in a random order runs one batch of {} messages while the others wait; the spawn order, the order of the moves and \
          every turn order are drawn per session from the run's seed ({seed}; `--seed {seed}` replays them), and so is each \
@@ -556,9 +557,10 @@ fn protocol(md: &mut String, m: &crate::config::Measure, seed: u64) {
          median over rounds of ln(arm batch / release batch of the same round) (robust to the machine's speed flips); the \
          estimate is the 20 % trimmed mean over sessions. Sessions stop by Stein's two-stage rule: a pilot of {} sessions, then \
          as many as its spread asks for a 95 % interval of ±{} % (a workload's own target where it has one) on every median \
-         comparison (at most {} sessions, {} s a workload). Every build's interval also carries the arm component (what stays \
-         with an arm for a run: its file), estimated from release's copy in another file, this run's and earlier ones' \
-         (ARCHITECTURE.md, \"The statistical model\"); the null arms themselves are diagnostics whose intervals should hold 0. \
+         comparison (at most {} sessions, {} s a workload); lto and lto+pgo run to theirs (or 5 % of their estimate), never \
+         stopping early. A build's interval also carries a run component where earlier runs of the same executables \
+         scattered beyond their intervals (ARCHITECTURE.md, \"The statistical model\"); the null arm is a diagnostic whose \
+         interval should hold 0. \
          Verdicts only beyond max({} %, and for a build laid out differently from release the layout floor where measured: \
          release relinked in random function orders, this run's and earlier runs' of the same executable, the farther bound \
          of the 95 % prediction interval of another layout's shift; from fewer than {} layouts, no more than the farthest \

@@ -69,7 +69,7 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
     for (workload, c) in stops {
         let role = match c.role {
             crate::measure::Role::Verdict => "verdict",
-            crate::measure::Role::Headline => "verdict, measured to its target",
+            crate::measure::Role::Measured => "verdict, measured to its target",
             crate::measure::Role::Null => "null",
             crate::measure::Role::Layout => "layout floor",
             crate::measure::Role::Oracle => "capture",

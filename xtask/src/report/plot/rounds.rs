@@ -38,7 +38,7 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
         .iter()
         .copied()
         .max_by(|a, b| swing(a).total_cmp(&swing(b)))?;
-    // The builds only: layout variants (`release/L1`, `release/copy`) would crowd the legends.
+    // The builds only: layout variants (`release/L1`, …) would crowd the legends.
     let arms: Vec<&str> = first
         .arms
         .iter()
