@@ -219,7 +219,8 @@ pub struct Lockstep {
     /// A workload's sessions stop once they have taken this many seconds in all (the pilot
     /// always runs whole): the interval is then wider than the target, and says so.
     pub max_secs: f64,
-    /// Rounds per session; each round runs every arm's batch once.
+    /// Rounds per session; each round runs every arm's batch once. Few: a session's spread is
+    /// its processes', and each turn costs its answer's round trip besides its batch.
     pub rounds: u32,
     /// Messages (iterations) per batch of an in-process workload (about 1 ms of work); a
     /// whole-process workload runs its command once a turn unless it sets its own.
@@ -236,7 +237,7 @@ impl Default for Lockstep {
             sessions: 400,
             min_sessions: 12,
             max_secs: 60.0,
-            rounds: 12,
+            rounds: 6,
             batch_messages: 6000,
             share_core: true,
         }
