@@ -256,6 +256,12 @@ pub(crate) fn runs_text(runs: &[(String, stats::components::RunTest)]) -> String
                 c.df,
                 if c.df == 1 { "" } else { "s" }
             ),
+            None if t.seen() => format!(
+                "{build} scatters beyond its intervals ({} runs, p {:.2}): not carried until {} runs (few runs give Student's t of 4 to 13)",
+                t.runs,
+                t.p,
+                stats::components::MIN_RUN_DF + 1
+            ),
             None => format!("{build} none ({} runs, p {:.2})", t.runs, t.p),
         })
         .collect();

@@ -332,6 +332,20 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
     let (_, t) = agree.runs.iter().find(|(b, _)| b == "lto+pgo").unwrap();
     assert_eq!((t.runs, t.carried), (4, None), "{t:?}");
     assert!((width(&agree, "lto+pgo") - width(&alone, "lto+pgo")).abs() < 1e-9);
+    // One earlier run 2 % off: seen, not carried on one degree of freedom, and said so.
+    let mut history = History::default();
+    history.add_runs(vec![record("p", 1, this + 0.02, true)]);
+    let (two, _) = analyse(&history);
+    let (_, t) = two.runs.iter().find(|(b, _)| b == "lto+pgo").unwrap();
+    assert!(t.seen() && t.carried.is_none(), "{t:?}");
+    assert!((width(&two, "lto+pgo") - width(&alone, "lto+pgo")).abs() < 1e-9);
+    let line = crate::report::nulls_line(&two);
+    assert!(
+        line.contains(
+            "lto+pgo scatters beyond its intervals (2 runs, p 0.00): not carried until 4 runs"
+        ),
+        "{line}"
+    );
     // Three earlier runs ±1 % apart (their se 0.1 %), one of another lto+pgo executable and
     // two that did not run from fresh copies: lto+pgo alone carries a component, from the
     // four runs of its executables.

@@ -41,6 +41,11 @@ pub struct Component {
 /// intervals with p below this (Bancroft's level for a preliminary test before pooling).
 pub const RUN_TEST_LEVEL: f64 = 0.25;
 
+/// The degrees of freedom from which a component seen is carried (four runs of the same
+/// executables): on one or two, Student's t is 12.7 or 4.3, and an interval of ±40 % says
+/// nothing a user can act on. Seen on fewer, it is reported, not carried.
+pub const MIN_RUN_DF: usize = 3;
+
 /// What runs of one build's executables say of a run component.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunTest {
@@ -52,7 +57,8 @@ pub struct RunTest {
     pub df: usize,
     /// P(χ²(df) ≥ Q) without a run component (Wilson–Hilferty).
     pub p: f64,
-    /// The component carried, where p < [`RUN_TEST_LEVEL`].
+    /// The component carried, where p < [`RUN_TEST_LEVEL`] on at least [`MIN_RUN_DF`]
+    /// degrees of freedom.
     pub carried: Option<Component>,
 }
 
@@ -77,7 +83,7 @@ pub fn run_test(groups: &[Vec<(f64, f64)>]) -> Option<RunTest> {
         return None;
     }
     let p = chi_square_upper(q, df as f64);
-    let carried = (p < RUN_TEST_LEVEL).then(|| Component {
+    let carried = (p < RUN_TEST_LEVEL && df >= MIN_RUN_DF).then(|| Component {
         sd: ((q - df as f64) / c).max(0.0).sqrt(),
         df,
     });
@@ -116,6 +122,13 @@ fn erfc(x: f64) -> f64 {
                                         + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
             .exp();
     if x >= 0.0 { r } else { 2.0 - r }
+}
+
+impl RunTest {
+    /// Whether the runs scattered beyond their intervals (carried or not yet).
+    pub fn seen(&self) -> bool {
+        self.p < RUN_TEST_LEVEL
+    }
 }
 
 impl Component {
@@ -441,7 +454,9 @@ mod tests {
         let mean_sd = sd_sum / found as f64;
         assert!((mean_sd - 0.007).abs() < 0.0015, "τ̂ {mean_sd}");
         assert!(run_test(&[vec![(0.1, 0.01)]]).is_none());
-        // Two pairs of executables pool their degrees of freedom.
+        // Two runs far apart: seen, not carried on one degree of freedom.
+        let two = run_test(&[vec![(0.10, 0.002), (0.14, 0.002)]]).unwrap();
+        assert!(two.seen() && two.carried.is_none(), "{two:?}");
         let two = run_test(&[draw(0.0, 3, &mut rng), draw(0.0, 2, &mut rng)]).unwrap();
         assert_eq!((two.runs, two.df), (5, 3));
         // Wilson–Hilferty against tabulated χ² quantiles.
