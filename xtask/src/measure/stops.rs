@@ -38,7 +38,8 @@ pub enum Role {
 
 impl Role {
     /// The role of the comparison of arm `cand` against `base`, from their names
-    /// (`--against`'s arms are `<commit>:<build>`).
+    /// (`--against`'s arms are `<commit>:<build>`, compared with this tree's `<build>`; a
+    /// `versus` pair's are both `<build>:<workload>`).
     pub fn of(cand: &str, base: &str) -> Role {
         let layout = cand
             .rsplit_once("/L")
@@ -46,7 +47,9 @@ impl Role {
         let judged = [Build::Lto.name(), Build::LtoPgo.name(), AB_NEW];
         if cand == BASELINE_AGAIN {
             Role::Null
-        } else if (judged.contains(&cand) && base == BASELINE) || base.contains(':') {
+        } else if (judged.contains(&cand) && base == BASELINE)
+            || (base.contains(':') && !cand.contains(':'))
+        {
             Role::Measured
         } else if layout {
             Role::Layout

@@ -58,7 +58,8 @@ pub struct RunTest {
     /// P(χ²(df) ≥ Q) without a run component (Wilson–Hilferty).
     pub p: f64,
     /// The component carried, where p < [`RUN_TEST_LEVEL`] on at least [`MIN_RUN_DF`]
-    /// degrees of freedom.
+    /// degrees of freedom (its own degrees of freedom: those of τ̂², fewer than the runs'
+    /// where the runs' own noise is a large part of their scatter).
     pub carried: Option<Component>,
 }
 
@@ -83,9 +84,21 @@ pub fn run_test(groups: &[Vec<(f64, f64)>]) -> Option<RunTest> {
         return None;
     }
     let p = chi_square_upper(q, df as f64);
+    // τ̂² is the runs' scatter less their own noise, so its variance is about
+    // 2(τ² + se²)²/df, not 2τ⁴/df: the degrees of freedom Welch–Satterthwaite may use shrink by
+    // (τ̂² / (τ̂² + se²))² (a component no larger than the runs' own noise rests on little).
+    let tau2 = ((q - df as f64) / c).max(0.0);
+    let se2 = groups
+        .iter()
+        .filter(|g| g.len() >= 2)
+        .flatten()
+        .map(|x| x.1 * x.1)
+        .sum::<f64>()
+        / runs as f64;
+    let effective = (df as f64 * (tau2 / (tau2 + se2)).powi(2)).round().max(1.0) as usize;
     let carried = (p < RUN_TEST_LEVEL && df >= MIN_RUN_DF).then(|| Component {
-        sd: ((q - df as f64) / c).max(0.0).sqrt(),
-        df,
+        sd: tau2.sqrt(),
+        df: effective,
     });
     Some(RunTest {
         runs,
