@@ -231,15 +231,28 @@ pub(crate) fn nulls_line(w: &WorkloadAnalysis) -> String {
     } else {
         "each arm from its own file (`measure.fresh_copies = false`): what stays with a file is in no interval"
     };
-    format!(
-        "null arm: {} ({files}); {}",
-        parts.join(", "),
-        runs_text(&w.runs)
-    )
+    format!("null arm: {} ({files}); {}", parts.join(", "), runs_text(w))
 }
 
-/// What runs of the same executables say, per build, in a few words.
-pub(crate) fn runs_text(runs: &[(String, stats::components::RunTest)]) -> String {
+/// What runs of the same executables say, per build, in a few words; for a build that carries
+/// a component, what it added to the median's interval.
+pub(crate) fn runs_text(w: &WorkloadAnalysis) -> String {
+    let runs = &w.runs;
+    // A build's median interval as judged, and its sessions' alone (from their standard
+    // error, at the interval's own error and degrees of freedom), half-widths in %.
+    let halves = |build: &str| -> Option<(f64, f64)> {
+        let e = &w
+            .rows
+            .iter()
+            .find(|r| r.build == build)?
+            .vs_release
+            .as_ref()?
+            .median
+            .estimate;
+        let se = w.raw.iter().find(|(b, _, _)| b == build)?.2;
+        let alone = 100.0 * stats::sequential::t_two_sided(e.df?.max(1), e.alpha()) * se;
+        Some(((e.ci_high_pct - e.ci_low_pct) / 2.0, alone))
+    };
     if runs.is_empty() || runs.iter().all(|(_, t)| t.runs <= 1) {
         return "run component: none estimated (no earlier run of these executables: intervals are this run's sessions alone)".to_string();
     }
@@ -249,12 +262,17 @@ pub(crate) fn runs_text(runs: &[(String, stats::components::RunTest)]) -> String
         .map(|(build, t)| match t.carried {
             _ if t.runs <= 1 => format!("{build} first run"),
             Some(c) => format!(
-                "{build} CARRIES sd {:.2} % ({} runs scatter beyond their intervals: p {:.2}; {} degree{} of freedom)",
+                "{build} CARRIES sd {:.2} % ({} runs scatter beyond their intervals: p {:.2}; {} degree{} of freedom){}",
                 100.0 * c.sd,
                 t.runs,
                 t.p,
                 c.df,
-                if c.df == 1 { "" } else { "s" }
+                if c.df == 1 { "" } else { "s" },
+                halves(build)
+                    .map(|(judged, alone)| format!(
+                        ": its interval ±{judged:.2} % where its sessions alone give ±{alone:.2} %"
+                    ))
+                    .unwrap_or_default()
             ),
             None if t.seen() => format!(
                 "{build} scatters beyond its intervals ({} runs, p {:.2}): not carried until {} runs (few runs give Student's t of 4 to 13)",

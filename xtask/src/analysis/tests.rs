@@ -375,7 +375,8 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
         line.contains(&format!(
             "lto+pgo CARRIES sd {:.2} % (4 runs scatter beyond their intervals",
             100.0 * run.sd
-        )) && line.contains("lto first run"),
+        )) && line.contains("lto first run")
+            && line.contains("where its sessions alone give ±"),
         "{line}"
     );
 }
