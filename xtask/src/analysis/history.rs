@@ -89,28 +89,27 @@ impl History {
             .filter(move |r| r.workload == workload && r.run_seed != run_seed)
     }
 
-    /// Earlier runs' estimates of `build` on `workload` against release `release_hash`, in runs
-    /// other than `run_seed`'s that ran `fresh` copies as this one does, per build executable:
-    /// what [`crate::stats::components::run_test`] takes (with this run's added, where known).
-    pub fn run_groups(
+    /// Earlier runs' estimates (log, se) of `build`'s executable `exe_hash` on `workload`
+    /// against release `release_hash`, in runs other than `run_seed`'s that ran `fresh` copies
+    /// as this one does: what [`crate::stats::components::run_test`] takes, this run's added.
+    pub fn same_runs(
         &self,
         workload: &str,
         build: &str,
+        exe_hash: &str,
         release_hash: &str,
         run_seed: u64,
         fresh: bool,
-    ) -> std::collections::BTreeMap<String, Vec<(f64, f64)>> {
-        let mut groups = std::collections::BTreeMap::<String, Vec<(f64, f64)>>::new();
-        for r in self
-            .runs_of(workload, run_seed)
-            .filter(|r| r.build == build && r.release_hash == release_hash && r.fresh == fresh)
-        {
-            groups
-                .entry(r.exe_hash.clone())
-                .or_default()
-                .push((r.log, r.se));
-        }
-        groups
+    ) -> Vec<(f64, f64)> {
+        self.runs_of(workload, run_seed)
+            .filter(|r| {
+                r.build == build
+                    && r.exe_hash == exe_hash
+                    && r.release_hash == release_hash
+                    && r.fresh == fresh
+            })
+            .map(|r| (r.log, r.se))
+            .collect()
     }
 
     /// Adds this run's builds' estimates (replacing a re-rendered run's), keeping the newest

@@ -60,9 +60,7 @@ impl Pooled<'_> {
         let (release, hash) = (self.release_hash?, self.hash_of(build)?);
         let mut same = self
             .history
-            .run_groups(workload, build, release, self.run_seed, fresh)
-            .remove(hash)
-            .unwrap_or_default();
+            .same_runs(workload, build, hash, release, self.run_seed, fresh);
         same.push(this);
         Some(components::run_test(&[same]).unwrap_or(RunTest {
             runs: 1,

@@ -167,19 +167,15 @@ impl Arms {
                     .builds
                     .iter()
                     .filter_map(|b| {
-                        let groups = history.run_groups(
+                        let same = history.same_runs(
                             &g.workload.name,
                             b.name(),
+                            &b.hash,
                             &release.hash,
                             seed,
                             measure_cfg.fresh_copies,
                         );
-                        let mine: Vec<Vec<(f64, f64)>> = groups
-                            .into_iter()
-                            .filter(|(exe, _)| *exe == b.hash)
-                            .map(|(_, g)| g)
-                            .collect();
-                        let test = crate::stats::components::run_test(&mine)?;
+                        let test = crate::stats::components::run_test(&[same])?;
                         Some((b.name().to_string(), test.carried?))
                     })
                     .collect();
