@@ -37,6 +37,10 @@ use crate::exec::{self, Cmd};
 use crate::stats::SplitMix64;
 use crate::workload::{WorkloadLine, parse_line};
 
+mod copies;
+use copies::Copies;
+pub use copies::sweep as sweep_copies;
+
 /// One arm's answer to one `g`: its batch's summary (window means around each quantile; see
 /// `mty-lockstep`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -256,7 +260,11 @@ pub fn spawn(
     let setup = measured.and_then(|m| setup_core(Some(m)));
     let started = Instant::now();
     let copies = if cfg.fresh_copies {
-        Some(Copies::write(cfg, seed, &arms)?)
+        let files: Vec<(&str, &std::path::Path)> = arms
+            .iter()
+            .map(|a| (a.name.as_str(), a.exe.as_path()))
+            .collect();
+        Some(Copies::write(cfg, seed, &files)?)
     } else {
         None
     };
@@ -449,88 +457,6 @@ impl Spawned {
             timing: Some(timing),
         })
     }
-}
-
-/// One session's copies of its arms' executables (`measure.fresh_copies`): each arm's bytes in
-/// a new file, `<dir>/<pid>-<session seed>/<arm index>/<its file name>` (the name kept, for a
-/// program that looks at its own), removed when dropped. A new file gets pages of its own in
-/// the page cache, placed and grouped into folios anew: what stays with a file varies from
-/// session to session instead of with a build for a whole run.
-struct Copies {
-    dir: PathBuf,
-    exes: Vec<PathBuf>,
-    /// Seconds the copying took.
-    secs: f64,
-}
-
-impl Copies {
-    fn write(cfg: &Measure, seed: u64, arms: &[&Arm]) -> Result<Copies> {
-        let started = Instant::now();
-        let root = cfg
-            .copies_dir
-            .clone()
-            .unwrap_or_else(|| std::env::temp_dir().join("mty-copies"));
-        let dir = root.join(format!("{}-{seed:016x}", std::process::id()));
-        let mut copies = Copies {
-            dir,
-            exes: Vec::new(),
-            secs: 0.0,
-        };
-        for (i, arm) in arms.iter().enumerate() {
-            // A bare name looked up on PATH (or a missing file) is run as it is: spawning it
-            // says what is wrong.
-            let (Some(name), true) = (arm.exe.file_name(), arm.exe.is_file()) else {
-                copies.exes.push(arm.exe.clone());
-                continue;
-            };
-            // Indices of one width: every copy's path has the same length.
-            let to = copies.dir.join(format!("{i:03}")).join(name);
-            let parent = to.parent().expect("joined above");
-            std::fs::create_dir_all(parent)
-                .and_then(|()| std::fs::copy(&arm.exe, &to))
-                .with_context(|| {
-                    format!(
-                        "copying arm `{}`'s executable {} to {} (`measure.fresh_copies`; free some space there, or set it to false)",
-                        arm.name,
-                        arm.exe.display(),
-                        to.display()
-                    )
-                })?;
-            copies.exes.push(to);
-        }
-        copies.secs = started.elapsed().as_secs_f64();
-        Ok(copies)
-    }
-
-    /// Removes what killed runs left in `cfg`'s copies folder: the folders of processes that
-    /// no longer exist.
-    fn sweep(cfg: &Measure) {
-        let Some(root) = &cfg.copies_dir else { return };
-        let Ok(entries) = std::fs::read_dir(root) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            let alive = name
-                .split_once('-')
-                .and_then(|(pid, _)| pid.parse::<u32>().ok())
-                .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
-            if !alive {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
-}
-
-impl Drop for Copies {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Removes copies that killed runs left behind (see `Copies`).
-pub fn sweep_copies(cfg: &Measure) {
-    Copies::sweep(cfg);
 }
 
 /// A session's rounds as run: the arms' indices in each round's order, each arm's batches,

@@ -145,35 +145,13 @@ fn arms_share_the_configured_core_the_last_one_or_none() {
 /// per session (real sh arms answer with the length of their `argv[0]`).
 #[test]
 fn each_arm_runs_as_a_path_shifted_anew_every_session() {
-    let script = format!(
-        r#"arg0=$(tr '\0' '\n' < /proc/$$/cmdline | head -n 1)
-{READY}
-while read w; do
-  if [ "$w" = q ]; then echo '{}'; exit 0; fi
-  echo "{{\"median_ns\":${{#arg0}},\"p95_ns\":1,\"p99_ns\":1,\"mean_ns\":1}}"
-done"#,
-        crate::fixtures::LINE
+    let arms = sh_arms(
+        r#"arg0=$(tr '\0' '\n' < /proc/$$/cmdline | head -n 1)"#,
+        "${#arg0}",
     );
-    let arm = |name: &str| Arm {
-        name: name.to_string(),
-        exe: "/bin/sh".into(),
-        args: vec!["-c".into(), script.clone()],
-    };
-    let arms = [arm("a"), arm("b")];
     let mut cfg = crate::fixtures::measure_config();
     cfg.lockstep.rounds = 2;
-    let lengths = |cfg: &Measure, seed: u64| -> Vec<f64> {
-        let s = session(
-            &Workload::new("w", vec![]),
-            0,
-            &arms,
-            cfg,
-            seed,
-            &ProgressBar::hidden(),
-        )
-        .unwrap();
-        s.batches.iter().map(|b| b[0].median_ns).collect()
-    };
+    let lengths = |cfg: &Measure, seed: u64| first_answers(&arms, cfg, seed);
     // Each arm runs from its copy (`measure.fresh_copies`), every copy's path of one length.
     let copy = std::env::temp_dir()
         .join("mty-copies")
@@ -207,39 +185,24 @@ done"#,
 #[test]
 fn each_arm_runs_from_a_fresh_copy_removed_after_its_session() {
     let dir = std::env::temp_dir().join(format!("mty-fresh-copies-{}", std::process::id()));
-    let script = format!(
-        r#"case $(readlink /proc/$$/exe) in
+    let arms = sh_arms(
+        &format!(
+            r#"case $(readlink /proc/$$/exe) in
   {}/*) ino=$(stat -L -c %i /proc/$$/exe) ;;
   *) ino=0 ;;
-esac
-{READY}
-while read w; do
-  if [ "$w" = q ]; then echo '{}'; exit 0; fi
-  echo "{{\"median_ns\":$ino,\"p95_ns\":1,\"p99_ns\":1,\"mean_ns\":1}}"
-done"#,
-        dir.display(),
-        crate::fixtures::LINE
+esac"#,
+            dir.display()
+        ),
+        "$ino",
     );
-    let arm = |name: &str| Arm {
-        name: name.to_string(),
-        exe: "/bin/sh".into(),
-        args: vec!["-c".into(), script.clone()],
-    };
-    let arms = [arm("a"), arm("b")];
     let mut cfg = crate::fixtures::measure_config();
     cfg.lockstep.rounds = 1;
     cfg.copies_dir = Some(dir.clone());
     let inodes = |cfg: &Measure, seed: u64| -> Vec<u64> {
-        let s = session(
-            &Workload::new("w", vec![]),
-            0,
-            &arms,
-            cfg,
-            seed,
-            &ProgressBar::hidden(),
-        )
-        .unwrap();
-        s.batches.iter().map(|b| b[0].median_ns as u64).collect()
+        first_answers(&arms, cfg, seed)
+            .into_iter()
+            .map(|x| x as u64)
+            .collect()
     };
     use std::os::unix::fs::MetadataExt;
     let original = std::fs::metadata("/bin/sh").unwrap().ino();
@@ -260,7 +223,61 @@ done"#,
     }
     sweep_copies(&cfg);
     assert!(!dead.exists() && live.exists());
+    // Copies that cannot be written: the session fails naming the arm, the file and the key.
+    let mut blocked = cfg.clone();
+    blocked.copies_dir = Some(std::path::PathBuf::from("/proc/version/copies"));
+    let err = format!(
+        "{:#}",
+        spawn(
+            &Workload::new("w", vec![]),
+            &arms,
+            &blocked,
+            1,
+            &ProgressBar::hidden()
+        )
+        .err()
+        .expect("no folder can be made under a file")
+    );
+    assert!(
+        err.contains("copying arm `")
+            && err.contains("executable /bin/sh to /proc/version/copies/")
+            && err.contains("`measure.fresh_copies`; free some space there, or set it to false"),
+        "{err}"
+    );
     cfg.fresh_copies = false;
     assert_eq!(inodes(&cfg, 1), [0; 2], "outside the copies folder");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two real sh arms, `a` and `b`, that run `setup`, say ready and answer every `g` with the
+/// shell expression `value` as their batch median.
+fn sh_arms(setup: &str, value: &str) -> [Arm; 2] {
+    let script = format!(
+        r#"{setup}
+{READY}
+while read w; do
+  if [ "$w" = q ]; then echo '{}'; exit 0; fi
+  echo "{{\"median_ns\":{value},\"p95_ns\":1,\"p99_ns\":1,\"mean_ns\":1}}"
+done"#,
+        crate::fixtures::LINE
+    );
+    ["a", "b"].map(|name| Arm {
+        name: name.to_string(),
+        exe: "/bin/sh".into(),
+        args: vec!["-c".into(), script.clone()],
+    })
+}
+
+/// One session of `arms` under `seed`: each arm's first answer, in the session's arm order.
+fn first_answers(arms: &[Arm], cfg: &Measure, seed: u64) -> Vec<f64> {
+    let s = session(
+        &Workload::new("w", vec![]),
+        0,
+        arms,
+        cfg,
+        seed,
+        &ProgressBar::hidden(),
+    )
+    .unwrap();
+    s.batches.iter().map(|b| b[0].median_ns).collect()
 }
