@@ -697,3 +697,36 @@ fn the_instruction_capture_needs_an_oracle_that_saves_instructions() {
     set(&mut w, "oracle", None);
     assert_eq!(w.instruction_capture(), None);
 }
+
+/// A build whose sessions fall into two speeds is named with its modes and shares (in the
+/// table and report.md); builds of one speed are not.
+#[test]
+fn a_build_of_two_speeds_is_named_with_its_modes() {
+    let mut sessions = crate::fixtures::sessions(40, 6);
+    // lto 8 % slower in every third session: 26 sessions at about −1 %, 14 at about +7 %.
+    for s in sessions.iter_mut().filter(|s| s.session % 3 == 0) {
+        let i = s.arms.iter().position(|a| a == "lto").unwrap();
+        for b in &mut s.batches[i] {
+            b.median_ns *= 1.08;
+        }
+    }
+    let w = analyze_lockstep(
+        &["agent_send_latency".into()],
+        &builds(),
+        &sessions,
+        &[],
+        &measure_config(),
+        &super::sessions::Pooled::none(&Default::default()),
+    )
+    .unwrap()
+    .remove(0);
+    let names: Vec<&str> = w.speeds.iter().map(|(b, _)| b.as_str()).collect();
+    assert_eq!(names, ["lto"], "{:?}", w.speeds);
+    let lines = w.speeds_lines();
+    assert!(
+        lines[0].starts_with(
+            "lto's sessions fall into two speeds: 65 % of them at -1.1 % against release, 35 % at +6.9 %"
+        ),
+        "{lines:?}"
+    );
+}

@@ -394,3 +394,27 @@ fn median_of_odd_even_and_empty() {
     assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
     assert_eq!(median(&[]), None);
 }
+
+/// Each comparison's role from its arms' names: the numbers users quote are measured to their
+/// target, `--against`'s pairs too; a workload against another, BOLT and the rest may settle.
+#[test]
+fn roles_follow_the_arms_names() {
+    for (cand, base, role) in [
+        ("lto", "release", Role::Measured),
+        ("lto+pgo", "release", Role::Measured),
+        (AB_NEW, "release", Role::Measured),
+        ("lto+pgo", "4002ecc:lto+pgo", Role::Measured),
+        ("lto+pgo+bolt", "release", Role::Verdict),
+        ("lto+pgo+bolt", "lto+pgo", Role::Verdict),
+        (
+            "release:agent_send_latency",
+            "release:tokio_mpsc_send_latency",
+            Role::Verdict,
+        ),
+        (BASELINE_AGAIN, "release", Role::Null),
+        ("release/L3", "release", Role::Layout),
+        ("oracle", "release", Role::Oracle),
+    ] {
+        assert_eq!(Role::of(cand, base), role, "{cand} against {base}");
+    }
+}

@@ -183,9 +183,13 @@ pub struct Speeds {
     pub separation: f64,
 }
 
+/// How far apart two speeds must be to be named (log space, 2 %): closer modes are within a
+/// verdict's threshold of each other, and a session's own spread is 1–6 %.
+pub const SPEEDS_APART: f64 = 0.02;
+
 /// Whether session values fall into two speeds: a mixture of two normals (fitted by EM) is
-/// preferred to one by BIC by more than 10, its modes are apart by Ashman's D > 2, and each
-/// holds at least 10 % of at least 24 sessions. A heavy tail or a few outlying sessions are
+/// preferred to one by BIC by more than 10, its modes are apart by Ashman's D > 2 and by at
+/// least [`SPEEDS_APART`], and each holds at least 10 % of at least 24 sessions. A heavy tail or a few outlying sessions are
 /// not two speeds: a wide second component centred with the first has a small D.
 pub fn two_speeds(values: &[f64]) -> Option<Speeds> {
     let n = values.len();
@@ -254,6 +258,7 @@ pub fn two_speeds(values: &[f64]) -> Option<Speeds> {
     };
     (bic(two, 5.0) < bic(one, 2.0) - 10.0
         && separation > 2.0
+        && high - low >= SPEEDS_APART
         && low_share.min(1.0 - low_share) >= 0.1)
         .then_some(Speeds {
             low,
@@ -520,5 +525,10 @@ mod tests {
             .collect();
         assert_eq!(two_speeds(&tail), None, "a heavy tail is one speed");
         assert_eq!(two_speeds(&split[..20]), None, "too few sessions");
+        // Two tight clusters 1 % apart: modes, but not speeds worth naming.
+        let close: Vec<f64> = (0..400)
+            .map(|i| if i % 2 == 0 { 0.0 } else { 0.01 } + 0.001 * rng.normal())
+            .collect();
+        assert_eq!(two_speeds(&close), None, "closer than {SPEEDS_APART}");
     }
 }
