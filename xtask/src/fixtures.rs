@@ -325,6 +325,7 @@ fn sessions_of(arms: &[&str], factor: &[f64], n: u32, rounds: usize) -> Vec<Sess
                 order: (0..rounds)
                     .map(|_| (0..arms.len() as u8).collect())
                     .collect(),
+                paired: false,
                 batches,
                 totals: vec![total; arms.len()],
                 timing: None,
@@ -388,6 +389,7 @@ pub fn versus_sessions(ratio: f64) -> Vec<Session> {
                 session: s,
                 arms: arms.map(String::from).to_vec(),
                 order: vec![vec![0, 1]; 10],
+                paired: false,
                 batches: vec![
                     speeds
                         .iter()

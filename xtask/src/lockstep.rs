@@ -79,6 +79,12 @@ pub struct Session {
     /// is its place here.
     /// `order[r]`: the arms' indices in the order they ran in round r.
     pub order: Vec<Vec<u8>>,
+    /// A whole-process workload's session of adjacent pairs: each round is its comparisons'
+    /// pairs, back to back, in a drawn order, each pair's two runs in a drawn order; `order[r]`
+    /// holds them two by two, and an arm's batches are its turns in the order it ran them
+    /// (release once a pair). Otherwise every arm runs once a round.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paired: bool,
     /// The arms' indices in the order they were moved onto the measured core (drawn per
     /// session; empty where they set up where they run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -87,7 +93,7 @@ pub struct Session {
     /// was kept: `None`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<crate::machine::Beside>,
-    /// `batches[a][r]`: arm a's batch in round r.
+    /// `batches[a][r]`: arm a's batch in round r (paired: arm a's r-th turn).
     pub batches: Vec<Vec<Batch>>,
     /// Each arm's closing report over all its batches (histogram, CPU time, switches).
     pub totals: Vec<WorkloadLine>,
@@ -108,13 +114,26 @@ impl Session {
     }
 
     /// Round by round, ln(metric of cand's batch / metric of base's); `None` without both
-    /// arms.
+    /// arms. A paired session's: pair by pair where the two ran as a pair; else the difference
+    /// of both arms' pairs with an arm both ran beside (ln(c / x) − ln(b / x), pair by pair in
+    /// time order); else `None`.
     pub fn round_log_ratios(
         &self,
         cand: &str,
         base: &str,
         metric: BatchMetric,
     ) -> Option<Vec<f64>> {
+        if self.paired {
+            return self.pair_log_ratios(cand, base, metric).or_else(|| {
+                self.arms.iter().find_map(|x| {
+                    let (c, b) = (
+                        self.pair_log_ratios(cand, x, metric)?,
+                        self.pair_log_ratios(base, x, metric)?,
+                    );
+                    (c.len() == b.len()).then(|| c.iter().zip(&b).map(|(c, b)| c - b).collect())
+                })
+            });
+        }
         let (c, b) = (self.arm(cand)?, self.arm(base)?);
         Some(
             c.iter()
@@ -122,6 +141,27 @@ impl Session {
                 .map(|(c, b)| (metric(c) / metric(b)).ln())
                 .collect(),
         )
+    }
+
+    /// A paired session's pairs of `cand` and `base`, in the order they ran: ln(cand / base)
+    /// of each; `None` where the two never ran as a pair.
+    pub fn pair_log_ratios(&self, cand: &str, base: &str, metric: BatchMetric) -> Option<Vec<f64>> {
+        let at = |name: &str| self.arms.iter().position(|a| a == name);
+        let (c, b) = (at(cand)?, at(base)?);
+        let mut next = vec![0usize; self.arms.len()];
+        let mut out = Vec::new();
+        for pair in self.order.iter().flat_map(|r| r.chunks_exact(2)) {
+            let (x, y) = (pair[0] as usize, pair[1] as usize);
+            let (bx, by) = (self.batches[x].get(next[x])?, self.batches[y].get(next[y])?);
+            next[x] += 1;
+            next[y] += 1;
+            if (x, y) == (c, b) {
+                out.push((metric(bx) / metric(by)).ln());
+            } else if (x, y) == (b, c) {
+                out.push((metric(by) / metric(bx)).ln());
+            }
+        }
+        (!out.is_empty()).then_some(out)
     }
 
     /// Arm `name`'s batches in round order.
@@ -210,6 +250,9 @@ pub struct Spawned {
     /// A service workload's arms: each runs a server beside it, and a driver on the other
     /// cores.
     service: bool,
+    /// A whole-process workload's comparisons (candidate, base; indices into `live`), each
+    /// run as adjacent pairs: empty for the other modes (every arm once a round).
+    pairs: Vec<(u8, u8)>,
 }
 
 impl Spawned {
@@ -227,9 +270,13 @@ impl Spawned {
 /// in. An effect of a fixed place (the first spawned warms up on a quieter core; the last
 /// moved runs first on warm caches) then spreads over every arm as session-to-session noise
 /// instead of biasing one.
+///
+/// A whole-process workload's session runs `pairs` (candidate, base: the comparisons still
+/// open), each as adjacent pairs; the other modes ignore them.
 pub fn spawn(
     workload: &Workload,
     arms: &[Arm],
+    pairs: &[(String, String)],
     cfg: &Measure,
     seed: u64,
     bar: &ProgressBar,
@@ -237,6 +284,15 @@ pub fn spawn(
     let mut rng = SplitMix64::new(seed);
     let mut arms: Vec<&Arm> = arms.iter().collect();
     rng.shuffle(&mut arms);
+    let at = |name: &str| arms.iter().position(|a| a.name == name).map(|i| i as u8);
+    let pairs: Vec<(u8, u8)> = if workload.mode == Mode::Process {
+        pairs
+            .iter()
+            .filter_map(|(c, b)| Some((at(c)?, at(b)?)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut moves: Vec<u8> = (0..arms.len() as u8).collect();
     rng.shuffle(&mut moves);
     // Each arm's heap offset (`measure.shift_heap`), drawn like its place. (The copies' paths
@@ -305,6 +361,7 @@ pub fn spawn(
         setup,
         measured,
         service: workload.mode == Mode::Service,
+        pairs,
     })
 }
 
@@ -319,7 +376,7 @@ pub fn session(
     seed: u64,
     bar: &ProgressBar,
 ) -> Result<Session> {
-    spawn(workload, arms, cfg, seed, bar)?.run(workload, index, cfg, bar)
+    spawn(workload, arms, &[], cfg, seed, bar)?.run(workload, index, cfg, bar)
 }
 
 impl Spawned {
@@ -338,8 +395,27 @@ impl Spawned {
         let mut order = Vec::with_capacity(cfg.lockstep.rounds as usize);
         let mut batches: Vec<Vec<Batch>> = vec![Vec::new(); n];
         for round in 0..cfg.lockstep.rounds {
-            let mut turn: Vec<u8> = (0..n as u8).collect();
-            self.rng.shuffle(&mut turn);
+            let turn: Vec<u8> = if self.pairs.is_empty() {
+                let mut turn: Vec<u8> = (0..n as u8).collect();
+                self.rng.shuffle(&mut turn);
+                turn
+            } else {
+                // Each comparison's pair, the pairs in a drawn order, each pair's two runs
+                // in a drawn order: the machine's state, which drifts over seconds, is what
+                // a pair's two runs share.
+                let mut pairs = self.pairs.clone();
+                self.rng.shuffle(&mut pairs);
+                pairs
+                    .into_iter()
+                    .flat_map(|(c, b)| {
+                        if self.rng.below(2) == 0 {
+                            [c, b]
+                        } else {
+                            [b, c]
+                        }
+                    })
+                    .collect()
+            };
             for &a in &turn {
                 let what = format!("running batch {} of session {index}", round + 1);
                 batches[a as usize].push(self.live[a as usize].batch(timeout, &what)?);
@@ -450,6 +526,7 @@ impl Spawned {
             session: index,
             arms: self.live.iter().map(|a| a.name.clone()).collect(),
             order,
+            paired: !self.pairs.is_empty(),
             moves,
             machine,
             batches,

@@ -85,12 +85,13 @@ struct Watch {
     /// The arms it keeps in the sessions: its own two, and for the oracle lto and lto+pgo
     /// (the capture compares their gains in the same sessions).
     needs: Vec<String>,
-    /// A whole-process workload's: its turns may be the unit (decided at its pilot).
+    /// A whole-process workload's: its arms run as adjacent pairs, which may be the unit
+    /// (decided at its pilot).
     whole_process: bool,
     /// Whether its pilot is in (its plan made), and what its values are from then on.
     planned: bool,
     unit: Unit,
-    /// Its values per session (1, or the rounds when the unit is the turn), and its pilot's.
+    /// Its values per session (1, or the rounds when the unit is the pair), and its pilot's.
     per: u32,
     pilot_values: usize,
     needed: Option<u32>,
@@ -105,7 +106,7 @@ struct Watch {
 
 impl Watch {
     /// Its values from the sessions done since the last call, where both arms ran: each
-    /// session's median log ratio, or each turn's (`Unit::Turn`); with `limit_pct`, a
+    /// session's median log ratio, or each pair's (`Unit::Pair`); with `limit_pct`, a
     /// session with more of other processes' CPU beside it is left out, as the analysis
     /// leaves it out of a workload of several threads.
     fn refresh(&mut self, done: &[Session], limit_pct: Option<f64>) {
@@ -115,7 +116,7 @@ impl Watch {
         for s in kept {
             match self.unit {
                 Unit::Session => self.vals.extend(s.median_log_ratio(&self.cand, &self.base)),
-                Unit::Turn => self.vals.extend(
+                Unit::Turn | Unit::Pair => self.vals.extend(
                     s.round_log_ratios(&self.cand, &self.base, |b| b.median_ns)
                         .unwrap_or_default(),
                 ),
@@ -125,7 +126,7 @@ impl Watch {
     }
 
     /// Its plan, once `pilot` sessions have given it values: a whole-process workload's
-    /// turns become the unit where its sessions show no component of their own
+    /// pairs become the unit where its sessions show no component of their own
     /// (`components::no_session_component`); Stein's count for its target from the pilot's
     /// values.
     fn plan(&mut self, done: &[Session], limit_pct: Option<f64>, pilot: usize) {
@@ -138,11 +139,11 @@ impl Watch {
                 .take(pilot)
                 .collect();
             if crate::stats::components::no_session_component(&rounds) {
-                self.unit = Unit::Turn;
+                self.unit = Unit::Pair;
                 self.per = rounds.first().map_or(1, |r| r.len().max(1) as u32);
             }
         }
-        if self.unit == Unit::Turn {
+        if self.unit == Unit::Pair {
             (self.vals, self.seen) = (Vec::new(), 0);
             self.refresh(done, limit_pct);
         }
@@ -199,7 +200,15 @@ impl Watch {
         if stop.reason != StopReason::Settled {
             return;
         }
-        let both = |s: &Session| s.arms.contains(&self.cand) && s.arms.contains(&self.base);
+        // A paired session holds its values only where its two arms ran as pairs (a stopped
+        // comparison's do not, whatever other comparisons kept its arms for).
+        let both = |s: &Session| {
+            s.arms.contains(&self.cand)
+                && s.arms.contains(&self.base)
+                && (!s.paired
+                    || s.pair_log_ratios(&self.cand, &self.base, |b| b.median_ns)
+                        .is_some())
+        };
         let through = done.iter().take_while(|s| both(s)).count();
         if through <= stop.through as usize {
             return;
@@ -231,10 +240,15 @@ impl Progress {
     /// A group before its first session: every pair a comparison to watch.
     fn of(g: &Group, cfg: &Measure) -> Progress {
         let l = &cfg.lockstep;
+        let paired = g.workload.mode == crate::config::Mode::Process;
         Progress {
             started: 0,
             done: Vec::new(),
-            pilot: g.workload.pilot_in(l),
+            pilot: if paired {
+                g.workload.pair_pilot_in(l)
+            } else {
+                g.workload.pilot_in(l)
+            },
             max: g.workload.sessions_in(l),
             watches: g
                 .pairs
@@ -242,7 +256,8 @@ impl Progress {
                 .map(|(cand, base)| {
                     let role = Role::of(cand, base);
                     let mut needs = vec![cand.clone(), base.clone()];
-                    if role == Role::Oracle {
+                    // Pairs: the capture takes the sessions in which all three took pairs.
+                    if role == Role::Oracle && !paired {
                         // The capture: lto+pgo's gain over lto against the oracle's.
                         for b in [Build::LtoPgo, Build::Lto].map(Build::name) {
                             if g.arms.iter().any(|a| a.name == b) {
@@ -256,7 +271,7 @@ impl Progress {
                         role,
                         target_pct: role.target_in(&g.workload, cfg),
                         needs,
-                        whole_process: g.workload.mode == crate::config::Mode::Process,
+                        whole_process: paired,
                         planned: false,
                         unit: Unit::Session,
                         per: 1,
@@ -326,23 +341,43 @@ impl Progress {
     }
 
     /// The arms of its next session: all of them until every pilot is in; then release, the
-    /// arms an open comparison needs, and any arm no comparison watches.
-    fn arms_of(&self, arms: &[Arm]) -> Vec<Arm> {
+    /// arms an open comparison needs, and any arm no comparison watches (in pairs: only
+    /// the arms of its pairs, [`Progress::pairs_of`]).
+    fn arms_of(&self, arms: &[Arm], paired: bool) -> Vec<Arm> {
+        let open = |a: &Arm| {
+            self.watches
+                .iter()
+                .filter(|w| w.stop.is_none())
+                .any(|w| w.needs.contains(&a.name))
+        };
+        if paired {
+            return arms.iter().filter(|a| open(a)).cloned().collect();
+        }
         if !self.planned() {
             return arms.to_vec();
         }
         arms.iter()
             .enumerate()
             .filter(|(i, a)| {
-                *i == 0
-                    || self
-                        .watches
-                        .iter()
-                        .filter(|w| w.stop.is_none())
-                        .any(|w| w.needs.contains(&a.name))
-                    || !self.watches.iter().any(|w| w.needs.contains(&a.name))
+                *i == 0 || open(a) || !self.watches.iter().any(|w| w.needs.contains(&a.name))
             })
             .map(|(_, a)| a.clone())
+            .collect()
+    }
+
+    /// Its next session's arms and pairs.
+    fn session_of(&self, arms: &[Arm], paired: bool) -> (Vec<Arm>, Vec<(String, String)>) {
+        let pairs = if paired { self.pairs_of() } else { Vec::new() };
+        (self.arms_of(arms, paired), pairs)
+    }
+
+    /// The comparisons (candidate, base) its next session runs as adjacent pairs: the open
+    /// ones (a whole-process workload's; the other modes run every arm once a round).
+    fn pairs_of(&self) -> Vec<(String, String)> {
+        self.watches
+            .iter()
+            .filter(|w| w.stop.is_none())
+            .map(|w| (w.cand.clone(), w.base.clone()))
             .collect()
     }
 }
@@ -389,10 +424,11 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
         progress[g].started += 1;
         Some((g, progress[g].started - 1))
     };
-    let start = |g: usize, index: u32, arms: &[Arm]| -> Result<lockstep::Spawned> {
+    let paired = |g: usize| groups[g].workload.mode == crate::config::Mode::Process;
+    let start = |g: usize, index: u32, (arms, pairs): &(Vec<Arm>, Vec<(String, String)>)| {
         let w = &groups[g].workload;
         let session_seed = session_seed(seed, &w.name, index);
-        lockstep::spawn(w, arms, cfg, session_seed, &bar)
+        lockstep::spawn(w, arms, pairs, cfg, session_seed, &bar)
             .with_context(|| format!("measuring `{}` (lockstep)", groups[g].workload.name))
     };
     let mut stopped = Vec::new();
@@ -402,12 +438,12 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
         let (g, index, spawned) = match pending.take() {
             Some((g, index, Some(spawned))) => (g, index, spawned),
             Some((g, index, None)) => {
-                let arms = progress[g].arms_of(&groups[g].arms);
+                let arms = progress[g].session_of(&groups[g].arms, paired(g));
                 (g, index, start(g, index, &arms)?)
             }
             None => match next(&mut progress) {
                 Some((g, index)) => {
-                    let arms = progress[g].arms_of(&groups[g].arms);
+                    let arms = progress[g].session_of(&groups[g].arms, paired(g));
                     (g, index, start(g, index, &arms)?)
                 }
                 None => break,
@@ -422,7 +458,11 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
         {
             let w2 = &groups[g2].workload;
             if w2.shares_core_in(l) && w2.mode != crate::config::Mode::Service {
-                early = Some((g2, index2, progress[g2].arms_of(&groups[g2].arms)));
+                early = Some((
+                    g2,
+                    index2,
+                    progress[g2].session_of(&groups[g2].arms, paired(g2)),
+                ));
             } else {
                 pending = Some((g2, index2, None));
             }
@@ -597,12 +637,12 @@ fn stopping(p: &mut Progress, group: &Group, cfg: &Measure) -> Stopping {
         workload: group.workload.name.clone(),
         target_half_width_pct: target,
         pilot: p.pilot,
-        // In sessions: a comparison of turns asked for turns.
+        // In sessions: a comparison of pairs asked for pairs.
         needed: comparisons
             .iter()
             .filter_map(|c| match c.unit {
                 Unit::Session => c.needed,
-                Unit::Turn => {
+                Unit::Turn | Unit::Pair => {
                     Some((c.needed? as u64 * p.pilot as u64).div_ceil(c.pilot.max(1) as u64) as u32)
                 }
             })

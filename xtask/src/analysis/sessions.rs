@@ -236,19 +236,31 @@ pub fn round_ratios(
     cand: &str,
     metric: BatchMetric,
 ) -> Result<Vec<Vec<f64>>> {
-    if !sessions.iter().any(|s| s.arm(cand).is_some()) {
+    ratios(sessions, cand, BASELINE, metric)
+}
+
+/// ln(`cand` / `base`) on `metric`, round by round (pair by pair), session by session: the
+/// sessions both ran in (each leaves once its comparisons have stopped: a prefix of them).
+fn ratios(
+    sessions: &[&Session],
+    cand: &str,
+    base: &str,
+    metric: BatchMetric,
+) -> Result<Vec<Vec<f64>>> {
+    let both = |s: &&&Session| s.arm(cand).is_some() && (base == BASELINE || s.arm(base).is_some());
+    if !sessions.iter().any(|s| both(&s)) {
         bail!(
-            "no session of `{}` has the arm `{cand}`",
+            "no session of `{}` has the arms `{cand}` and `{base}`",
             sessions.first().map_or("", |s| s.workload.as_str())
         );
     }
     sessions
         .iter()
-        .filter(|s| s.arm(cand).is_some())
+        .filter(both)
         .map(|s| {
-            s.round_log_ratios(cand, BASELINE, metric).with_context(|| {
+            s.round_log_ratios(cand, base, metric).with_context(|| {
                 format!(
-                    "session {} of `{}` has no arm `{BASELINE}`",
+                    "session {} of `{}` has no arm `{base}` beside `{cand}`",
                     s.session, s.workload
                 )
             })
@@ -443,16 +455,10 @@ fn analyze_sessions(
     })
 }
 
-/// ln(a / b) round by round: ln(a / release) − ln(b / release).
+/// ln(a / b) round by round: ln(a / release) − ln(b / release), or in pairs, pair by pair
+/// where a and b ran as pairs.
 fn difference(sessions: &[&Session], a: &str, b: &str) -> Result<Vec<Vec<f64>>> {
-    let (a, b) = (
-        round_ratios(sessions, a, BATCH_METRICS[0])?,
-        round_ratios(sessions, b, BATCH_METRICS[0])?,
-    );
-    Ok(a.iter()
-        .zip(&b)
-        .map(|(a, b)| a.iter().zip(b).map(|(a, b)| a - b).collect())
-        .collect())
+    ratios(sessions, a, b, BATCH_METRICS[0])
 }
 
 /// Release's layout variants against release (`stats::layout`), pooled with earlier
@@ -644,16 +650,9 @@ pub fn against(
                 .filter(|s| s.session < spend.through)
                 .copied()
                 .collect();
-            let (a, b) = (
-                round_ratios(&upto, ours, BATCH_METRICS[0])?,
-                round_ratios(&upto, theirs, BATCH_METRICS[0])?,
-            );
-            // ln(ours / theirs) = ln(ours / release) − ln(theirs / release), round by round.
-            let diff: Vec<Vec<f64>> = a
-                .iter()
-                .zip(&b)
-                .map(|(a, b)| a.iter().zip(b).map(|(a, b)| a - b).collect())
-                .collect();
+            // ln(ours / theirs) = ln(ours / release) − ln(theirs / release), round by round
+            // (in pairs, of ours with theirs).
+            let diff = difference(&upto, ours, theirs)?;
             // Two commits' builds are laid out differently: the layout floor applies, and
             // the run components either build carries.
             let estimate =

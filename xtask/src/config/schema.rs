@@ -216,6 +216,10 @@ pub struct Lockstep {
     /// The stopping rule's pilot: the sessions every workload runs before its count is
     /// planned from their spread (at most `sessions`).
     pub min_sessions: u32,
+    /// A whole-process workload's pilot, in adjacent pairs of each comparison: its sessions
+    /// are this many pairs over `rounds`, at least two (its runs are whole processes, so a
+    /// pilot of `min_sessions` sessions of every comparison would cost minutes).
+    pub min_pairs: u32,
     /// A workload's sessions stop once they have taken this many seconds in all (the pilot
     /// always runs whole): the interval is then wider than the target, and says so.
     pub max_secs: f64,
@@ -236,6 +240,7 @@ impl Default for Lockstep {
         Lockstep {
             sessions: 400,
             min_sessions: 12,
+            min_pairs: 24,
             max_secs: 60.0,
             rounds: 6,
             batch_messages: 6000,
@@ -485,6 +490,15 @@ impl Workload {
     pub fn pilot_in(&self, lockstep: &Lockstep) -> u32 {
         lockstep
             .min_sessions
+            .clamp(2, self.sessions_in(lockstep).max(2))
+    }
+
+    /// The sessions of a whole-process workload's pilot under `lockstep`: `min_pairs` pairs
+    /// of each comparison, one a round.
+    pub fn pair_pilot_in(&self, lockstep: &Lockstep) -> u32 {
+        lockstep
+            .min_pairs
+            .div_ceil(lockstep.rounds.max(1))
             .clamp(2, self.sessions_in(lockstep).max(2))
     }
 

@@ -231,6 +231,7 @@ esac"#,
         spawn(
             &Workload::new("w", vec![]),
             &arms,
+            &[],
             &blocked,
             1,
             &ProgressBar::hidden()

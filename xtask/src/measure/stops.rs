@@ -93,14 +93,33 @@ pub enum StopReason {
 }
 
 /// What a comparison's values are: one per session (the median over its rounds), or one per
-/// turn (a whole-process workload whose sessions show no component of their own: every run
-/// is a new process already, so its turns are as independent as sessions).
+/// adjacent pair (a whole-process workload whose sessions show no component of their own:
+/// every run is a new process already, so its pairs are as independent as sessions).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
     #[default]
     Session,
+    /// One per turn: a whole-process workload's unit before its arms ran in pairs (a report
+    /// recorded then).
     Turn,
+    Pair,
+}
+
+impl Unit {
+    /// Whether each of a session's values is a unit of its own.
+    pub fn within_sessions(self) -> bool {
+        self != Unit::Session
+    }
+
+    /// Its name, plural: "sessions", "turns", "pairs".
+    pub fn plural(self) -> &'static str {
+        match self {
+            Unit::Session => "sessions",
+            Unit::Turn => "turns",
+            Unit::Pair => "pairs",
+        }
+    }
 }
 
 /// How one comparison stopped: after how many sessions, on what, and the error its interval
@@ -157,8 +176,9 @@ impl ComparisonStop {
                     100.0 * self.alpha
                 ),
             },
-            StopReason::Target if self.unit == Unit::Turn => format!(
-                "its target ±{target} %, turns as the unit (its sessions showed no component of their own; the pilot's {} turns asked for {asked})",
+            StopReason::Target if self.unit.within_sessions() => format!(
+                "its target ±{target} %, {} as the unit (its sessions showed no component of their own; the pilot's {} asked for {asked})",
+                self.unit.plural(),
                 self.pilot
             ),
             StopReason::Target => format!("its target ±{target} % (the pilot asked for {asked})"),
@@ -261,7 +281,7 @@ impl Spend {
     pub fn units(&self, rounds: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
         match self.unit {
             Unit::Session => rounds,
-            Unit::Turn => rounds.into_iter().flatten().map(|x| vec![x]).collect(),
+            Unit::Turn | Unit::Pair => rounds.into_iter().flatten().map(|x| vec![x]).collect(),
         }
     }
 

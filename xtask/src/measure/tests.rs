@@ -230,13 +230,17 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
     );
 }
 
-/// A whole-process workload's comparison takes its turns as the unit where its sessions
+/// A whole-process workload's comparison takes its pairs as the unit where its sessions
 /// show no component of their own, and stays with sessions where they do; either way
 /// it stops at its planned count of values, and the analysis reads them the same way.
 #[test]
-fn a_whole_process_comparison_pools_its_turns_only_without_a_session_component() {
+fn a_whole_process_comparison_pools_its_pairs_only_without_a_session_component() {
     let mut cfg = measure_config();
-    (cfg.lockstep.min_sessions, cfg.lockstep.sessions) = (12, 60);
+    (
+        cfg.lockstep.min_pairs,
+        cfg.lockstep.rounds,
+        cfg.lockstep.sessions,
+    ) = (240, 20, 60);
     cfg.target_half_width_pct = 1.0;
     let mut workload = Workload::new("w", vec![]);
     workload.mode = crate::config::Mode::Process;
@@ -247,13 +251,15 @@ fn a_whole_process_comparison_pools_its_turns_only_without_a_session_component()
         run_components: Vec::new(),
     };
     let mut rng = crate::stats::SplitMix64::new(7);
-    // 20 turns a session, each run ±2 % on its own; `between`: each session's own shift.
+    // 20 pairs a session, each run ±2 % on its own; `between`: each session's own shift.
     let sessions = |effect: f64, between: f64, rng: &mut crate::stats::SplitMix64| {
         let mut out = crate::fixtures::sessions(60, 20);
         for s in &mut out {
             s.arms = vec!["release".into(), "lto".into()];
             s.batches.truncate(2);
             s.totals.truncate(2);
+            s.paired = true;
+            s.order = (0..20u8).map(|r| vec![r % 2, 1 - r % 2]).collect();
             let shift = between * rng.normal();
             for r in 0..20 {
                 s.batches[0][r].median_ns = 1000.0 * (0.02 * rng.normal()).exp();
@@ -275,13 +281,13 @@ fn a_whole_process_comparison_pools_its_turns_only_without_a_session_component()
         (w.unit, w.per, w.pilot_values, w.stop.clone().unwrap())
     };
     let (unit, per, pilot, stop) = run(sessions(-0.05, 0.0, &mut rng));
-    assert_eq!((unit, per, pilot), (Unit::Turn, 20, 240));
-    // 240 turns of ±2 % give ±0.3 %: the pilot's values are enough.
+    assert_eq!((unit, per, pilot), (Unit::Pair, 20, 240));
+    // 240 pairs of ±2 % give ±0.4 %: the pilot's values are enough.
     assert_eq!(
         (stop.reason, stop.sessions, stop.through),
         (StopReason::Target, 240, 12)
     );
-    assert!(stop.why().contains("turns as the unit"), "{}", stop.why());
+    assert!(stop.why().contains("pairs as the unit"), "{}", stop.why());
     // No effect, sessions shifted by 3 %: sessions stay the unit, and ±1 % needs more
     // than the pilot's 12.
     let (unit, per, pilot, stop) = run(sessions(0.0, 0.03, &mut rng));
@@ -292,7 +298,7 @@ fn a_whole_process_comparison_pools_its_turns_only_without_a_session_component()
     );
     let spend = Spend {
         through: 12,
-        unit: Unit::Turn,
+        unit: Unit::Pair,
         pilot: Some(240),
         alpha: sequential::ALPHA_PLANNED,
     };

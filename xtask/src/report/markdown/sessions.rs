@@ -80,8 +80,8 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
             c.cand,
             c.base,
             c.sessions,
-            if c.unit == crate::measure::Unit::Turn {
-                format!(" turns ({} sessions)", c.through)
+            if c.unit.within_sessions() {
+                format!(" {} ({} sessions)", c.unit.plural(), c.through)
             } else {
                 String::new()
             },

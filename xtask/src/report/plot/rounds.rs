@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{
     LEFT, LEGEND_SAMPLE, MARGIN, MIN_WIDTH, PLOT_W, TOP, color, legend_entry, text_width, y_tick,
 };
-use crate::lockstep::{Batch, Session};
+use crate::lockstep::Session;
 use crate::report::Report;
 
 /// `rounds.svg`: why taking turns works. For the first workload:
@@ -45,7 +45,7 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
         .map(String::as_str)
         .filter(|a| !a.contains('/'))
         .collect();
-    let base = first.arm(crate::measure::BASELINE)?;
+    first.arm(crate::measure::BASELINE)?;
     let panel_h = 200.0;
     let gap = 70.0;
     // As wide as the longest legend label needs (the arms' names).
@@ -85,17 +85,18 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
     let ratios: Vec<(&str, Vec<f64>)> = arms
         .iter()
         .filter(|a| **a != crate::measure::BASELINE)
-        .filter_map(|a| {
-            let c = first.arm(a)?;
-            Some((*a, pct_changes(base, c)))
-        })
+        .filter_map(|a| Some((*a, pct_changes(first, a)?)))
         .collect();
     line_panel(
         &mut s,
         TOP + panel_h + gap,
         panel_h,
-        "the same rounds: % change against release's batch of the same round",
-        "round",
+        if first.paired {
+            "the same turns in pairs: % change against release's run of the same pair"
+        } else {
+            "the same rounds: % change against release's batch of the same round"
+        },
+        if first.paired { "pair" } else { "round" },
         &ratios,
         false,
     );
@@ -106,11 +107,7 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
         .map(|a| {
             let values = sessions
                 .iter()
-                .filter_map(|s| {
-                    let (b, c) = (s.arm(crate::measure::BASELINE)?, s.arm(a)?);
-                    let r = pct_changes(b, c);
-                    crate::stats::median(&r)
-                })
+                .filter_map(|s| crate::stats::median(&pct_changes(s, a)?))
                 .collect();
             (*a, values)
         })
@@ -128,12 +125,10 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
     Some(s)
 }
 
-/// Round by round, the % change of `arm`'s batch median against `base`'s.
-fn pct_changes(base: &[Batch], arm: &[Batch]) -> Vec<f64> {
-    base.iter()
-        .zip(arm)
-        .map(|(b, c)| 100.0 * (c.median_ns / b.median_ns - 1.0))
-        .collect()
+/// Round by round (pair by pair), the % change of `arm`'s batch median against release's.
+fn pct_changes(session: &Session, arm: &str) -> Option<Vec<f64>> {
+    let logs = session.round_log_ratios(arm, crate::measure::BASELINE, |b| b.median_ns)?;
+    Some(logs.iter().map(|x| 100.0 * x.exp_m1()).collect())
 }
 
 /// One panel of lines (x = index), or of dots where the points are independent, with its own
