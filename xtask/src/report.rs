@@ -186,15 +186,22 @@ pub(crate) fn fmt_instr(v: Option<f64>) -> String {
 
 pub(crate) fn floor_line(report: &Report, w: &WorkloadAnalysis) -> String {
     let mut line = nulls_line(w);
+    let paired = report
+        .sessions
+        .iter()
+        .any(|s| s.workload == w.workload && s.paired);
     if let Some(c) = &w.components {
         let _ = write!(
             line,
-            "; A/A sd of rounds {:.2} %, of sessions {:.2} %",
+            "; A/A sd of {} {:.2} %, of sessions {:.2} %",
+            if paired { "pairs" } else { "rounds" },
             100.0 * c.rounds_sd,
             100.0 * c.sessions_sd
         );
     }
-    if report.whole_process(&w.workload) {
+    if paired {
+        line += " (whole-process: one run a turn, each comparison's two runs side by side)";
+    } else if report.whole_process(&w.workload) {
         line += " (whole-process: one run a turn)";
     }
     if let Some(m) = &w.machine {

@@ -285,7 +285,9 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
     );
     assert!(
         stdout.contains("null arm: release-aa ")
-            && stdout.contains("(whole-process: one run a turn)"),
+            && stdout.contains(
+                "(whole-process: one run a turn, each comparison's two runs side by side)"
+            ),
         "{stdout}"
     );
 
@@ -337,15 +339,44 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
             "{w}"
         );
     }
-    // Every comparison of a whole-process workload stopped with its unit: the turns (then
-    // its pilot is the pilot sessions' turns, 4 × 6, and its estimate rests on turns) where
+    // Every session ran each open comparison as adjacent pairs: each round its pairs two by
+    // two, each pair the comparison's two arms (every comparison here is against release).
+    for s in report["sessions"].as_array().unwrap() {
+        assert_eq!(s["paired"], true, "{}", s["order"]);
+        let arms: Vec<&str> = s["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        for round in s["order"].as_array().unwrap() {
+            let round: Vec<&str> = round
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| arms[i.as_u64().unwrap() as usize])
+                .collect();
+            assert!(round.len() % 2 == 0 && !round.is_empty(), "{round:?}");
+            for pair in round.chunks(2) {
+                assert!(
+                    pair.contains(&"release") && pair[0] != pair[1],
+                    "{round:?} in {arms:?}"
+                );
+            }
+            // Release once a pair: one turn of release for each other arm.
+            let release = round.iter().filter(|a| **a == "release").count();
+            assert_eq!(release * 2, round.len(), "{round:?}");
+        }
+    }
+    // Every comparison of a whole-process workload stopped with its unit: the pairs (then
+    // its pilot is the pilot sessions' pairs, 4 × 6, and its estimate rests on pairs) where
     // its sessions showed no component of their own, else the sessions.
     let mut units = Vec::new();
     for s in report["stopped"].as_array().unwrap() {
         for c in s["comparisons"].as_array().unwrap() {
             let (unit, pilot) = (c["unit"].as_str().unwrap(), c["pilot"].as_u64().unwrap());
             match unit {
-                "turn" => assert_eq!(pilot, 24, "{c}"),
+                "pair" => assert_eq!(pilot, 24, "{c}"),
                 "session" => assert_eq!(pilot, 4, "{c}"),
                 _ => panic!("{c}"),
             }
