@@ -335,10 +335,13 @@ pub fn spawn(
                     .args(arm.args.iter().cloned()),
                 workload,
             ),
-            // Every run is a process of its own: each draws its shift.
+            // Every run is a process of its own: each draws its shift, and runs from a
+            // copy of its own.
             Mode::Process => crate::process_arm::command(
                 &crate::process_arm::Spec {
                     shift_seed: shift_seeds[i],
+                    // Only a copy this session made: never beside the user's own file.
+                    copy_each_run: copies.as_ref().is_some_and(|c| c.exes[i] != arm.exe),
                     ..crate::process_arm::Spec::new(exe, &arm.args, workload)
                 },
                 core,

@@ -126,12 +126,22 @@ impl Watch {
     }
 
     /// Its plan, once `pilot` sessions have given it values: a whole-process workload's
-    /// pairs become the unit where its sessions show no component of their own
+    /// pairs become the unit where every run is of a new copy of its file
+    /// (`measure.fresh_copies`), else where its sessions show no component of their own
     /// (`components::no_session_component`); Stein's count for its target from the pilot's
     /// values.
-    fn plan(&mut self, done: &[Session], limit_pct: Option<f64>, pilot: usize) {
+    fn plan(&mut self, done: &[Session], limit_pct: Option<f64>, pilot: usize, fresh_copies: bool) {
         self.planned = true;
-        if self.whole_process {
+        if self.whole_process && fresh_copies {
+            // Every run from a copy of its own: no session holds anything of its own (a
+            // file's pages, a heap offset, a process) that its pairs share, so the pairs are
+            // the unit without a test that could only mistake a noisy stretch for one.
+            self.unit = Unit::Pair;
+            self.per = done
+                .iter()
+                .find_map(|s| s.round_log_ratios(&self.cand, &self.base, |b| b.median_ns))
+                .map_or(1, |r| r.len().max(1) as u32);
+        } else if self.whole_process {
             let rounds: Vec<Vec<f64>> = done
                 .iter()
                 .filter(|s| limit_pct.is_none_or(|l| s.machine.is_none_or(|m| m.measured_pct <= l)))
@@ -540,7 +550,7 @@ fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
     let done_sessions = &p.done;
     for w in p.watches.iter_mut().filter(|w| w.stop.is_none()) {
         if !w.planned && w.vals.len() >= pilot {
-            w.plan(done_sessions, skip, pilot);
+            w.plan(done_sessions, skip, pilot, cfg.fresh_copies);
         }
         let n = w.vals.len();
         let cap = if w.target_pct <= 0.0 {

@@ -45,6 +45,12 @@ pub struct Spec {
     /// Seeds the extra slashes each run's path gets (`measure.shift_heap`); `None`: none.
     #[serde(default)]
     pub shift_seed: Option<u64>,
+    /// Whether each run is of a new copy of `exe` (`measure.fresh_copies`), written beside it
+    /// as `r/<its name>` before the run and removed after it: what stays with a file (where
+    /// its pages sit, in which folios) is then drawn anew for every run, not shared by a
+    /// session's runs.
+    #[serde(default)]
+    pub copy_each_run: bool,
 }
 
 impl Spec {
@@ -60,6 +66,7 @@ impl Spec {
             metric: w.metric.clone(),
             pipe_stdout: w.stdout == Some(crate::config::Stdout::Pipe),
             shift_seed: None,
+            copy_each_run: false,
         }
     }
 }
@@ -209,9 +216,34 @@ fn serve(
     answer(serde_json::to_string(&line).expect("numbers serialize"))
 }
 
-/// One run of the command, to its end, its path `shift` slashes longer: its sample in ns.
+/// One run of the command, to its end, its path `shift` slashes longer (of a new copy of its
+/// executable where `copy_each_run`): its sample in ns.
 fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
-    let mut cmd = Command::new(crate::workload::shifted(&spec.exe, shift));
+    if !spec.copy_each_run {
+        return run_file(spec, &spec.exe, shift);
+    }
+    let (Some(dir), Some(name)) = (spec.exe.parent(), spec.exe.file_name()) else {
+        bail!("{} is not a file to copy", spec.exe.display());
+    };
+    let copy = dir.join("r").join(name);
+    let _ = std::fs::remove_file(&copy);
+    std::fs::create_dir_all(dir.join("r"))
+        .and_then(|()| std::fs::copy(&spec.exe, &copy))
+        .with_context(|| {
+            format!(
+                "copying {} to {} for a run (`measure.fresh_copies`; free some space there, or set it to false)",
+                spec.exe.display(),
+                copy.display()
+            )
+        })?;
+    let sample = run_file(spec, &copy, shift);
+    let _ = std::fs::remove_file(&copy);
+    sample
+}
+
+/// One run of `spec`'s command from the executable `exe`.
+fn run_file(spec: &Spec, exe: &Path, shift: usize) -> Result<f64> {
+    let mut cmd = Command::new(crate::workload::shifted(exe, shift));
     cmd.args(&spec.args)
         .envs(&spec.env)
         .stdout(if spec.pipe_stdout || spec.metric.is_some() {
@@ -233,10 +265,10 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
     crate::service::die_with_parent(&mut cmd);
     let shown = || {
         let exe = match shift {
-            0 => spec.exe.display().to_string(),
+            0 => exe.display().to_string(),
             n => format!(
                 "{} (its path run with {n} more leading slashes)",
-                spec.exe.display()
+                exe.display()
             ),
         };
         std::iter::once(exe)
@@ -244,11 +276,20 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let started = Instant::now();
-    let out = cmd
-        .output()
-        .with_context(|| format!("cannot run `{}`", shown()))?;
-    let wall_ns = started.elapsed().as_nanos() as f64;
+    // A file just written may be busy a moment (ETXTBSY) while a process forked meanwhile
+    // still holds its writing descriptor, until that process execs.
+    let mut tries = 0;
+    let (out, wall_ns) = loop {
+        let started = Instant::now();
+        match cmd.output() {
+            Ok(out) => break (out, started.elapsed().as_nanos() as f64),
+            Err(e) if tries < 50 && e.raw_os_error() == Some(libc::ETXTBSY) => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot run `{}`", shown())),
+        }
+    };
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
@@ -346,6 +387,7 @@ mod tests {
             metric: None,
             pipe_stdout: false,
             shift_seed: None,
+            copy_each_run: false,
         }
     }
 
@@ -404,6 +446,35 @@ mod tests {
         };
         let err = format!("{:#}", serve_text(&piped, 1, "g\n").unwrap_err());
         assert!(err.contains("stdout is pipe:"), "{err}");
+    }
+
+    #[test]
+    fn every_run_is_of_a_new_copy_removed_after_it() {
+        let dir = std::env::temp_dir().join(format!("mty-copy-each-run-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("sh");
+        std::fs::copy("/bin/sh", &exe).unwrap();
+        let copy = dir.join("r").join("sh");
+        // `$0` of `sh -c` is the path run: the copy, which exists while it runs.
+        let mut s = spec(&format!(
+            r#"test "$0" = {0} && test -x {0} && echo '{{"ok": 1}}'"#,
+            copy.display()
+        ));
+        (s.exe, s.metric, s.copy_each_run) = (exe.clone(), Some("ok".into()), true);
+        let lines = serve_text(&s, 2, "g\ng\nq\n").unwrap();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(!copy.exists(), "the last run's copy is removed");
+        // A copy that cannot be written fails the arm, saying which key it serves.
+        std::fs::remove_dir_all(dir.join("r")).unwrap();
+        std::fs::write(dir.join("r"), "a file where the folder would be").unwrap();
+        let err = format!("{:#}", serve_text(&s, 1, "g\n").unwrap_err());
+        assert!(
+            err.contains(&format!("copying {}", exe.display()))
+                && err.contains("`measure.fresh_copies`"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -236,6 +236,8 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
 #[test]
 fn a_whole_process_comparison_pools_its_pairs_only_without_a_session_component() {
     let mut cfg = measure_config();
+    // Per-session copies (or none): a session could hold a file's effect of its own.
+    cfg.fresh_copies = false;
     (
         cfg.lockstep.min_pairs,
         cfg.lockstep.rounds,
@@ -268,11 +270,11 @@ fn a_whole_process_comparison_pools_its_pairs_only_without_a_session_component()
         }
         out
     };
-    let run = |done: Vec<Session>| {
-        let mut p = Progress::of(&g, &cfg);
+    let run = |done: Vec<Session>, cfg: &Measure| {
+        let mut p = Progress::of(&g, cfg);
         for s in done {
             p.done.push(s);
-            judge(&mut p, &g, &cfg);
+            judge(&mut p, &g, cfg);
             if p.ended() {
                 break;
             }
@@ -280,7 +282,7 @@ fn a_whole_process_comparison_pools_its_pairs_only_without_a_session_component()
         let w = &p.watches[0];
         (w.unit, w.per, w.pilot_values, w.stop.clone().unwrap())
     };
-    let (unit, per, pilot, stop) = run(sessions(-0.05, 0.0, &mut rng));
+    let (unit, per, pilot, stop) = run(sessions(-0.05, 0.0, &mut rng), &cfg);
     assert_eq!((unit, per, pilot), (Unit::Pair, 20, 240));
     // 240 pairs of ±2 % give ±0.4 %: the pilot's values are enough.
     assert_eq!(
@@ -290,12 +292,17 @@ fn a_whole_process_comparison_pools_its_pairs_only_without_a_session_component()
     assert!(stop.why().contains("pairs as the unit"), "{}", stop.why());
     // No effect, sessions shifted by 3 %: sessions stay the unit, and ±1 % needs more
     // than the pilot's 12.
-    let (unit, per, pilot, stop) = run(sessions(0.0, 0.03, &mut rng));
+    let (unit, per, pilot, stop) = run(sessions(0.0, 0.03, &mut rng), &cfg);
     assert_eq!((unit, per, pilot), (Unit::Session, 1, 12));
     assert!(
         stop.sessions > 12 && stop.reason != StopReason::Settled,
         "{stop:?}"
     );
+    // Every run from a copy of its own (`measure.fresh_copies`): nothing is left to a
+    // session, so the pairs are the unit without the test.
+    cfg.fresh_copies = true;
+    let (unit, per, pilot, _) = run(sessions(0.0, 0.03, &mut rng), &cfg);
+    assert_eq!((unit, per, pilot), (Unit::Pair, 20, 240));
     let spend = Spend {
         through: 12,
         unit: Unit::Pair,
