@@ -12,7 +12,9 @@
 //! kills its command too; not the command's own children, should it be a wrapper that starts
 //! the real program (make that program the command). One run before the `ready` line warms the
 //! page cache and checks the command works; the closing line's CPU time and switches leave it
-//! out.
+//! out. With `measure.fresh_copies` every run is of a new copy of the executable, written
+//! before it and removed after it, outside the time taken. The session runs the arms in
+//! adjacent pairs (`lockstep.rs`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};

@@ -509,14 +509,20 @@ fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
     );
 }
 
-/// One whole-process comparison under the rule as `measure::judge` runs it: the pooling test
-/// at the pilot of `pilot` sessions, Stein's count for `target` in pairs (or turns) or in
-/// sessions within `max` sessions, looks at the pilot's doublings where its interval may lie
-/// beyond ±1 %. Its estimate and half-width at its stop, whether the pairs were its unit, and
-/// the sessions it ran.
-fn whole_process_stop(sessions: &[Vec<f64>], pilot: usize, target: f64) -> (f64, f64, bool, usize) {
+/// One whole-process comparison under the rule as `measure::judge` runs it: where `test`,
+/// the pooling test at the pilot of `pilot` sessions (else its values within sessions are
+/// its unit: every run from a copy of its own), Stein's count for `target` in pairs (or
+/// turns) or in sessions within `max` sessions, looks at the pilot's doublings where its
+/// interval may lie beyond ±1 %. Its estimate and half-width at its stop, whether the pairs
+/// were its unit, and the sessions it ran.
+fn whole_process_stop(
+    sessions: &[Vec<f64>],
+    pilot: usize,
+    target: f64,
+    test: bool,
+) -> (f64, f64, bool, usize) {
     let (rounds, max) = (sessions[0].len(), sessions.len());
-    let pooled = super::super::components::no_session_component(&sessions[..pilot]);
+    let pooled = !test || super::super::components::no_session_component(&sessions[..pilot]);
     let values: Vec<f64> = if pooled {
         sessions.iter().flatten().copied().collect()
     } else {
@@ -575,7 +581,7 @@ fn whole_process_turns_keep_their_coverage() {
                             .collect()
                     })
                     .collect();
-                let (m, half, turns, ran) = whole_process_stop(&sessions, pilot, target);
+                let (m, half, turns, ran) = whole_process_stop(&sessions, pilot, target, true);
                 covered += ((m - effect).abs() <= half) as usize;
                 pooled += turns as usize;
                 units += ran;
@@ -627,7 +633,8 @@ struct RecordedComparison {
 /// pairs' tails, are the recorded ones), drawn with replacement as whole sessions, scaled
 /// as recorded or three times as wide (this VM kind's noisy hours: a pair's robust sd 3–5 %
 /// where the recordings' is about 1.3 %), an effect added; the rule as `measure::judge` runs
-/// it on a first run ([`whole_process_stop`]: a pilot of 4 sessions of 6 pairs, ±1 %). The
+/// it on a first run ([`whole_process_stop`]: a pilot of 4 sessions of 6 pairs, ±1 %, pairs
+/// the unit as with `measure.fresh_copies`; and, for comparison, with the pooling test). The
 /// truth is what the 20 % trimmed mean estimates in that population: the effect plus the
 /// pooled pairs' own trimmed mean.
 #[test]
@@ -657,14 +664,15 @@ fn whole_process_pairs_keep_their_coverage_on_recorded_pairs() {
     let (pilot, max, trials) = (4usize, 100usize, 2000);
     let target = log_width(1.0);
     let mut rng = SplitMix64::new(20261205);
-    let (mut hits, mut total, mut pooled_total) = (0usize, 0usize, 0usize);
+    let (mut hits, mut total) = (0usize, 0usize);
     let mut worst = (1.0f64, String::new());
     let mut lines = Vec::new();
-    for scale in [1.0, 3.0] {
+    for (scale, test) in [(1.0, false), (3.0, false), (1.0, true), (3.0, true)] {
         let all: Vec<f64> = pool.iter().flatten().map(|x| scale * x).collect();
         let centre = trimmed(&all).0;
         for effect in [-0.15, -0.04, -0.015, 0.0] {
             let (mut covered, mut pooled, mut units) = (0usize, 0usize, 0usize);
+            let mut halves = Vec::new();
             for _ in 0..trials {
                 let sessions: Vec<Vec<f64>> = (0..max)
                     .map(|_| {
@@ -672,24 +680,28 @@ fn whole_process_pairs_keep_their_coverage_on_recorded_pairs() {
                         s.iter().map(|x| effect + scale * x).collect()
                     })
                     .collect();
-                let (m, half, pairs, ran) = whole_process_stop(&sessions, pilot, target);
+                let (m, half, pairs, ran) = whole_process_stop(&sessions, pilot, target, test);
                 covered += ((m - effect - centre).abs() <= half) as usize;
                 pooled += pairs as usize;
                 units += ran;
+                halves.push(100.0 * half);
             }
             let share = covered as f64 / trials as f64;
-            let what = format!("pairs ×{scale}, effect {effect}");
+            let what = format!(
+                "pairs ×{scale}{}, effect {effect}",
+                if test { ", tested" } else { "" }
+            );
             if share < worst.0 {
                 worst = (share, what.clone());
             }
             hits += covered;
             total += trials;
-            pooled_total += pooled;
             lines.push(format!(
-                "{what:>24}: {:.1} % covered, pairs the unit in {:.0} %, {:.1} sessions",
+                "{what:>32}: {:.1} % covered, pairs the unit in {:.0} %, {:.1} sessions, median ±{:.2} %",
                 100.0 * share,
                 100.0 * pooled as f64 / trials as f64,
-                units as f64 / trials as f64
+                units as f64 / trials as f64,
+                crate::median(&halves).unwrap()
             ));
         }
     }
