@@ -356,7 +356,10 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
                 .iter()
                 .map(|i| arms[i.as_u64().unwrap() as usize])
                 .collect();
-            assert!(round.len().is_multiple_of(2) && !round.is_empty(), "{round:?}");
+            assert!(
+                round.len().is_multiple_of(2) && !round.is_empty(),
+                "{round:?}"
+            );
             for pair in round.chunks(2) {
                 assert!(
                     pair.contains(&"release") && pair[0] != pair[1],
