@@ -404,3 +404,32 @@ pub fn versus_sessions(ratio: f64) -> Vec<Session> {
         })
         .collect()
 }
+
+/// A paired session of `arms` whose rounds ran `order` (arm indices, two by two), each arm's
+/// turns taking `times` in the order it ran them.
+pub fn paired(arms: &[&str], order: Vec<Vec<u8>>, times: &[&[f64]]) -> Session {
+    let batch = |t: f64| crate::lockstep::Batch {
+        median_ns: t,
+        p95_ns: t,
+        p99_ns: t,
+        p999_ns: None,
+        mean_ns: t,
+        elapsed_ns: None,
+        inject_ns: None,
+    };
+    Session {
+        workload: "w".into(),
+        session: 0,
+        arms: arms.iter().map(|a| a.to_string()).collect(),
+        order,
+        paired: true,
+        moves: Vec::new(),
+        machine: None,
+        batches: times
+            .iter()
+            .map(|t| t.iter().map(|&t| batch(t)).collect())
+            .collect(),
+        totals: Vec::new(),
+        timing: None,
+    }
+}

@@ -207,18 +207,13 @@ impl Watch {
         let Some(stop) = self.stop.as_mut() else {
             return;
         };
-        if stop.reason != StopReason::Settled {
+        // In pairs a stopped comparison takes no more pairs: the session already started when
+        // it settled holds its last ones, whose count the schedule set, not another
+        // comparison's spread; its interval stays the look's.
+        if stop.reason != StopReason::Settled || done.iter().any(|s| s.paired) {
             return;
         }
-        // A paired session holds its values only where its two arms ran as pairs (a stopped
-        // comparison's do not, whatever other comparisons kept its arms for).
-        let both = |s: &Session| {
-            s.arms.contains(&self.cand)
-                && s.arms.contains(&self.base)
-                && (!s.paired
-                    || s.pair_log_ratios(&self.cand, &self.base, |b| b.median_ns)
-                        .is_some())
-        };
+        let both = |s: &Session| s.arms.contains(&self.cand) && s.arms.contains(&self.base);
         let through = done.iter().take_while(|s| both(s)).count();
         if through <= stop.through as usize {
             return;

@@ -47,8 +47,8 @@ pub struct Spec {
     /// Seeds the extra slashes each run's path gets (`measure.shift_heap`); `None`: none.
     #[serde(default)]
     pub shift_seed: Option<u64>,
-    /// Whether each run is of a new copy of `exe` (`measure.fresh_copies`), written beside it
-    /// as `r/<its name>` before the run and removed after it: what stays with a file (where
+    /// Whether each run is of a new copy of `exe` (`measure.fresh_copies`), written as
+    /// `<exe's folder>.r/<its name>` before the run and removed after it: what stays with a file (where
     /// its pages sit, in which folios) is then drawn anew for every run, not shared by a
     /// session's runs.
     #[serde(default)]
@@ -227,9 +227,14 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
     let (Some(dir), Some(name)) = (spec.exe.parent(), spec.exe.file_name()) else {
         bail!("{} is not a file to copy", spec.exe.display());
     };
-    let copy = dir.join("r").join(name);
+    // A folder beside the session's copy's (`NNN.r` by `NNN`): every arm's path has one
+    // length, and none can be the executable's own name.
+    let mut runs = dir.as_os_str().to_owned();
+    runs.push(".r");
+    let runs = PathBuf::from(runs);
+    let copy = runs.join(name);
     let _ = std::fs::remove_file(&copy);
-    std::fs::create_dir_all(dir.join("r"))
+    std::fs::create_dir_all(&runs)
         .and_then(|()| std::fs::copy(&spec.exe, &copy))
         .with_context(|| {
             format!(
@@ -453,11 +458,15 @@ mod tests {
     #[test]
     fn every_run_is_of_a_new_copy_removed_after_it() {
         let dir = std::env::temp_dir().join(format!("mty-copy-each-run-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let runs = PathBuf::from(format!("{}.r", dir.display()));
+        for d in [&dir, &runs] {
+            let _ = std::fs::remove_dir_all(d);
+        }
         std::fs::create_dir_all(&dir).unwrap();
-        let exe = dir.join("sh");
+        // Named `r`: its runs' folder cannot be its own name.
+        let exe = dir.join("r");
         std::fs::copy("/bin/sh", &exe).unwrap();
-        let copy = dir.join("r").join("sh");
+        let copy = runs.join("r");
         // `$0` of `sh -c` is the path run: the copy, which exists while it runs.
         let mut s = spec(&format!(
             r#"test "$0" = {0} && test -x {0} && echo '{{"ok": 1}}'"#,
@@ -468,14 +477,15 @@ mod tests {
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(!copy.exists(), "the last run's copy is removed");
         // A copy that cannot be written fails the arm, saying which key it serves.
-        std::fs::remove_dir_all(dir.join("r")).unwrap();
-        std::fs::write(dir.join("r"), "a file where the folder would be").unwrap();
+        std::fs::remove_dir_all(&runs).unwrap();
+        std::fs::write(&runs, "a file where the folder would be").unwrap();
         let err = format!("{:#}", serve_text(&s, 1, "g\n").unwrap_err());
         assert!(
             err.contains(&format!("copying {}", exe.display()))
                 && err.contains("`measure.fresh_copies`"),
             "{err}"
         );
+        std::fs::remove_file(&runs).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

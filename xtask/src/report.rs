@@ -190,21 +190,14 @@ pub(crate) fn floor_line(report: &Report, w: &WorkloadAnalysis) -> String {
         .sessions
         .iter()
         .any(|s| s.workload == w.workload && s.paired);
-    match &w.components {
-        // Every run from a copy of its own: a session holds nothing its pairs share, so
-        // the sessions' figure would only be the pairs' tails.
-        Some(c) if paired => {
-            let _ = write!(line, "; A/A sd of pairs {:.2} %", 100.0 * c.rounds_sd);
-        }
-        Some(c) => {
-            let _ = write!(
-                line,
-                "; A/A sd of rounds {:.2} %, of sessions {:.2} %",
-                100.0 * c.rounds_sd,
-                100.0 * c.sessions_sd
-            );
-        }
-        None => {}
+    if let Some(c) = &w.components {
+        let _ = write!(
+            line,
+            "; A/A sd of {} {:.2} %, of sessions {:.2} %",
+            if paired { "pairs" } else { "rounds" },
+            100.0 * c.rounds_sd,
+            100.0 * c.sessions_sd
+        );
     }
     if paired {
         line += " (whole-process: one run a turn, each comparison's two runs side by side)";

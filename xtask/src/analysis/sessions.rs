@@ -3,7 +3,7 @@
 //! rounds (robust to a speed flip), the estimate a trimmed mean over sessions, the interval
 //! the stopping rule's (`stats::compare_sessions`).
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::history::{History, LayoutRecord, RunRecord};
 use super::{
@@ -240,32 +240,35 @@ pub fn round_ratios(
 }
 
 /// ln(`cand` / `base`) on `metric`, round by round (pair by pair), session by session: the
-/// sessions both ran in (each leaves once its comparisons have stopped: a prefix of them).
+/// sessions in which both ran (in pairs: ran as a pair, or each beside a third arm). An arm
+/// leaves once its comparisons have stopped, and a comparison's pairs end when it stops, so
+/// these are a prefix of the sessions `cand` ran in; a later session where it ran without
+/// `base` (another comparison kept it) ends them.
 fn ratios(
     sessions: &[&Session],
     cand: &str,
     base: &str,
     metric: BatchMetric,
 ) -> Result<Vec<Vec<f64>>> {
-    let both = |s: &&&Session| s.arm(cand).is_some() && (base == BASELINE || s.arm(base).is_some());
-    if !sessions.iter().any(|s| both(&s)) {
+    let mine: Vec<&&Session> = sessions.iter().filter(|s| s.arm(cand).is_some()).collect();
+    let Some(first) = mine.first() else {
         bail!(
-            "no session of `{}` has the arms `{cand}` and `{base}`",
+            "no session of `{}` has the arm `{cand}`",
             sessions.first().map_or("", |s| s.workload.as_str())
         );
-    }
-    sessions
+    };
+    let out: Vec<Vec<f64>> = mine
         .iter()
-        .filter(both)
-        .map(|s| {
-            s.round_log_ratios(cand, base, metric).with_context(|| {
-                format!(
-                    "session {} of `{}` has no arm `{base}` beside `{cand}`",
-                    s.session, s.workload
-                )
-            })
-        })
-        .collect()
+        .map_while(|s| s.round_log_ratios(cand, base, metric))
+        .collect();
+    if out.is_empty() {
+        bail!(
+            "session {} of `{}` has no arm `{base}` beside `{cand}`",
+            first.session,
+            first.workload
+        );
+    }
+    Ok(out)
 }
 
 /// `cand` against release as the stopping rule watched it: the sessions up to its stop, at

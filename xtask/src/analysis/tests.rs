@@ -730,3 +730,29 @@ fn a_build_of_two_speeds_is_named_with_its_modes() {
         "{lines:?}"
     );
 }
+
+/// A candidate's ratios to release in pairs end with the first session in which it ran
+/// without a pair with release (another comparison kept it: `--against`'s, BOLT's): no
+/// error, and the sessions before it, a prefix, as the capture's zip assumes.
+#[test]
+fn pair_ratios_end_where_the_candidate_ran_without_release() {
+    let with = crate::fixtures::paired(
+        &["release", "a"],
+        vec![vec![0, 1], vec![1, 0]],
+        &[&[100.0, 100.0], &[90.0, 80.0]],
+    );
+    let mut without = crate::fixtures::paired(
+        &["a", "x:a"],
+        vec![vec![0, 1], vec![1, 0]],
+        &[&[90.0, 90.0], &[91.0, 89.0]],
+    );
+    without.session = 1;
+    let got =
+        super::sessions::round_ratios(&[&with, &without, &with], "a", |b| b.median_ns).unwrap();
+    assert_eq!(got, [vec![0.9f64.ln(), 0.8f64.ln()]]);
+    let err = super::sessions::round_ratios(&[&without], "a", |b| b.median_ns).unwrap_err();
+    assert!(
+        format!("{err}").contains("session 1 of `w` has no arm `release` beside `a`"),
+        "{err}"
+    );
+}

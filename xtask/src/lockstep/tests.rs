@@ -282,3 +282,52 @@ fn first_answers(arms: &[Arm], cfg: &Measure, seed: u64) -> Vec<f64> {
     .unwrap();
     s.batches.iter().map(|b| b[0].median_ns).collect()
 }
+
+/// A paired session's values: each pair's ratio where two arms ran as a pair (either order),
+/// release's turns matched to their pairs by count; arms that never ran as a pair compared
+/// through their pairs with an arm both ran beside; none for an arm that never ran.
+#[test]
+fn pairs_are_read_pair_by_pair_whatever_their_order() {
+    // Round 1: (a, release), (release, b); round 2: (b, release), (release, a).
+    let s = crate::fixtures::paired(
+        &["release", "a", "b", "c"],
+        vec![vec![1, 0, 0, 2], vec![2, 0, 0, 1]],
+        &[
+            &[100.0, 200.0, 300.0, 400.0],
+            &[90.0, 360.0],
+            &[220.0, 330.0],
+            &[],
+        ],
+    );
+    let m = |b: &Batch| b.median_ns;
+    let close = |got: Option<Vec<f64>>, want: &[f64]| {
+        let got = got.expect("values");
+        assert!(
+            got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-12),
+            "{got:?} against {want:?}"
+        );
+    };
+    let ln = |x: f64| x.ln();
+    close(
+        s.pair_log_ratios("a", "release", m),
+        &[ln(90.0 / 100.0), ln(360.0 / 400.0)],
+    );
+    close(
+        s.round_log_ratios("b", "release", m),
+        &[ln(220.0 / 200.0), ln(330.0 / 300.0)],
+    );
+    close(
+        s.round_log_ratios("release", "b", m),
+        &[ln(200.0 / 220.0), ln(300.0 / 330.0)],
+    );
+    // Never a pair: through release, round by round.
+    assert_eq!(s.pair_log_ratios("a", "b", m), None);
+    close(
+        s.round_log_ratios("a", "b", m),
+        &[
+            ln(90.0 / 100.0) - ln(220.0 / 200.0),
+            ln(360.0 / 400.0) - ln(330.0 / 300.0),
+        ],
+    );
+    assert_eq!(s.round_log_ratios("c", "release", m), None);
+}
