@@ -249,7 +249,9 @@ impl Progress {
         Progress {
             started: 0,
             done: Vec::new(),
-            pilot: if paired {
+            // Pairs of runs each from a copy of its own need no pooling test, whose power
+            // the pilot's sessions set: then a pilot of pairs.
+            pilot: if paired && cfg.fresh_copies {
                 g.workload.pair_pilot_in(l)
             } else {
                 g.workload.pilot_in(l)

@@ -218,7 +218,9 @@ pub struct Lockstep {
     pub min_sessions: u32,
     /// A whole-process workload's pilot, in adjacent pairs of each comparison: its sessions
     /// are this many pairs over `rounds`, at least two (its runs are whole processes, so a
-    /// pilot of `min_sessions` sessions of every comparison would cost minutes).
+    /// pilot of `min_sessions` sessions of every comparison would cost minutes). Without
+    /// `measure.fresh_copies` the pilot stays `min_sessions`: the test of whether its sessions
+    /// hold a component of their own needs them.
     pub min_pairs: u32,
     /// A workload's sessions stop once they have taken this many seconds in all (the pilot
     /// always runs whole): the interval is then wider than the target, and says so.
