@@ -690,12 +690,26 @@ impl Live {
         }
     }
 
+    /// Kills the arm, and the process group it leads where it leads one (a whole-process
+    /// arm: its runs are in it).
+    fn kill(&mut self) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: getpgid and kill on our own child, not yet reaped, so its pid (and a group
+        // it leads) cannot be another's.
+        unsafe {
+            if libc::getpgid(pid) == pid {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.kill();
+    }
+
     /// The arm failed while doing `what`: it died (say how), or it hung past `timed_out`
     /// (kill it). Either way: its name, command line and the tail of its stderr.
     fn failure(&mut self, what: &str, timed_out: Option<Duration>) -> anyhow::Error {
         let (how, ended) = match timed_out {
             Some(t) => {
-                let _ = self.child.kill();
+                self.kill();
                 let _ = self.child.wait();
                 let how = format!(
                     "did not answer within {} s and was killed (raise `measure.timeout_secs` if it is merely slow)",
@@ -743,7 +757,7 @@ impl Drop for Live {
         // Closing stdin ends a healthy arm; a failed session kills the rest.
         drop(self.stdin.take());
         if !matches!(self.child.try_wait(), Ok(Some(_))) {
-            let _ = self.child.kill();
+            self.kill();
             let _ = self.child.wait();
         }
     }

@@ -8,9 +8,13 @@
 //! `metric` key. Its stdout is `/dev/null` (a pipe with `metric` or `stdout = "pipe"`), as
 //! hyperfine's is: a pipe wakes the arm on the same core for every 64 KiB. The command is
 //! started after the move, so it inherits the measured core (a child takes its parent's
-//! affinity), and it dies with the arm (`PR_SET_PDEATHSIG`), so a session that kills a hung arm
-//! kills its command too; not the command's own children, should it be a wrapper that starts
-//! the real program (make that program the command). One run before the `ready` line warms the
+//! affinity). It is started by `posix_spawn` (a vfork: no hook between fork and exec), so what
+//! a run's time holds of its start does not grow with how long ago this arm last ran: a fork
+//! copies the arm's page tables, and an arm that ran less often (a candidate beside release,
+//! which runs in every pair) forked slower, an A/A arm 1.2 % slower on `/bin/true`. The arm
+//! leads a process group of its own, which its runs join and the session kills whole, so a
+//! session that kills a hung arm kills its command too (and the command's own children,
+//! should it be a wrapper that starts the real program). One run before the `ready` line warms the
 //! page cache and checks the command works; the closing line's CPU time and switches leave it
 //! out. With `measure.fresh_copies` every run is of a new copy of the executable, written
 //! before it and removed after it, outside the time taken. The session runs the arms in
@@ -84,6 +88,10 @@ pub fn command(spec: &Spec, core: Option<usize>) -> Result<Cmd> {
 /// 1 when the command fails (the reason on stderr, which the session shows), 2 on a malformed
 /// command line or an unknown protocol command, as `mty-lockstep` does.
 pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
+    // A process group of its own, which its runs join: the session kills it whole. (Best
+    // effort: a session that cannot, kills the arm, and a hung run outlives it.)
+    // SAFETY: setpgid(0, 0) on this process itself.
+    unsafe { libc::setpgid(0, 0) };
     let (spec, batch) = match arm_args::<Spec>(argv) {
         Ok(p) => p,
         Err(err) => {
@@ -268,8 +276,8 @@ fn run_file(spec: &Spec, exe: &Path, shift: usize) -> Result<f64> {
         ),
         None => Stdio::null(),
     });
-    // The command dies with its arm (a session kills a hung arm with SIGKILL).
-    crate::service::die_with_parent(&mut cmd);
+    // No `pre_exec` hook: std then starts it with `posix_spawn`. It dies with its arm through
+    // the arm's process group, which the session kills whole (`lockstep.rs`).
     let shown = || {
         let exe = match shift {
             0 => exe.display().to_string(),

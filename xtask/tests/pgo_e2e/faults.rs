@@ -508,3 +508,62 @@ fn calibrating_a_whole_process_workload_is_refused_before_building() {
         "release was built first: {err}"
     );
 }
+
+/// A whole-process arm whose run hangs: its runs start with no hook tying them to it
+/// (`posix_spawn`), but the arm leads a process group they join, and a session kills that
+/// group (`lockstep.rs`): the hung run is gone with its arm.
+#[test]
+fn a_hung_whole_process_run_dies_with_its_arm_group() {
+    use std::io::{BufRead, Write};
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hung-run");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (marker, pid_file) = (dir.join("hang"), dir.join("pid"));
+    // Runs at once (the warm-up run), then hangs once the marker exists.
+    let script = format!(
+        "test -e {} && {{ echo $$ > {}; exec sleep 60; }}; true",
+        marker.display(),
+        pid_file.display()
+    );
+    let spec = serde_json::json!({
+        "exe": "sh", "args": ["-c", script], "env": {}, "cwd": null, "stdin": null,
+        "metric": null,
+    });
+    let mut arm = Command::new(env!("CARGO_BIN_EXE_cargo-mty"))
+        .args(["__process-arm", &spec.to_string(), "--lockstep", "1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(arm.stdout.take().unwrap()).lines();
+    let ready = lines.next().unwrap().unwrap();
+    assert!(ready.contains("\"ready\""), "{ready}");
+    let pid = arm.id() as i32;
+    // SAFETY: getpgid on our own child, not yet reaped.
+    assert_eq!(
+        unsafe { libc::getpgid(pid) },
+        pid,
+        "the arm leads its group"
+    );
+    std::fs::write(&marker, "").unwrap();
+    let mut stdin = arm.stdin.take().unwrap();
+    writeln!(stdin, "g").unwrap();
+    let run: i32 = (0..500)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+        })
+        .expect("the run started");
+    // What a session does to an arm that did not answer in time.
+    // SAFETY: kill on the group our own child leads.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    let _ = arm.wait();
+    let gone = (0..300).any(|_| {
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = unsafe { libc::kill(run, 0) } == 0;
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        !alive
+    });
+    assert!(gone, "the hung run {run} outlived its arm");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
