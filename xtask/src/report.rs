@@ -542,6 +542,24 @@ mod tests {
     use super::*;
     use crate::fixtures::expect_file;
 
+    /// report.json read back gives the figures it was written from, to the last bit: a
+    /// re-rendered report.md (`pgo report`) says what the first did, even of a median on a
+    /// rounding edge (serde_json's `float_roundtrip`; without it, 111.64999999999999 came
+    /// back 1 ulp up and printed 111.7 where the run had printed 111.6).
+    #[test]
+    fn figures_read_back_from_json_are_the_ones_written() {
+        for x in [
+            111.64999999999999f64,
+            0.1 + 0.2,
+            1.0 / 3.0,
+            5e-324,
+            123456.78901234567,
+        ] {
+            let back: f64 = serde_json::from_str(&serde_json::to_string(&x).unwrap()).unwrap();
+            assert_eq!(back.to_bits(), x.to_bits(), "{x}");
+        }
+    }
+
     #[test]
     fn report_md_with_every_section_matches_the_expected_file() {
         let md = crate::report::markdown::render_markdown(&crate::fixtures::full_report());
