@@ -548,22 +548,16 @@ fn a_hung_whole_process_run_dies_with_its_arm_group() {
     std::fs::write(&marker, "").unwrap();
     let mut stdin = arm.stdin.take().unwrap();
     writeln!(stdin, "g").unwrap();
-    let run: i32 = (0..500)
-        .find_map(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
-        })
-        .expect("the run started");
+    let started =
+        || -> Option<i32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
+    assert!(eventually(5, || started().is_some()), "the run started");
+    let run = started().unwrap();
     // What a session does to an arm that did not answer in time.
     // SAFETY: kill on the group our own child leads.
     unsafe { libc::kill(-pid, libc::SIGKILL) };
     let _ = arm.wait();
-    let gone = (0..300).any(|_| {
-        // SAFETY: signal 0 only asks whether the process exists.
-        let alive = unsafe { libc::kill(run, 0) } == 0;
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        !alive
-    });
+    // SAFETY: signal 0 only asks whether the process exists.
+    let gone = eventually(3, || unsafe { libc::kill(run, 0) } != 0);
     assert!(gone, "the hung run {run} outlived its arm");
     std::fs::remove_dir_all(&dir).unwrap();
 }

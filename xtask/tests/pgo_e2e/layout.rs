@@ -38,12 +38,7 @@ fn layout_variants_are_checked_and_give_a_floor() {
     // Measured in the tokio workload's sessions only (quick.toml's `layout.workloads`).
     let report = json(&data.join("report.json"));
     for s in report["sessions"].as_array().unwrap() {
-        let arms: Vec<&str> = s["arms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap())
-            .collect();
+        let arms = strs(&s["arms"]);
         let has = arms.contains(&"release/L1") && arms.contains(&"release/L2");
         assert_eq!(
             has,

@@ -343,12 +343,7 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
     // two, each pair the comparison's two arms (every comparison here is against release).
     for s in report["sessions"].as_array().unwrap() {
         assert_eq!(s["paired"], true, "{}", s["order"]);
-        let arms: Vec<&str> = s["arms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap())
-            .collect();
+        let arms = strs(&s["arms"]);
         for round in s["order"].as_array().unwrap() {
             let round: Vec<&str> = round
                 .as_array()

@@ -353,6 +353,15 @@ pub fn json(path: &Path) -> Value {
     .unwrap()
 }
 
+/// A JSON array of strings (arm names, builds) as `&str`s.
+pub fn strs(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|x| x.as_str().unwrap_or_else(|| panic!("not a string: {x}")))
+        .collect()
+}
+
 pub fn contains(path: &str, needle: &[u8]) -> bool {
     std::fs::read(path)
         .unwrap()

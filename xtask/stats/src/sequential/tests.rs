@@ -509,6 +509,49 @@ fn the_stopping_rule_covers_the_truth_on_recorded_sessions() {
     );
 }
 
+/// Coverage over the settings of a simulation: each setting's share and line, the worst.
+#[derive(Default)]
+struct Tally {
+    hits: usize,
+    total: usize,
+    worst: (f64, String),
+    lines: Vec<String>,
+}
+
+impl Tally {
+    /// A setting `what`: `covered` of `trials`, and the rest of its line.
+    fn add(&mut self, what: String, covered: usize, trials: usize, rest: String) {
+        let share = covered as f64 / trials as f64;
+        if self.lines.is_empty() || share < self.worst.0 {
+            self.worst = (share, what.clone());
+        }
+        (self.hits, self.total) = (self.hits + covered, self.total + trials);
+        self.lines.push(format!(
+            "{what:>32}: {:.1} % covered, {rest}",
+            100.0 * share
+        ));
+    }
+
+    /// Prints every line under `header`; at least 95 % covered in all, 93 % in the worst.
+    fn check(&self, header: &str) {
+        let (hits, total) = (self.hits, self.total);
+        eprintln!(
+            "{header}{}\nall: {:.2} %; worst {:.1} % ({})",
+            self.lines.join("\n"),
+            100.0 * hits as f64 / total as f64,
+            100.0 * self.worst.0,
+            self.worst.1
+        );
+        assert!(hits as f64 >= 0.95 * total as f64, "{hits} of {total}");
+        assert!(
+            self.worst.0 >= 0.93,
+            "{:.1} % ({})",
+            100.0 * self.worst.0,
+            self.worst.1
+        );
+    }
+}
+
 /// One whole-process comparison under the rule as `measure::judge` runs it: where `test`,
 /// the pooling test at the pilot of `pilot` sessions (else its values within sessions are
 /// its unit: every run from a copy of its own), Stein's count for `target` in pairs (or
@@ -556,9 +599,7 @@ fn whole_process_turns_keep_their_coverage() {
     let (rounds, pilot, max, trials) = (20usize, 12usize, 60usize, 1000);
     let target = log_width(1.0);
     let mut rng = SplitMix64::new(20261203);
-    let (mut hits, mut total, mut pooled_total) = (0usize, 0usize, 0usize);
-    let mut worst = (1.0f64, String::new());
-    let mut lines = Vec::new();
+    let (mut tally, mut pooled_total) = (Tally::default(), 0usize);
     for (sd, between) in [
         (0.02, 0.0),
         (0.02, 0.002),
@@ -586,33 +627,26 @@ fn whole_process_turns_keep_their_coverage() {
                 pooled += turns as usize;
                 units += ran;
             }
-            let share = covered as f64 / trials as f64;
-            let what = format!("turns ±{sd}, between {between}, effect {effect}");
-            if share < worst.0 {
-                worst = (share, what.clone());
-            }
-            hits += covered;
-            total += trials;
             pooled_total += pooled;
-            lines.push(format!(
-                "{what:>32}: {:.1} % covered, turns the unit in {:.0} %, {:.1} sessions",
-                100.0 * share,
-                100.0 * pooled as f64 / trials as f64,
-                units as f64 / trials as f64
-            ));
+            tally.add(
+                format!("turns ±{sd}, between {between}, effect {effect}"),
+                covered,
+                trials,
+                format!(
+                    "turns the unit in {:.0} %, {:.1} sessions",
+                    100.0 * pooled as f64 / trials as f64,
+                    units as f64 / trials as f64
+                ),
+            );
         }
     }
-    eprintln!(
-        "{}\nall: {:.2} %; worst {:.1} % ({})",
-        lines.join("\n"),
-        100.0 * hits as f64 / total as f64,
-        100.0 * worst.0,
-        worst.1
-    );
-    assert!(hits as f64 >= 0.95 * total as f64, "{hits} of {total}");
-    assert!(worst.0 >= 0.93, "{:.1} % ({})", 100.0 * worst.0, worst.1);
+    tally.check("");
     // Turns were the unit in most trials without a large component, or it was not tried.
-    assert!(pooled_total > total / 3, "{pooled_total} of {total}");
+    assert!(
+        pooled_total > tally.total / 3,
+        "{pooled_total} of {}",
+        tally.total
+    );
 }
 
 /// Adjacent pairs recorded by real runs of a registry crate's binary (pulldown-cmark 0.13.6,
@@ -664,9 +698,7 @@ fn whole_process_pairs_keep_their_coverage_on_recorded_pairs() {
     let (pilot, max, trials) = (4usize, 100usize, 2000);
     let target = log_width(1.0);
     let mut rng = SplitMix64::new(20261205);
-    let (mut hits, mut total) = (0usize, 0usize);
-    let mut worst = (1.0f64, String::new());
-    let mut lines = Vec::new();
+    let mut tally = Tally::default();
     for (scale, test) in [(1.0, false), (3.0, false), (1.0, true), (3.0, true)] {
         let all: Vec<f64> = pool.iter().flatten().map(|x| scale * x).collect();
         let centre = trimmed(&all).0;
@@ -686,33 +718,21 @@ fn whole_process_pairs_keep_their_coverage_on_recorded_pairs() {
                 units += ran;
                 halves.push(100.0 * half);
             }
-            let share = covered as f64 / trials as f64;
-            let what = format!(
-                "pairs ×{scale}{}, effect {effect}",
-                if test { ", tested" } else { "" }
+            tally.add(
+                format!(
+                    "pairs ×{scale}{}, effect {effect}",
+                    if test { ", tested" } else { "" }
+                ),
+                covered,
+                trials,
+                format!(
+                    "pairs the unit in {:.0} %, {:.1} sessions, median ±{:.2} %",
+                    100.0 * pooled as f64 / trials as f64,
+                    units as f64 / trials as f64,
+                    crate::median(&halves).unwrap()
+                ),
             );
-            if share < worst.0 {
-                worst = (share, what.clone());
-            }
-            hits += covered;
-            total += trials;
-            lines.push(format!(
-                "{what:>32}: {:.1} % covered, pairs the unit in {:.0} %, {:.1} sessions, median ±{:.2} %",
-                100.0 * share,
-                100.0 * pooled as f64 / trials as f64,
-                units as f64 / trials as f64,
-                crate::median(&halves).unwrap()
-            ));
         }
     }
-    eprintln!(
-        "{} recorded sessions of 6 pairs\n{}\nall: {:.2} %; worst {:.1} % ({})",
-        pool.len(),
-        lines.join("\n"),
-        100.0 * hits as f64 / total as f64,
-        100.0 * worst.0,
-        worst.1
-    );
-    assert!(hits as f64 >= 0.95 * total as f64, "{hits} of {total}");
-    assert!(worst.0 >= 0.93, "{:.1} % ({})", 100.0 * worst.0, worst.1);
+    tally.check(&format!("{} recorded sessions of 6 pairs\n", pool.len()));
 }
