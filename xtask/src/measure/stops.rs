@@ -160,7 +160,8 @@ impl ComparisonStop {
     /// What it stopped on: "settled beyond ±1.0 % (0.50 % spent at this look)", "its target
     /// ±2 % (the pilot asked for 38)", "session cap (±1 % asked for 900)".
     pub fn why(&self) -> String {
-        let target = self.target_half_width_pct;
+        // A measured comparison's target is a share of its estimate: two decimals at most.
+        let target = (self.target_half_width_pct * 100.0).round() / 100.0;
         let asked = self.needed.unwrap_or(self.sessions);
         match self.reason {
             StopReason::Settled => match self.settled_at {
@@ -176,9 +177,13 @@ impl ComparisonStop {
                     100.0 * self.alpha
                 ),
             },
-            StopReason::Target if self.unit.within_sessions() => format!(
-                "its target ±{target} %, {} as the unit (its sessions showed no component of their own; the pilot's {} asked for {asked})",
-                self.unit.plural(),
+            StopReason::Target if self.unit == Unit::Turn => format!(
+                "its target ±{target} %, turns as the unit (its sessions showed no component of their own; the pilot's {} asked for {asked})",
+                self.pilot
+            ),
+            // Pairs: every run from a copy of its own, or sessions tested as above.
+            StopReason::Target if self.unit == Unit::Pair => format!(
+                "its target ±{target} %, pairs as the unit (the pilot's {} asked for {asked})",
                 self.pilot
             ),
             StopReason::Target => format!("its target ±{target} % (the pilot asked for {asked})"),

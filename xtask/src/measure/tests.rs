@@ -443,3 +443,30 @@ fn roles_follow_the_arms_names() {
         assert_eq!(Role::of(cand, base), role, "{cand} against {base}");
     }
 }
+
+/// A measured comparison's target is a share of its estimate: its reason shows it to two
+/// decimals, not to the float's last digit, and in the unit it was counted in.
+#[test]
+fn a_stops_reason_rounds_a_measured_target() {
+    let mut stop = ComparisonStop {
+        cand: "lto".into(),
+        base: "release".into(),
+        role: Role::Measured,
+        target_half_width_pct: 1.1279582511992288,
+        needed: Some(256),
+        sessions: 24,
+        through: 4,
+        unit: Unit::Pair,
+        pilot: 24,
+        reason: StopReason::SessionCap,
+        alpha: sequential::ALPHA_PLANNED,
+        threshold_pct: None,
+        settled_at: None,
+    };
+    assert_eq!(stop.why(), "session cap (±1.13 % asked for 256)");
+    (stop.reason, stop.target_half_width_pct) = (StopReason::Target, 1.0);
+    assert_eq!(
+        stop.why(),
+        "its target ±1 %, pairs as the unit (the pilot's 24 asked for 256)"
+    );
+}
