@@ -11,11 +11,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Measure;
 use crate::measure::{BASELINE, BASELINE_AGAIN};
-use crate::stats::median;
+use stats::median;
 
 pub mod history;
+pub mod insight;
+pub mod outputs;
 pub mod sessions;
-use crate::stats::{self, Estimate, Verdict};
+pub mod workloads;
+use stats::{self, Estimate, Verdict};
 
 /// A comparison judged against its threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -271,7 +274,7 @@ pub struct WorkloadAnalysis {
     pub layout: Option<LayoutFloor>,
 }
 
-/// Other processes' CPU time beside one workload's sessions (`crate::machine`).
+/// Other processes' CPU time beside one workload's sessions (`crate::measure::machine`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MachineState {
     /// A session with more of other processes on the arms' cores than this (%) is disturbed.

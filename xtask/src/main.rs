@@ -3,52 +3,29 @@
 //! its own module.
 
 mod analysis;
-mod bolt;
-mod build;
-mod callgrind;
-mod cargo;
-mod compare;
+mod base;
 mod config;
-mod exec;
-#[cfg(test)]
-mod fixtures;
 mod flags;
-mod fsx;
-mod insight;
-mod instructions;
-mod lockstep;
-mod machine;
 mod measure;
-mod outputs;
 mod pipeline;
-mod process_arm;
-mod relink;
 mod report;
-mod rustflags;
-mod service;
-mod service_arm;
-mod stage;
-use mty_stats as stats;
 #[cfg(test)]
-mod testutil;
+mod testing;
 #[cfg(test)]
 mod tidy;
 mod toolchain;
-mod versus;
-mod warnings;
-mod workload;
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1).peekable();
-    if argv.peek().map(String::as_str) == Some(process_arm::SUBCOMMAND) {
+    if argv.peek().map(String::as_str) == Some(measure::process_arm::SUBCOMMAND) {
         argv.next();
-        return process_arm::main(argv);
+        return measure::process_arm::main(argv);
     }
-    if argv.peek().map(String::as_str) == Some(service_arm::SUBCOMMAND) {
+    if argv.peek().map(String::as_str) == Some(measure::service_arm::SUBCOMMAND) {
         argv.next();
-        return service_arm::main(argv);
+        return measure::service_arm::main(argv);
     }
     // Installed (`cargo install --path xtask`), this executable is the cargo subcommand
     // `cargo mty`: cargo runs it as `cargo-mty mty ARGS`, and it works on the workspace
@@ -72,7 +49,7 @@ fn main() -> ExitCode {
     };
     let common = command.common_mut();
     if subcommand && common.manifest_path.is_none() {
-        match cargo::manifest_here() {
+        match toolchain::cargo::manifest_here() {
             Ok(manifest) => common.manifest_path = Some(manifest),
             Err(err) => {
                 eprintln!("error: {err:#}");

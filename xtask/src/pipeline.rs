@@ -21,10 +21,10 @@ mod shipped;
 mod stage;
 mod tune;
 
+use crate::base::stage::Stage;
 use crate::flags::{
     AbArgs, CalibrateArgs, CommonFlags, ExportArgs, MeasureFlags, PgoArgs, RunFlags, TuneArgs,
 };
-use crate::stage::Stage;
 use ctx::Ctx;
 use runner::Timer;
 use stage::measure::Arms;
@@ -116,13 +116,16 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
     // The C++ and Go comparators compile (seconds, one core each) while the builds below leave a
     // core idle in their single-threaded LTO steps; the report finds them up to date.
     let comparators = ctx.config.config.compare.is_some().then(|| {
-        crate::compare::compile_in_background(&ctx.ws.root, &ctx.target_root.join("comparators"))
+        crate::measure::comparators::compile_in_background(
+            &ctx.ws.root,
+            &ctx.target_root.join("comparators"),
+        )
     });
     // Beside the chain of stages below: the baselines build from the start (a fat-LTO build
     // leaves a core idle in its single-threaded steps, and nothing here is timed until
     // `measure`), and each build's instructions per message counted as soon as it is built.
     let cfg = &ctx.config.config;
-    let mut beside = crate::instructions::Beside::start(
+    let mut beside = crate::measure::instructions::Beside::start(
         cfg.measure.workloads.clone(),
         cfg.instructions.clone(),
         ctx.data.join("callgrind"),

@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::outputs::ProfileInfo;
 use crate::analysis::{Judged, WorkloadAnalysis};
-use crate::build::Built;
+use crate::base::exec::Cmd;
 use crate::config::LoadedConfig;
-use crate::exec::Cmd;
-use crate::instructions::InstructionCount;
-use crate::outputs::ProfileInfo;
-use crate::stats;
-use crate::warnings::ApplyReport;
+use crate::measure::instructions::InstructionCount;
+use crate::toolchain::build::Built;
+use crate::toolchain::warnings::ApplyReport;
+use stats;
 
 /// The version of report.json's shape; `--baseline` refuses another.
 pub const SCHEMA: u32 = 6;
@@ -81,21 +81,21 @@ pub struct Report {
     pub apply_check: ApplyReport,
     /// What the profile holds and how the training compares with each measured workload.
     #[serde(default)]
-    pub insight: Option<crate::outputs::InsightReport>,
+    pub insight: Option<crate::analysis::outputs::InsightReport>,
     pub builds: Vec<Built>,
     /// Per workload: rows, paired comparisons, noise floor.
     pub workloads: Vec<WorkloadAnalysis>,
     pub instructions: Vec<InstructionCount>,
     /// The same workload on other implementations (`cargo xtask compare`).
-    pub comparators: Vec<crate::compare::Row>,
+    pub comparators: Vec<crate::measure::comparators::Row>,
     /// Every lockstep session, every batch.
-    pub sessions: Vec<crate::lockstep::Session>,
+    pub sessions: Vec<crate::measure::lockstep::Session>,
     /// `measure.versus`'s workload-against-workload ratios per build.
     #[serde(default)]
-    pub versus: Vec<crate::versus::VersusResult>,
+    pub versus: Vec<crate::analysis::workloads::VersusResult>,
     /// ...and their sessions, every batch.
     #[serde(default)]
-    pub versus_sessions: Vec<crate::lockstep::Session>,
+    pub versus_sessions: Vec<crate::measure::lockstep::Session>,
     /// Per workload and `versus` pair: the stopping rule's sessions, why they stopped, and
     /// where their time went.
     #[serde(default)]
@@ -106,13 +106,13 @@ pub struct Report {
     /// The stages of the run that wrote this report, before the report itself: which ran
     /// and which were reused (up to date), with their fingerprints and seconds.
     #[serde(default)]
-    pub stages: Vec<crate::stage::StageRun>,
+    pub stages: Vec<crate::base::stage::StageRun>,
     /// The BOLT stage's record, when it ran: its profile, BOLT's report, the proof.
     #[serde(default)]
-    pub bolt: Option<crate::outputs::BoltBuild>,
+    pub bolt: Option<crate::analysis::outputs::BoltBuild>,
     /// The layout stage's record: each variant, its seed, what moved, its instructions.
     #[serde(default)]
-    pub layout: Option<crate::outputs::LayoutVariants>,
+    pub layout: Option<crate::analysis::outputs::LayoutVariants>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -379,7 +379,7 @@ pub fn render_table(report: &Report) -> String {
         }
         out.push('\n');
     }
-    out.push_str(&crate::versus::render_table(&report.versus));
+    out.push_str(&crate::analysis::workloads::render_table(&report.versus));
     if let Some(a) = &report.against {
         let _ = writeln!(out, "{}, median, in the same sessions:", a.title());
         for line in a.lines() {
@@ -390,7 +390,10 @@ pub fn render_table(report: &Report) -> String {
     out.push_str(&apply_line(report));
     if let (false, Some(compare)) = (report.comparators.is_empty(), &report.config.config.compare) {
         out.push('\n');
-        out.push_str(&crate::compare::render(&report.comparators, compare));
+        out.push_str(&crate::measure::comparators::render(
+            &report.comparators,
+            compare,
+        ));
     }
     out
 }
@@ -511,7 +514,7 @@ pub fn git_state(root: &Path) -> (String, bool) {
 }
 
 /// The host and checkout the numbers were measured on.
-pub fn environment(root: &Path, toolchain: &crate::toolchain::Toolchain) -> Environment {
+pub fn environment(root: &Path, toolchain: &crate::toolchain::tools::Toolchain) -> Environment {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let (git_commit, git_dirty) = git_state(root);
     Environment {
@@ -540,7 +543,7 @@ pub fn environment(root: &Path, toolchain: &crate::toolchain::Toolchain) -> Envi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::expect_file;
+    use crate::testing::fixtures::expect_file;
 
     /// report.json read back gives the figures it was written from, to the last bit: a
     /// re-rendered report.md (`pgo report`) says what the first did, even of a median on a
@@ -562,7 +565,7 @@ mod tests {
 
     #[test]
     fn report_md_with_every_section_matches_the_expected_file() {
-        let md = crate::report::markdown::render_markdown(&crate::fixtures::full_report());
+        let md = crate::report::markdown::render_markdown(&crate::testing::fixtures::full_report());
         assert!(md.contains("Protocol: **lockstep**"), "{md}");
         assert!(md.contains("(rounds.svg)"), "{md}");
         expect_file("report-full.md", &md);
@@ -571,7 +574,7 @@ mod tests {
     /// A workload with its own lockstep keys gets a line saying how it was measured.
     #[test]
     fn a_workloads_own_lockstep_keys_are_stated_in_report_md() {
-        let mut r = crate::fixtures::report();
+        let mut r = crate::testing::fixtures::report();
         assert!(!crate::report::markdown::render_markdown(&r).contains("batches of"));
         r.config.config.measure.workloads[0].batch_messages = Some(9001);
         let md = crate::report::markdown::render_markdown(&r);
@@ -585,20 +588,23 @@ mod tests {
 
     #[test]
     fn the_table_matches_the_expected_file() {
-        expect_file("table.txt", &render_table(&crate::fixtures::report()));
+        expect_file(
+            "table.txt",
+            &render_table(&crate::testing::fixtures::report()),
+        );
     }
 
     #[test]
     fn report_md_matches_the_expected_file() {
         expect_file(
             "report.md",
-            &crate::report::markdown::render_markdown(&crate::fixtures::report()),
+            &crate::report::markdown::render_markdown(&crate::testing::fixtures::report()),
         );
     }
 
     #[test]
     fn benchmark_entries_are_in_the_custom_smaller_is_better_shape() {
-        let entries = benchmark_entries(&crate::fixtures::report());
+        let entries = benchmark_entries(&crate::testing::fixtures::report());
         let json = serde_json::to_value(&entries).unwrap();
         assert_eq!(json[0]["name"], "agent_send_latency release median");
         assert_eq!(json[0]["unit"], "ns");
@@ -610,7 +616,7 @@ mod tests {
         );
         assert_eq!(json[1]["value"], 1106.0);
         let line: serde_json::Value =
-            serde_json::from_str(&history_line(&crate::fixtures::report())).unwrap();
+            serde_json::from_str(&history_line(&crate::testing::fixtures::report())).unwrap();
         assert_eq!(
             line["benchmarks"].as_array().unwrap().len(),
             8,

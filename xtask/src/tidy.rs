@@ -40,7 +40,7 @@ fn modules() -> BTreeMap<String, PathBuf> {
 
 /// Test-only code: a module's `tests` (inline or in `<module>/tests.rs`), and the fixtures.
 fn test_only(module: &str) -> bool {
-    module.ends_with("::tests") || ["fixtures", "testutil", "tidy"].contains(&module)
+    module.ends_with("::tests") || ["testing", "tidy"].contains(&top(module))
 }
 
 /// The text without its `#[cfg(test)]` items (a `mod tests { … }` block, a `mod x;` line).

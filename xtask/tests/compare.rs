@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-#[path = "../src/testutil.rs"]
+#[path = "../src/testing/optional.rs"]
 mod testutil;
 
 fn root() -> PathBuf {

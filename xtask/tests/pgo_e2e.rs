@@ -32,7 +32,7 @@ mod rerun;
 mod service;
 #[path = "pgo_e2e/support.rs"]
 mod support;
-#[path = "../src/testutil.rs"]
+#[path = "../src/testing/optional.rs"]
 mod testutil;
 #[path = "pgo_e2e/tuning.rs"]
 mod tuning;

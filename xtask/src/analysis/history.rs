@@ -67,7 +67,7 @@ impl History {
     }
 
     pub fn save(&self, path: &Path) -> Result<()> {
-        crate::fsx::write_json(path, self)
+        crate::base::fsx::write_json(path, self)
     }
 
     /// The layout shifts of `workload` on release `exe_hash`, but those of `seeds` (this
@@ -91,7 +91,7 @@ impl History {
 
     /// Earlier runs' estimates (log, se) of `build`'s executable `exe_hash` on `workload`
     /// against release `release_hash`, in runs other than `run_seed`'s that ran `fresh` copies
-    /// as this one does: what [`crate::stats::components::run_test`] takes, this run's added.
+    /// as this one does: what [`stats::components::run_test`] takes, this run's added.
     pub fn same_runs(
         &self,
         workload: &str,

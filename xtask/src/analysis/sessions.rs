@@ -11,14 +11,14 @@ use super::{
     judge_rows, median_distribution,
 };
 use crate::config::Measure;
-use crate::instructions::InstructionCount;
-use crate::lockstep::{BatchMetric, Session};
 use crate::measure;
 use crate::measure::BASELINE_AGAIN;
-use crate::stats::Verdict;
-use crate::stats::components::{self, Component, RunTest};
-use crate::stats::median;
-use crate::stats::{self, Estimate};
+use crate::measure::instructions::InstructionCount;
+use crate::measure::lockstep::{BatchMetric, Session};
+use stats::Verdict;
+use stats::components::{self, Component, RunTest};
+use stats::median;
+use stats::{self, Estimate};
 
 const BOLT: &str = "lto+pgo+bolt";
 const PGO: &str = "lto+pgo";
@@ -194,7 +194,7 @@ fn machine_state<'a>(
     spread: bool,
     pilot: usize,
 ) -> (Option<MachineState>, Vec<&'a Session>) {
-    let seen: Vec<(u32, crate::machine::Beside)> = sessions
+    let seen: Vec<(u32, crate::measure::machine::Beside)> = sessions
         .iter()
         .filter_map(|s| Some((s.session, s.machine?)))
         .collect();
@@ -599,7 +599,7 @@ fn session_row(
             .collect();
         median(&per_session).unwrap_or(f64::NAN)
     };
-    let totals: Vec<&crate::workload::WorkloadLine> = sessions
+    let totals: Vec<&crate::measure::workload::WorkloadLine> = sessions
         .iter()
         .filter_map(|s| {
             let i = s.arms.iter().position(|a| a == build)?;

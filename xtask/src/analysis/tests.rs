@@ -1,18 +1,18 @@
 //! Unit tests of `analysis.rs`.
 
 use super::sessions::analyze_lockstep;
-use crate::fixtures::builds;
+use crate::testing::fixtures::builds;
 
 use super::{Bound, LayoutFloor};
-use crate::fixtures::measure_config;
-use crate::stats::Verdict;
+use crate::testing::fixtures::measure_config;
+use stats::Verdict;
 
 #[test]
 fn the_layout_floor_recovers_known_layout_shifts_through_state_flips() {
     // Four layouts of release shifted by known amounts (sd 0.93 %), in sessions whose
     // machine state flips between 170 and 235 ns.
     let shifts = [-1.0, -0.3, 0.4, 1.1];
-    let sessions = crate::fixtures::layout_sessions(30, 20, &shifts);
+    let sessions = crate::testing::fixtures::layout_sessions(30, 20, &shifts);
     let w = &analyze_lockstep(
         &["agent_send_latency".into()],
         &builds(),
@@ -31,7 +31,7 @@ fn the_layout_floor_recovers_known_layout_shifts_through_state_flips() {
             e.change_pct
         );
     }
-    let truth_sd = crate::stats::sequential::sd(&shifts);
+    let truth_sd = stats::sequential::sd(&shifts);
     assert!(
         (l.sd_pct - truth_sd).abs() < 0.2,
         "{} against {truth_sd}",
@@ -81,7 +81,7 @@ fn the_layout_floor_recovers_known_layout_shifts_through_state_flips() {
     let plain = &analyze_lockstep(
         &["agent_send_latency".into()],
         &builds(),
-        &crate::fixtures::sessions(30, 20),
+        &crate::testing::fixtures::sessions(30, 20),
         &[],
         &measure_config(),
         &crate::analysis::sessions::Pooled::none(&Default::default()),
@@ -103,7 +103,7 @@ fn the_layout_floor_recovers_known_layout_shifts_through_state_flips() {
 /// eight on the floor decides.
 #[test]
 fn a_floor_of_few_layouts_does_not_veto_a_gain_beyond_every_layout() {
-    let estimate = |change: f64, lo: f64, hi: f64| crate::stats::Estimate {
+    let estimate = |change: f64, lo: f64, hi: f64| stats::Estimate {
         pairs: 12,
         rounds: None,
         mean_log_ratio: (1.0 + change / 100.0f64).ln(),
@@ -162,7 +162,7 @@ fn a_floor_of_few_layouts_does_not_veto_a_gain_beyond_every_layout() {
 fn the_floor_pools_earlier_runs_layouts_and_keeps_its_centre() {
     use super::history::{History, LayoutRecord};
     use super::sessions::{Pooled, records};
-    let sessions = crate::fixtures::layout_sessions(30, 20, &[-1.0, -0.3, 0.4, 1.1]);
+    let sessions = crate::testing::fixtures::layout_sessions(30, 20, &[-1.0, -0.3, 0.4, 1.1]);
     let record = |hash: &str, seed: u32, pct: f64| LayoutRecord {
         workload: "agent_send_latency".into(),
         exe_hash: hash.into(),
@@ -249,7 +249,7 @@ fn the_floor_pools_earlier_runs_layouts_and_keeps_its_centre() {
 fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
     use super::history::{History, RunRecord};
     use super::sessions::{Pooled, records};
-    let sessions = crate::fixtures::sessions(20, 20);
+    let sessions = crate::testing::fixtures::sessions(20, 20);
     let hashes: Vec<(String, String)> = [
         ("release", "r"),
         ("lto", "l"),
@@ -386,9 +386,9 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
 /// a session-sharing one keeps them.
 #[test]
 fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
-    let mut sessions = crate::fixtures::sessions(10, 20);
+    let mut sessions = crate::testing::fixtures::sessions(10, 20);
     for s in &mut sessions {
-        s.machine = Some(crate::machine::Beside {
+        s.machine = Some(crate::measure::machine::Beside {
             secs: 0.5,
             measured_pct: if s.session == 3 || s.session == 7 {
                 45.0
@@ -464,7 +464,7 @@ fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
 /// depends on the layout is called layout luck; BOLT is paired with each random layout.
 #[test]
 fn gains_over_layouts_and_bolt_against_random_layouts() {
-    let sessions = crate::fixtures::sessions_with(
+    let sessions = crate::testing::fixtures::sessions_with(
         30,
         20,
         &[
@@ -539,8 +539,8 @@ fn gains_over_layouts_and_bolt_against_random_layouts() {
 #[test]
 fn each_comparison_is_read_at_its_own_stop_and_error() {
     use crate::measure::{ComparisonStop, Role, StopReason, Stopping};
-    use crate::stats::sequential;
-    let mut sessions = crate::fixtures::sessions(10, 20);
+    use stats::sequential;
+    let mut sessions = crate::testing::fixtures::sessions(10, 20);
     for s in &mut sessions[5..] {
         let i = s.arms.iter().position(|a| a == "lto+pgo").unwrap();
         s.arms.remove(i);
@@ -594,9 +594,9 @@ fn each_comparison_is_read_at_its_own_stop_and_error() {
     let pgo = &row("lto+pgo").vs_release.as_ref().unwrap().median.estimate;
     assert_eq!((pgo.pairs, pgo.alpha), (4, Some(sequential::look_alpha(0))));
     assert!(
-        crate::stats::describe(pgo).ends_with(" (settled after 4)"),
+        stats::describe(pgo).ends_with(" (settled after 4)"),
         "{}",
-        crate::stats::describe(pgo)
+        stats::describe(pgo)
     );
     // The sixth session, which lto+pgo also ran in, is not in its interval.
     assert_eq!(row("lto+pgo").runs, 5);
@@ -631,7 +631,7 @@ fn each_comparison_is_read_at_its_own_stop_and_error() {
 
 #[test]
 fn lockstep_sessions_give_the_known_ratios_through_state_flips() {
-    let sessions = crate::fixtures::sessions(10, 20);
+    let sessions = crate::testing::fixtures::sessions(10, 20);
     let w = &analyze_lockstep(
         &["agent_send_latency".into()],
         &builds(),
@@ -676,7 +676,7 @@ fn lockstep_sessions_give_the_known_ratios_through_state_flips() {
 
 #[test]
 fn the_instruction_capture_needs_an_oracle_that_saves_instructions() {
-    let report = crate::fixtures::report();
+    let report = crate::testing::fixtures::report();
     let mut w = report.workloads[0].clone();
     let set = |w: &mut super::WorkloadAnalysis, build: &str, n: Option<f64>| {
         w.rows
@@ -702,7 +702,7 @@ fn the_instruction_capture_needs_an_oracle_that_saves_instructions() {
 /// table and report.md); builds of one speed are not.
 #[test]
 fn a_build_of_two_speeds_is_named_with_its_modes() {
-    let mut sessions = crate::fixtures::sessions(40, 6);
+    let mut sessions = crate::testing::fixtures::sessions(40, 6);
     // lto 8 % slower in every third session: 26 sessions at about −1 %, 14 at about +7 %.
     for s in sessions.iter_mut().filter(|s| s.session % 3 == 0) {
         let i = s.arms.iter().position(|a| a == "lto").unwrap();
@@ -736,12 +736,12 @@ fn a_build_of_two_speeds_is_named_with_its_modes() {
 /// error, and the sessions before it, a prefix, as the capture's zip assumes.
 #[test]
 fn pair_ratios_end_where_the_candidate_ran_without_release() {
-    let with = crate::fixtures::paired(
+    let with = crate::testing::fixtures::paired(
         &["release", "a"],
         vec![vec![0, 1], vec![1, 0]],
         &[&[100.0, 100.0], &[90.0, 80.0]],
     );
-    let mut without = crate::fixtures::paired(
+    let mut without = crate::testing::fixtures::paired(
         &["a", "x:a"],
         vec![vec![0, 1], vec![1, 0]],
         &[&[90.0, 90.0], &[91.0, 89.0]],

@@ -249,8 +249,8 @@ fn flags_by_command() -> std::collections::BTreeMap<String, Vec<String>> {
 /// commands that take it.
 #[test]
 fn the_readme_option_table_matches_the_commands() {
-    let readme =
-        std::fs::read_to_string(crate::cargo::project_root().join("README.md")).expect("README.md");
+    let readme = std::fs::read_to_string(crate::toolchain::cargo::project_root().join("README.md"))
+        .expect("README.md");
     let listed: std::collections::BTreeMap<String, Vec<String>> = readme
         .lines()
         .filter_map(|l| l.strip_prefix("| `--"))

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::build::{Build, Built};
+use crate::toolchain::build::{Build, Built};
 
 /// The baseline build's name, and the name of its second run in each block (A/A).
 pub const BASELINE: &str = Build::BASELINE.name();

@@ -5,10 +5,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::arms::{AB_NEW, BASELINE, BASELINE_AGAIN};
-use crate::build::Build;
 use crate::config::{Measure, Workload};
-use crate::lockstep::Timing;
-use crate::stats::sequential;
+use crate::measure::lockstep::Timing;
+use crate::toolchain::build::Build;
+use stats::sequential;
 
 /// A measured comparison's half-width as a share of its estimate, where wider than the
 /// target: 23 % ± 1.2 says as much as ± 1.0, and a comparison of 60 % need not run to ± 1.

@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use super::ctx::Ctx;
 use crate::analysis::{self, Judged};
-use crate::fsx;
-use crate::lockstep::Session;
+use crate::base::fsx;
+use crate::measure::lockstep::Session;
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
 
 /// NEW's arm (a comparison measured to its target, never settled early).
@@ -56,7 +56,7 @@ pub(super) fn measure_against(
     others: Vec<MeasuredArm>,
     mut m: crate::config::Measure,
 ) -> Result<AgainstBase> {
-    m.seed = Some(m.seed.unwrap_or_else(crate::stats::fresh_seed));
+    m.seed = Some(m.seed.unwrap_or_else(stats::fresh_seed));
     let arm = |name: &str, exe: &Path| MeasuredArm {
         name: name.to_string(),
         exe: exe.to_path_buf(),

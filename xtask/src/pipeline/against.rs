@@ -18,10 +18,10 @@ use super::ctx::Ctx;
 use super::runner::Timer;
 use super::stage::merge::ProfileSource;
 use super::stage::{instrument, merge, optimize, train};
-use crate::build::{Build, Built};
-use crate::exec::Cmd;
+use crate::base::exec::Cmd;
 use crate::flags::CommonFlags;
-use crate::toolchain::Toolchain;
+use crate::toolchain::build::{Build, Built};
+use crate::toolchain::tools::Toolchain;
 
 /// Builds `rev`'s release and lto+pgo in its worktree.
 pub(super) fn build(ctx: &Ctx, tc: &Toolchain, rev: &str) -> Result<AgainstBuilds> {

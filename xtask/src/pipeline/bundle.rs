@@ -10,10 +10,10 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::ctx::Ctx;
+use crate::analysis::outputs::ProfileInfo;
+use crate::base::fsx;
 use crate::config::Train;
-use crate::fsx;
-use crate::outputs::ProfileInfo;
-use crate::toolchain::Toolchain;
+use crate::toolchain::tools::Toolchain;
 
 pub const MANIFEST: &str = "manifest.json";
 pub const PROFILE: &str = "profile.profdata";

@@ -27,14 +27,14 @@ use super::ctx::Ctx;
 use crate::analysis::history::History;
 use crate::analysis::sessions::Pooled;
 use crate::analysis::{self, Judged};
-use crate::build::{Build, Built};
+use crate::base::fsx;
 use crate::config::Measure;
-use crate::fsx;
-use crate::lockstep::Session;
+use crate::measure::lockstep::Session;
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
-use crate::stats::median;
-use crate::stats::{self, Estimate, Verdict};
-use crate::toolchain::Toolchain;
+use crate::toolchain::build::{Build, Built};
+use crate::toolchain::tools::Toolchain;
+use stats::median;
+use stats::{self, Estimate, Verdict};
 
 /// The name of the injected arm.
 pub const INJECTED: &str = "release+inject";
@@ -386,7 +386,7 @@ mod tests {
     /// sessions, target and batch where it has them.
     #[test]
     fn the_header_states_the_workloads_own_lockstep_keys() {
-        let mut m = crate::fixtures::measure_config();
+        let mut m = crate::testing::fixtures::measure_config();
         let c = Calibration {
             workload: m.workloads[0].name.clone(),
             probe_median_ns: 200.0,

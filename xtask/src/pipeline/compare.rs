@@ -3,10 +3,10 @@
 use anyhow::Result;
 
 use super::ctx::Ctx;
-use crate::build::Build;
-use crate::compare::{render, run_comparators};
+use crate::base::fsx;
 use crate::flags::CompareArgs;
-use crate::fsx;
+use crate::measure::comparators::{render, run_comparators};
+use crate::toolchain::build::Build;
 
 /// `cargo xtask compare`: the comparison table alone, on a release build of the binary
 /// (cargo rebuilds it only when stale). The LTO and PGO rows come with `cargo xtask pgo`,
@@ -20,7 +20,7 @@ pub fn run(flags: CompareArgs) -> Result<()> {
             ctx.config.path.display()
         );
     };
-    let tc = crate::toolchain::doctor(&ctx.ws.root)?;
+    let tc = crate::toolchain::tools::doctor(&ctx.ws.root)?;
     let (release, _) = ctx.build(&tc, Build::Release, Build::Release.rustflags(None))?;
     let rows = run_comparators(
         &ctx.ws.root,

@@ -8,13 +8,13 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::{fresh, guard};
-use crate::build::{Build, Built};
-use crate::cargo::{self, Workspace};
+use crate::base::fsx;
+use crate::base::stage::Stage;
 use crate::config::{self, LoadedConfig};
 use crate::flags::CommonFlags;
-use crate::fsx;
-use crate::stage::Stage;
-use crate::toolchain::Toolchain;
+use crate::toolchain::build::{Build, Built};
+use crate::toolchain::cargo::{self, Workspace};
+use crate::toolchain::tools::Toolchain;
 
 /// Everything the stages share, and the lock on pgo-data/ for as long as it lives.
 pub struct Ctx {
@@ -225,7 +225,7 @@ impl Ctx {
             None => PathBuf::from(name),
             Some(package) => {
                 let dir = self.target_root.join("driver");
-                crate::exec::Cmd::new("cargo")
+                crate::base::exec::Cmd::new("cargo")
                     .args(["build", "--release", "--manifest-path"])
                     .arg(manifest.display().to_string())
                     .args(["-p", package.name.as_str(), "--bin", name, "--target-dir"])
@@ -317,7 +317,7 @@ impl Ctx {
         rustflags: String,
         target_root: &std::path::Path,
     ) -> Result<(Built, Vec<String>)> {
-        let flags = crate::rustflags::compose(&tc.user_rustflags, &rustflags);
+        let flags = crate::toolchain::rustflags::compose(&tc.user_rustflags, &rustflags);
         let out = cargo::build(
             &self.ws,
             &tc.rustc.host,

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::build::Built;
-use crate::fsx;
+use crate::base::fsx;
+use crate::toolchain::build::Built;
 
 /// A stage's inputs, by name: each a short text or a content hash.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -290,7 +290,11 @@ mod tests {
         let dir = tmp("artifacts");
         let exe = dir.join("mty-bench");
         std::fs::write(&exe, b"binary").unwrap();
-        let mut built = Built::new(crate::build::Build::Release, exe.clone(), String::new());
+        let mut built = Built::new(
+            crate::toolchain::build::Build::Release,
+            exe.clone(),
+            String::new(),
+        );
         built.hash = fsx::file_hash(&exe).unwrap();
         assert_eq!(missing_artifact(&built).unwrap(), None);
         std::fs::write(&exe, b"binarz").unwrap();

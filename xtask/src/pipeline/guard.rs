@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use crate::base::fsx;
 use crate::config::Config;
-use crate::fsx;
 
 /// Held for the whole run; the OS releases it when the process ends, however it ends.
 pub struct Lock {
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn the_fingerprint_follows_toolchain_training_config_and_sources() {
-        let root = crate::cargo::project_root();
+        let root = crate::toolchain::cargo::project_root();
         let cfg = crate::config::load(&root.join("profiles/quick.toml"))
             .unwrap()
             .config;

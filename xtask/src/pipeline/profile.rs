@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use super::ctx::Ctx;
 
+use crate::analysis::outputs::ProfileInfo;
+use crate::base::exec::Cmd;
+use crate::base::fsx;
 use crate::config::Config;
-use crate::exec::Cmd;
-use crate::fsx;
-use crate::outputs::ProfileInfo;
-use crate::toolchain::Toolchain;
+use crate::toolchain::tools::Toolchain;
 
 /// The training profile of the run before this one (kept by `merge`, compared by `insight`).
 pub const PREVIOUS_PROFILE: &str = "previous.profdata";
@@ -123,7 +123,10 @@ pub struct Scored {
 /// The hash of the training commands, without weights.
 pub fn commands_hash(config: &Config) -> Result<String> {
     let text = serde_json::to_string(&config.train.commands())?;
-    Ok(format!("{:016x}", crate::fsx::fnv1a64(text.as_bytes())))
+    Ok(format!(
+        "{:016x}",
+        crate::base::fsx::fnv1a64(text.as_bytes())
+    ))
 }
 
 /// The tuned weights, when `tune` made them for this config's training commands and weights

@@ -10,10 +10,10 @@ use anyhow::{Result, bail};
 use super::bundle::{self, Manifest};
 use super::ctx::Ctx;
 use super::fresh::Inputs;
-use crate::exec::Cmd;
-use crate::fsx;
-use crate::outputs::ProfileInfo;
-use crate::toolchain::Toolchain;
+use crate::analysis::outputs::ProfileInfo;
+use crate::base::exec::Cmd;
+use crate::base::fsx;
+use crate::toolchain::tools::Toolchain;
 
 /// What `--profile PATH` depends on: the profile's bytes and, for a bundle, its manifest.
 pub fn inputs(path: &Path, allow_stale: bool) -> Result<Inputs> {

@@ -18,8 +18,8 @@ use super::stage::instrument::InstrumentedBuild;
 use super::stage::merge::{MergedProfile, ProfileSource};
 use super::stage::{insight as insight_stage, instrument, merge, train};
 
-use crate::insight::{self as insight, FunctionCount};
-use crate::toolchain::Toolchain;
+use crate::analysis::insight::{self as insight, FunctionCount};
+use crate::toolchain::tools::Toolchain;
 
 mod measured;
 
@@ -149,7 +149,7 @@ fn choose(
         check,
     };
     let path = ctx.data.join(TUNED);
-    crate::fsx::write_atomic(&path, serde_json::to_string_pretty(&tuned)?.as_bytes())?;
+    crate::base::fsx::write_atomic(&path, serde_json::to_string_pretty(&tuned)?.as_bytes())?;
     print(&tuned, &start, &path);
     Ok(tuned)
 }
@@ -203,7 +203,7 @@ fn check(
         (of.iter().filter(|x| hit(x.agreement_pct)).count(), of.len())
     };
     AgreementCheck {
-        spearman: crate::stats::spearman(&a, &c),
+        spearman: stats::spearman(&a, &c),
         threshold_pct,
         warned_under_80: count(&|c| c < 80.0, &|a| a < threshold_pct),
         quiet_over_95: count(&|c| c >= 95.0, &|a| a >= threshold_pct),
@@ -340,7 +340,7 @@ pub fn search(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::insight::counted;
+    use crate::analysis::insight::counted;
 
     /// Two training parts running one function down different branches (its counters: entry,
     /// branch A, branch B), the second also another function; one validation workload takes

@@ -8,7 +8,7 @@
 use anyhow::{Result, bail};
 
 use crate::report::Report;
-use crate::stats;
+use stats;
 
 const PGO: &str = "lto+pgo";
 
@@ -130,7 +130,7 @@ pub fn enforce(report: &Report, baseline: Option<&Report>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::report as fixture;
+    use crate::testing::fixtures::report as fixture;
 
     #[test]
     fn passes_when_pgo_is_significantly_faster_by_the_gain() {

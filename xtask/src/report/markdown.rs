@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 use crate::analysis::Comparison;
 use crate::measure::{BASELINE, BASELINE_AGAIN};
 use crate::report::{Report, floor_line, fmt_instr};
-use crate::stats;
-use crate::stats::median;
+use stats;
+use stats::median;
 
 /// The timed region, stated once for the page.
 const TIMED_REGION: &str = "Per message: `Instant::now()`; the send (`send(msg).await` under the Block policy, `try_send(msg)` under Fail); \
@@ -33,7 +33,7 @@ pub fn render_markdown(report: &Report) -> String {
     if let Some(b) = &report.bolt {
         bolt::render(&mut md, b);
     }
-    crate::versus::render_markdown(&mut md, &report.versus);
+    crate::analysis::workloads::render_markdown(&mut md, &report.versus);
     comparators(&mut md, report);
     recorded(&mut md, report);
     sessions::render(&mut md, &report.stopped);
@@ -397,8 +397,8 @@ fn comparators(md: &mut String, report: &Report) {
         let _ = writeln!(md, "|---|---|---:|---:|---:|---:|");
         for row in &report.comparators {
             let kind = match row.kind {
-                crate::compare::Kind::SameThread => "same-thread",
-                crate::compare::Kind::CrossThread => "cross-thread",
+                crate::measure::comparators::Kind::SameThread => "same-thread",
+                crate::measure::comparators::Kind::CrossThread => "cross-thread",
             };
             match (&row.figures, &row.skipped) {
                 (Some(f), _) => {
@@ -515,10 +515,10 @@ fn recorded(md: &mut String, report: &Report) {
             .iter()
             .map(|s| {
                 let outcome = match s.outcome {
-                    crate::stage::Outcome::Ran => "ran",
-                    crate::stage::Outcome::Reused => "reused (up to date)",
-                    crate::stage::Outcome::Skipped => "skipped",
-                    crate::stage::Outcome::Failed => "failed",
+                    crate::base::stage::Outcome::Ran => "ran",
+                    crate::base::stage::Outcome::Reused => "reused (up to date)",
+                    crate::base::stage::Outcome::Skipped => "skipped",
+                    crate::base::stage::Outcome::Failed => "failed",
                 };
                 format!("{} {outcome}", s.stage)
             })

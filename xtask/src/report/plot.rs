@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn the_svg_has_a_line_per_build_and_is_well_formed() {
-        let svg = render_svg(&crate::fixtures::report());
+        let svg = render_svg(&crate::testing::fixtures::report());
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert_eq!(
             svg.matches("<polyline").count(),
@@ -319,10 +319,10 @@ mod tests {
 
     #[test]
     fn rounds_svg_is_drawn_when_there_are_sessions() {
-        let mut none = crate::fixtures::report();
+        let mut none = crate::testing::fixtures::report();
         none.sessions.clear();
         assert!(render_rounds_svg(&none).is_none());
-        let svg = render_rounds_svg(&crate::fixtures::report()).unwrap();
+        let svg = render_rounds_svg(&crate::testing::fixtures::report()).unwrap();
         let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
         // Panels 1 and 2 are lines (5 arms, then 4 ratios), panel 3 dots (4 arms).
         assert_eq!(
@@ -338,9 +338,9 @@ mod tests {
             4 * 10
         );
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
-        if crate::testutil::have(
+        if crate::testing::optional::have(
             "rsvg-convert (to render rounds.svg)",
-            crate::testutil::on_path("rsvg-convert"),
+            crate::testing::optional::on_path("rsvg-convert"),
             "apt-get install librsvg2-bin",
         ) {
             assert_fits(&svg);
@@ -362,14 +362,14 @@ mod tests {
     /// bands; the layout floor's band where the workload has one, said where it has not.
     #[test]
     fn verdicts_svg_shows_each_interval_against_both_floors() {
-        let mut report = crate::fixtures::report();
-        let sessions = crate::fixtures::layout_sessions(20, 20, &[-1.0, -0.3, 0.4, 1.1]);
+        let mut report = crate::testing::fixtures::report();
+        let sessions = crate::testing::fixtures::layout_sessions(20, 20, &[-1.0, -0.3, 0.4, 1.1]);
         let mut with_floor = crate::analysis::sessions::analyze_lockstep(
             &["agent_send_latency".into()],
-            &crate::fixtures::builds(),
+            &crate::testing::fixtures::builds(),
             &sessions,
             &[],
-            &crate::fixtures::measure_config(),
+            &crate::testing::fixtures::measure_config(),
             &crate::analysis::sessions::Pooled::none(&Default::default()),
         )
         .unwrap();
@@ -403,9 +403,9 @@ mod tests {
         );
         assert!(svg.contains("A/A reach ±"), "{svg}");
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
-        if crate::testutil::have(
+        if crate::testing::optional::have(
             "rsvg-convert (to render verdicts.svg)",
-            crate::testutil::on_path("rsvg-convert"),
+            crate::testing::optional::on_path("rsvg-convert"),
             "apt-get install librsvg2-bin",
         ) {
             assert_fits(&svg);
@@ -417,7 +417,7 @@ mod tests {
     /// running past the view box. The fixture gets the longest names and figures we show.
     #[test]
     fn every_label_fits_inside_the_picture_as_rsvg_draws_it() {
-        use crate::testutil::{have, on_path};
+        use crate::testing::optional::{have, on_path};
         if !have(
             "rsvg-convert (to render latency.svg)",
             on_path("rsvg-convert"),
@@ -425,7 +425,7 @@ mod tests {
         ) {
             return;
         }
-        let mut report = crate::fixtures::report();
+        let mut report = crate::testing::fixtures::report();
         let mut second = report.workloads[0].clone();
         second.workload = "tokio_mpsc_send_latency_with_a_long_name".into();
         for row in &mut second.rows {

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::Report;
-use crate::fsx;
-use crate::stats;
+use crate::base::fsx;
+use stats;
 
 /// The line above the index's table; published rows go right under the table's header.
 pub const MARKER: &str =
@@ -191,7 +191,7 @@ pub fn utc_date(unix_secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::report;
+    use crate::testing::fixtures::report;
 
     #[test]
     fn dates_are_utc_calendar_days() {

@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::build::{Build, Built};
+use crate::toolchain::build::{Build, Built};
 use crate::flags::PgoArgs;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::runner::{self, Timer};
-use crate::stage::Stage;
-use crate::toolchain::Toolchain;
+use crate::base::stage::Stage;
+use crate::toolchain::tools::Toolchain;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Baselines {

@@ -18,17 +18,17 @@ use anyhow::{Context, Result, bail};
 
 use super::merge::MergedProfile;
 use super::optimize::OptimizedBuild;
-use crate::bolt::{self as bolt, BoltTools};
-use crate::build::{Build, Built};
-use crate::exec::Cmd;
+use crate::toolchain::bolt::{self as bolt, BoltTools};
+use crate::toolchain::build::{Build, Built};
+use crate::base::exec::Cmd;
 use crate::flags::PgoArgs;
-use crate::fsx;
-use crate::outputs::BoltBuild;
+use crate::base::fsx;
+use crate::analysis::outputs::BoltBuild;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::runner::{self, Timer};
-use crate::stage::Stage;
-use crate::toolchain::Toolchain;
+use crate::base::stage::Stage;
+use crate::toolchain::tools::Toolchain;
 
 impl Artifacts for BoltBuild {
     fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
@@ -43,7 +43,7 @@ impl Artifacts for BoltBuild {
 fn inputs(
     ctx: &Ctx,
     tc: &Toolchain,
-    tools: &crate::bolt::BoltTools,
+    tools: &crate::toolchain::bolt::BoltTools,
     merged: &MergedProfile,
 ) -> Result<Inputs> {
     let flags = Build::Bolt.rustflags(Some(&merged.0.path));
@@ -70,7 +70,7 @@ pub fn run(
     merged: &MergedProfile,
     optimized: &OptimizedBuild,
 ) -> Result<Option<BoltBuild>> {
-    let decided = crate::bolt::decide(
+    let decided = crate::toolchain::bolt::decide(
         ctx.config.config.bolt.enabled,
         tc.bolt.as_ref(),
         tc.rustc.llvm_major,
@@ -252,7 +252,7 @@ fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<Pa
     let mut workloads = cfg.train.workloads.clone();
     ctx.resolve_drivers(&mut workloads)?;
     for w in &workloads {
-        crate::service::run_once(&inst, w, &ctx.ws.root, &[], Duration::from_secs(timeout))
+        crate::measure::service::run_once(&inst, w, &ctx.ws.root, &[], Duration::from_secs(timeout))
             .with_context(|| {
                 format!(
                     "BOLT training workload `{}` failed. The BOLT-instrumented executable writes its profile \
@@ -279,7 +279,7 @@ fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<Pa
         bail!(
             "merge-fdata made no profile of {} ({}): {}; rerun `cargo xtask pgo bolt`",
             raw.display(),
-            crate::exec::describe_status(&out.status),
+            crate::base::exec::describe_status(&out.status),
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
@@ -292,7 +292,7 @@ fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<Pa
 fn relink_instructions(ctx: &Ctx, relinked: &Built, pgo: &Built) -> Option<(f64, f64)> {
     let cfg = &ctx.config.config;
     let w = cfg.measure.workloads.first()?;
-    let counts = crate::instructions::measure(
+    let counts = crate::measure::instructions::measure(
         &[relinked.clone(), pgo.clone()],
         std::slice::from_ref(w),
         &cfg.instructions,

@@ -7,13 +7,13 @@ use crate::flags::PgoArgs;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::Artifacts;
 use crate::pipeline::runner::Timer;
-use crate::stage::Stage;
-use crate::toolchain::{self, Toolchain};
+use crate::base::stage::Stage;
+use crate::toolchain::tools::{self, Toolchain};
 
 /// Checks the toolchain and records it.
 pub fn run(ctx: &Ctx, timer: &mut Timer) -> Result<Toolchain> {
     let tc = timer.section(Stage::Doctor, || {
-        let tc = toolchain::doctor(&ctx.ws.root)?;
+        let tc = tools::doctor(&ctx.ws.root)?;
         eprintln!(
             "doctor: rustc {} (LLVM {}, host {}); llvm-profdata {} ({})",
             tc.rustc.release,
@@ -35,7 +35,7 @@ pub fn run(ctx: &Ctx, timer: &mut Timer) -> Result<Toolchain> {
             ),
             None => eprintln!(
                 "doctor: llvm-bolt not found (the bolt stage needs it: apt-get install {})",
-                crate::bolt::package(tc.rustc.llvm_major)
+                crate::toolchain::bolt::package(tc.rustc.llvm_major)
             ),
         }
         Ok(tc)
@@ -45,7 +45,7 @@ pub fn run(ctx: &Ctx, timer: &mut Timer) -> Result<Toolchain> {
 }
 
 /// Doctor's output: not fingerprinted (it always runs), never reused.
-impl Artifacts for crate::toolchain::Toolchain {
+impl Artifacts for crate::toolchain::tools::Toolchain {
     fn artifacts(&self) -> Vec<(std::path::PathBuf, Option<String>)> {
         Vec::new()
     }

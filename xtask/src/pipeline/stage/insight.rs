@@ -15,16 +15,16 @@ use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::profile;
 use crate::pipeline::runner::{self, Timer};
-use crate::stage::Stage;
+use crate::base::stage::Stage;
 
 use crate::config::Workload;
-use crate::exec::Cmd;
+use crate::base::exec::Cmd;
 use crate::flags::PgoArgs;
-use crate::insight::{self as insight, FunctionCount};
-use crate::outputs::InsightReport;
-use crate::outputs::RequiredCoverage;
-use crate::outputs::WorkloadInsight;
-use crate::toolchain::Toolchain;
+use crate::analysis::insight::{self as insight, FunctionCount};
+use crate::analysis::outputs::InsightReport;
+use crate::analysis::outputs::RequiredCoverage;
+use crate::analysis::outputs::WorkloadInsight;
+use crate::toolchain::tools::Toolchain;
 
 impl Artifacts for InsightReport {
     fn artifacts(&self) -> Vec<(PathBuf, Option<String>)> {
@@ -182,7 +182,7 @@ fn insight(
 /// breaks ties), in words for a warning ("; …"); nothing for a profile without training
 /// workloads of its own (a stored profile, merged bundles).
 fn runs_most(
-    parts: &[(&crate::outputs::TrainingPart, Vec<FunctionCount>)],
+    parts: &[(&crate::analysis::outputs::TrainingPart, Vec<FunctionCount>)],
     workload: &[FunctionCount],
     symbol: &str,
 ) -> String {
@@ -331,8 +331,8 @@ pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::insight::counted;
-    use crate::outputs::TrainingPart;
+    use crate::analysis::insight::counted;
+    use crate::analysis::outputs::TrainingPart;
 
     /// The advice names the training workload that runs the function's hot branch as the
     /// workload does, not the one that runs the function most.

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::build::{Build, Built};
+use crate::toolchain::build::{Build, Built};
 use crate::flags::PgoArgs;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::profile::{PROFILE_RUNTIME_MARKER, contains_bytes};
 use crate::pipeline::runner::{self, Timer};
-use crate::stage::Stage;
-use crate::toolchain::Toolchain;
+use crate::base::stage::Stage;
+use crate::toolchain::tools::Toolchain;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InstrumentedBuild(pub Built);

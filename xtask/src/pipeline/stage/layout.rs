@@ -21,17 +21,17 @@ use anyhow::{Context, Result, bail};
 use super::baselines::Baselines;
 use super::measure::Arms;
 use super::optimize::OptimizedBuild;
-use crate::build::Built;
+use crate::toolchain::build::Built;
 use crate::config::Workload;
 use crate::flags::PgoArgs;
-use crate::fsx;
-use crate::outputs::{LayoutSet, LayoutVariant, LayoutVariants};
+use crate::base::fsx;
+use crate::analysis::outputs::{LayoutSet, LayoutVariant, LayoutVariants};
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::runner::{self, Timer};
-use crate::relink::{self, Moved};
-use crate::stage::Stage;
-use crate::toolchain::Toolchain;
+use crate::toolchain::relink::{self, Moved};
+use crate::base::stage::Stage;
+use crate::toolchain::tools::Toolchain;
 
 /// The linker flag of a variant, `{seed}` replaced by its seed.
 const SHUFFLE: &str = "-Wl,--shuffle-sections=.text*={seed}";
@@ -140,7 +140,7 @@ fn set(
     // New layouts each time the stage runs, unless `layout.seed` is given.
     let first = layout
         .seed
-        .unwrap_or_else(|| (crate::stats::fresh_seed() >> 33) as u32);
+        .unwrap_or_else(|| (stats::fresh_seed() >> 33) as u32);
     let mut variants = Vec::new();
     for (seed, arm, built, moved) in
         shuffled(ctx, tc, base, &ctx.target_root, dir, layout.variants, first)?
@@ -210,7 +210,7 @@ pub fn shuffled(
     // 1. Its flags exactly as built (the final crate's own flags come back from `final_args`).
     let own = base.build.final_args().len();
     let flags = &base.rustflags_exact[..base.rustflags_exact.len() - own];
-    let (_, line) = crate::cargo::relinkable(
+    let (_, line) = crate::toolchain::cargo::relinkable(
         &ctx.ws,
         &tc.rustc.host,
         base.build,
@@ -294,7 +294,7 @@ fn instructions(
     ctx: &Ctx,
     out_dir: &Path,
 ) -> (Option<f64>, Option<String>) {
-    let counted = crate::instructions::measure(
+    let counted = crate::measure::instructions::measure(
         std::slice::from_ref(built),
         std::slice::from_ref(workload),
         &ctx.config.config.instructions,
@@ -316,7 +316,7 @@ pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::relink::LinkLine;
+    use crate::toolchain::relink::LinkLine;
 
     /// A real program compiled by rustc with its linker command kept, relinked for real: the
     /// relink without a flag reproduces it byte for byte and is refused as a layout variant;
@@ -333,7 +333,7 @@ mod tests {
         .unwrap();
         let exe = dir.join("hello");
         let args = dir.join("link-args.txt");
-        crate::exec::Cmd::new("rustc")
+        crate::base::exec::Cmd::new("rustc")
             .args([
                 "-O".to_string(),
                 "-Csave-temps".to_string(),
@@ -364,7 +364,7 @@ mod tests {
             .unwrap();
         let moved = check_moved(&base, &shuffled, "hello/L1").unwrap();
         assert!(moved.pct() > 50.0, "{moved:?}");
-        let out = crate::exec::Cmd::new(shuffled.display().to_string())
+        let out = crate::base::exec::Cmd::new(shuffled.display().to_string())
             .read()
             .unwrap();
         assert_eq!(out.trim(), "45", "the shuffled program still runs");
@@ -376,7 +376,7 @@ mod tests {
         )
         .unwrap();
         let other = dir.join("other");
-        crate::exec::Cmd::new("rustc")
+        crate::base::exec::Cmd::new("rustc")
             .args([
                 "-O".to_string(),
                 "-o".to_string(),

@@ -10,20 +10,20 @@ use serde::{Deserialize, Serialize};
 use super::baselines::Baselines;
 use super::optimize::OptimizedBuild;
 use crate::analysis::history::History;
-use crate::build::{Build, Built};
+use crate::toolchain::build::{Build, Built};
 use crate::config::Measure;
 use crate::flags::PgoArgs;
-use crate::instructions::{self, InstructionCount};
-use crate::lockstep::Session;
+use crate::measure::instructions::{self, InstructionCount};
+use crate::measure::lockstep::Session;
 use crate::measure;
 use crate::measure::Group;
-use crate::outputs::{BoltBuild, LayoutVariants};
+use crate::analysis::outputs::{BoltBuild, LayoutVariants};
 use crate::pipeline::against::AgainstBuilds;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::runner::{self, Timer};
-use crate::stage::Stage;
-use crate::toolchain::Toolchain;
+use crate::base::stage::Stage;
+use crate::toolchain::tools::Toolchain;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurements {
@@ -44,7 +44,7 @@ pub struct Measurements {
     #[serde(default)]
     pub layout: Option<LayoutVariants>,
     pub instructions: Vec<InstructionCount>,
-    pub comparators: Vec<crate::compare::Row>,
+    pub comparators: Vec<crate::measure::comparators::Row>,
     /// The run's seed: the arms' places and turn orders (`--seed` replays them).
     #[serde(default)]
     pub seed: u64,
@@ -175,7 +175,7 @@ impl Arms {
                             seed,
                             measure_cfg.fresh_copies,
                         );
-                        let test = crate::stats::components::run_test(&[same])?;
+                        let test = stats::components::run_test(&[same])?;
                         Some((b.name().to_string(), test.carried?))
                     })
                     .collect();
@@ -202,7 +202,7 @@ impl Arms {
                 }
             }
         }
-        groups.extend(crate::versus::groups(&self.builds, measure_cfg)?);
+        groups.extend(crate::analysis::workloads::groups(&self.builds, measure_cfg)?);
         Ok(groups)
     }
 }
@@ -229,7 +229,7 @@ fn measure(ctx: &Ctx, arms: &Arms) -> Result<Measurements> {
     let started = std::time::Instant::now();
     let mut measure_cfg = ctx.measure_config()?;
     // The run's seed: the config's (or `--seed`'s), else drawn now; recorded with the sessions.
-    let seed = measure_cfg.seed.unwrap_or_else(crate::stats::fresh_seed);
+    let seed = measure_cfg.seed.unwrap_or_else(stats::fresh_seed);
     measure_cfg.seed = Some(seed);
     // Every workload's sessions, and workload against workload on the same build paired the
     // same way, taking turns among them until each meets the stopping rule.
@@ -272,11 +272,11 @@ fn measure(ctx: &Ctx, arms: &Arms) -> Result<Measurements> {
     // The oracle is a yardstick for the training, not a build anyone ships: no comparator row.
     let shipped: Vec<Built> = builds
         .iter()
-        .filter(|b| b.build != crate::build::Build::Oracle)
+        .filter(|b| b.build != crate::toolchain::build::Build::Oracle)
         .cloned()
         .collect();
     let comparators = match &ctx.config.config.compare {
-        Some(compare) => crate::compare::run_comparators(
+        Some(compare) => crate::measure::comparators::run_comparators(
             &ctx.ws.root,
             &ctx.target_root.join("comparators"),
             compare,

@@ -9,10 +9,10 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::train::TrainingRun;
-use crate::exec::Cmd;
+use crate::base::exec::Cmd;
 use crate::flags::PgoArgs;
-use crate::fsx;
-use crate::outputs::{ProfileInfo, TrainingPart};
+use crate::base::fsx;
+use crate::analysis::outputs::{ProfileInfo, TrainingPart};
 use crate::pipeline::bundle::Manifest;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
@@ -21,8 +21,8 @@ use crate::pipeline::profile::{
 };
 use crate::pipeline::runner::{self, Timer};
 use crate::pipeline::shipped;
-use crate::stage::Stage;
-use crate::toolchain::Toolchain;
+use crate::base::stage::Stage;
+use crate::toolchain::tools::Toolchain;
 
 /// An indexed profile produced by `merge` from this run's training.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -400,7 +400,7 @@ pub fn export(ctx: &Ctx, tc: &Toolchain, dir: &Path) -> Result<()> {
             "export needs the instrumented build that trained the profile; run `cargo xtask pgo` (or `train`) first",
         )
     })?;
-    let hash = crate::fsx::file_hash(&instrumented.0.exe)?;
+    let hash = crate::base::fsx::file_hash(&instrumented.0.exe)?;
     let manifest = crate::pipeline::bundle::Manifest::new(ctx, tc, &merged.0, &hash, Vec::new())?;
     crate::pipeline::bundle::write(dir, &merged.0.path, &manifest)
 }

@@ -8,15 +8,15 @@ use serde::{Deserialize, Serialize};
 
 use super::merge::MergedProfile;
 use super::merge::{load_merged, of_this_tree, reweighed, stale};
-use crate::build::{Build, Built};
+use crate::toolchain::build::{Build, Built};
 use crate::flags::PgoArgs;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::profile::{PROFILE_RUNTIME_MARKER, check_indexed_profile, contains_bytes};
 use crate::pipeline::runner::{self, Timer};
-use crate::stage::Stage;
-use crate::toolchain::Toolchain;
-use crate::warnings::ApplyReport;
+use crate::base::stage::Stage;
+use crate::toolchain::tools::Toolchain;
+use crate::toolchain::warnings::ApplyReport;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OptimizedBuild {

@@ -5,15 +5,15 @@
 use anyhow::{Context, Result};
 
 use super::optimize::OptimizedBuild;
-use crate::build::Build;
-use crate::exec::Cmd;
+use crate::toolchain::build::Build;
+use crate::base::exec::Cmd;
 use crate::flags::PgoArgs;
-use crate::outputs::InsightReport;
+use crate::analysis::outputs::InsightReport;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::Inputs;
 use crate::pipeline::runner::{self, Timer};
-use crate::stage::Stage;
-use crate::toolchain::Toolchain;
+use crate::base::stage::Stage;
+use crate::toolchain::tools::Toolchain;
 
 fn inputs(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Result<Inputs> {
     // The oracle's profile is named by its content: its flags carry the profiles' hash.
@@ -45,7 +45,7 @@ pub fn run(
 /// (cargo fingerprints the path, not the content).
 fn build(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Result<OptimizedBuild> {
     let dir = ctx.data.join("insight");
-    let tmp = crate::fsx::temp_path(&dir.join("oracle.profdata"));
+    let tmp = crate::base::fsx::temp_path(&dir.join("oracle.profdata"));
     Cmd::new(tc.llvm_profdata.display().to_string())
         .args(["merge", "-o"])
         .arg(tmp.display().to_string())
@@ -60,16 +60,16 @@ fn build(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Result<Optimized
     let bytes = std::fs::read(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?;
     let path = dir.join(format!(
         "oracle-{:016x}.profdata",
-        crate::fsx::fnv1a64(&bytes)
+        crate::base::fsx::fnv1a64(&bytes)
     ));
-    crate::fsx::rename_content_addressed(&tmp, &path)?;
+    crate::base::fsx::rename_content_addressed(&tmp, &path)?;
     for entry in std::fs::read_dir(&dir)?.filter_map(|e| e.ok()) {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with("oracle-") && entry.path() != path {
             let _ = std::fs::remove_file(entry.path());
         }
     }
-    super::optimize::pgo_build(ctx, tc, crate::build::Build::Oracle, &path)
+    super::optimize::pgo_build(ctx, tc, crate::toolchain::build::Build::Oracle, &path)
 }
 
 /// `cargo xtask pgo oracle`: on the recorded insight profiles.

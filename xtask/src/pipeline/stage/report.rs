@@ -11,14 +11,14 @@ use super::optimize::OptimizedBuild;
 use crate::analysis::history::History;
 use crate::analysis::sessions::Pooled;
 use crate::flags::PgoArgs;
-use crate::fsx;
-use crate::outputs::{BoltBuild, InsightReport};
+use crate::base::fsx;
+use crate::analysis::outputs::{BoltBuild, InsightReport};
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::runner::{self, Timer};
 use crate::report::{self, Report};
-use crate::stage::{Stage, StageRun};
-use crate::toolchain::Toolchain;
+use crate::base::stage::{Stage, StageRun};
+use crate::toolchain::tools::Toolchain;
 
 /// What the report stage records: where report.json is, and its content hash (the other
 /// documents are rendered from it).
@@ -171,7 +171,7 @@ fn render(ctx: &Ctx, tc: &Toolchain, stages: Vec<StageRun>) -> Result<Rendered> 
         instructions: measured.instructions.clone(),
         comparators: measured.comparators.clone(),
         sessions: measured.sessions.clone(),
-        versus: crate::versus::analyze(
+        versus: crate::analysis::workloads::analyze(
             &measured.versus_sessions,
             &measured.instructions,
             &cfg.measure,
@@ -294,7 +294,7 @@ mod tests {
             )),
             "{err}"
         );
-        let report = crate::fixtures::report();
+        let report = crate::testing::fixtures::report();
         let current = dir.join("current.json");
         std::fs::write(&current, serde_json::to_string(&report).unwrap()).unwrap();
         assert_eq!(load_baseline(&current, schema).unwrap().schema, schema);

@@ -13,8 +13,8 @@ use crate::flags::PgoArgs;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::runner::{self, Timer};
-use crate::stage::Stage;
-use crate::toolchain::Toolchain;
+use crate::base::stage::Stage;
+use crate::toolchain::tools::Toolchain;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrainingRun {
@@ -125,7 +125,7 @@ pub fn profile_run(
     timeout: Duration,
 ) -> Result<()> {
     let env = [("LLVM_PROFILE_FILE".to_string(), ctx.profile_pattern(dir))];
-    let stopped = crate::service::run_once(exe, w, &ctx.ws.root, &env, timeout)?;
+    let stopped = crate::measure::service::run_once(exe, w, &ctx.ws.root, &env, timeout)?;
     // A server's missing profile has a cause of its own to name; a command's is checked
     // with the others' by the caller.
     if let Some(why) = stopped.and_then(|s| s.why_no_profile())

@@ -18,15 +18,15 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::analysis;
-use crate::build::{Build, Built};
-use crate::exec::Cmd;
-use crate::fsx;
+use crate::analysis::outputs::TrainingPart;
+use crate::base::exec::Cmd;
+use crate::base::fsx;
 use crate::measure::{self, BASELINE, MeasuredArm};
-use crate::outputs::TrainingPart;
 use crate::pipeline::ab;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::profile::{Change, Measured, Mix};
-use crate::toolchain::Toolchain;
+use crate::toolchain::build::{Build, Built};
+use crate::toolchain::tools::Toolchain;
 
 /// A weighed-down workload's share falls this many times: every other weight is multiplied
 /// by it (llvm-profdata's weights are integers, and a weight of 0 is no weight).
@@ -315,7 +315,7 @@ fn layouts_of(
     }
     let first = layout
         .seed
-        .unwrap_or_else(|| (crate::stats::fresh_seed() >> 33) as u32);
+        .unwrap_or_else(|| (stats::fresh_seed() >> 33) as u32);
     let out = dir.join("layout");
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let shuffled = crate::pipeline::stage::layout::shuffled(

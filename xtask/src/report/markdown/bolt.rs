@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::outputs::BoltBuild;
+use crate::analysis::outputs::BoltBuild;
 
 /// report.md's BOLT section.
 pub fn render(md: &mut String, b: &BoltBuild) {

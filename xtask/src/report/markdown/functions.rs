@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::instructions::InstructionCount;
+use crate::measure::instructions::InstructionCount;
 
 /// Rows per workload: the union of each build's `TOP` costliest functions.
 const TOP: usize = 8;
@@ -106,7 +106,7 @@ fn table(md: &mut String, builds: &[&InstructionCount]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::callgrind::FunctionCost;
+    use crate::measure::callgrind::FunctionCost;
 
     #[test]
     fn the_section_sets_the_builds_side_by_side() {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{
     LEFT, LEGEND_SAMPLE, MARGIN, MIN_WIDTH, PLOT_W, TOP, color, legend_entry, text_width, y_tick,
 };
-use crate::lockstep::Session;
+use crate::measure::lockstep::Session;
 use crate::report::Report;
 
 /// `rounds.svg`: why taking turns works. For the first workload:
@@ -107,7 +107,7 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
         .map(|a| {
             let values = sessions
                 .iter()
-                .filter_map(|s| crate::stats::median(&pct_changes(s, a)?))
+                .filter_map(|s| stats::median(&pct_changes(s, a)?))
                 .collect();
             (*a, values)
         })

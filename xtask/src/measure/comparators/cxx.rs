@@ -10,8 +10,8 @@ use std::process::Output;
 
 use anyhow::{Context, Result};
 
-use crate::exec::Cmd;
-use crate::fsx;
+use crate::base::exec::Cmd;
+use crate::base::fsx;
 
 const FLAGS: [&str; 4] = ["-std=c++20", "-O3", "-DNDEBUG", "-pthread"];
 
@@ -132,8 +132,8 @@ mod tests {
     /// the last time only. Skips (saying so) without g++.
     #[test]
     fn a_compile_is_skipped_until_something_it_read_changes() {
-        let gxx = crate::compare::find_program("g++");
-        if !crate::testutil::have(
+        let gxx = crate::measure::comparators::find_program("g++");
+        if !crate::testing::optional::have(
             "the C++ compile cache (g++)",
             gxx.is_some(),
             "apt-get install g++",
@@ -154,7 +154,7 @@ mod tests {
         let ran = |n: &str| {
             let (cmd, out) = compile(&gxx, &src, &exe).unwrap();
             if let Some(out) = &out {
-                crate::exec::check(&cmd, out).unwrap();
+                crate::base::exec::check(&cmd, out).unwrap();
             }
             assert!(exe.is_file(), "{n}");
             out.is_some()

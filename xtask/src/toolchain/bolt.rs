@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::exec::Cmd;
+use crate::base::exec::Cmd;
 
 /// `llvm-bolt` and its `merge-fdata`, with the version `llvm-bolt --version` printed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -19,7 +19,7 @@ exec sleep 60"#,
 /// beside a well-behaved arm: the error, and whether the well-behaved arm outlived it or
 /// was waited for instead of killed.
 fn failed_session(script: &str, timeout_secs: u64) -> (String, bool) {
-    let mut cfg = crate::fixtures::measure_config();
+    let mut cfg = crate::testing::fixtures::measure_config();
     cfg.timeout_secs = timeout_secs;
     cfg.lockstep.rounds = 2;
     cfg.lockstep.share_core = false;
@@ -123,7 +123,7 @@ fn an_arm_silent_past_the_timeout_is_killed_and_named() {
 
 #[test]
 fn arms_share_the_configured_core_the_last_one_or_none() {
-    let mut cfg = crate::fixtures::measure_config();
+    let mut cfg = crate::testing::fixtures::measure_config();
     cfg.pin_core = Some(0);
     let share = |cfg: &Measure, w: &Workload| shared_core(cfg, w.shares_core_in(&cfg.lockstep));
     let mut w = Workload::new("w", vec!["w".into()]);
@@ -149,7 +149,7 @@ fn each_arm_runs_as_a_path_shifted_anew_every_session() {
         r#"arg0=$(tr '\0' '\n' < /proc/$$/cmdline | head -n 1)"#,
         "${#arg0}",
     );
-    let mut cfg = crate::fixtures::measure_config();
+    let mut cfg = crate::testing::fixtures::measure_config();
     cfg.lockstep.rounds = 2;
     let lengths = |cfg: &Measure, seed: u64| first_answers(&arms, cfg, seed);
     // Each arm runs from its copy (`measure.fresh_copies`), every copy's path of one length.
@@ -195,7 +195,7 @@ esac"#,
         ),
         "$ino",
     );
-    let mut cfg = crate::fixtures::measure_config();
+    let mut cfg = crate::testing::fixtures::measure_config();
     cfg.lockstep.rounds = 1;
     cfg.copies_dir = Some(dir.clone());
     let inodes = |cfg: &Measure, seed: u64| -> Vec<u64> {
@@ -260,7 +260,7 @@ while read w; do
   if [ "$w" = q ]; then echo '{}'; exit 0; fi
   echo "{{\"median_ns\":{value},\"p95_ns\":1,\"p99_ns\":1,\"mean_ns\":1}}"
 done"#,
-        crate::fixtures::LINE
+        crate::testing::fixtures::LINE
     );
     ["a", "b"].map(|name| Arm {
         name: name.to_string(),
@@ -289,7 +289,7 @@ fn first_answers(arms: &[Arm], cfg: &Measure, seed: u64) -> Vec<f64> {
 #[test]
 fn pairs_are_read_pair_by_pair_whatever_their_order() {
     // Round 1: (a, release), (release, b); round 2: (b, release), (release, a).
-    let s = crate::fixtures::paired(
+    let s = crate::testing::fixtures::paired(
         &["release", "a", "b", "c"],
         vec![vec![1, 0, 0, 2], vec![2, 0, 0, 1]],
         &[

@@ -146,7 +146,7 @@ impl Stopped {
     /// "exited with status 0 after SIGTERM", "was killed by SIGKILL after ignoring SIGTERM
     /// for 10 s", …
     pub fn describe(&self) -> String {
-        let how = crate::exec::describe_status(&self.status);
+        let how = crate::base::exec::describe_status(&self.status);
         match (self.early, self.killed_after) {
             (true, _) => format!("{how} before it was stopped"),
             (false, Some(after)) => {
@@ -222,7 +222,7 @@ impl Server {
                 bail!(
                     "the server `{}` {} before it was ready; its stderr ends:{}",
                     self.shown,
-                    crate::exec::describe_status(&status),
+                    crate::base::exec::describe_status(&status),
                     self.stderr.show()
                 );
             }
@@ -279,7 +279,7 @@ impl Server {
             bail!(
                 "the server `{}` {} while it was being measured; its stderr ends:{}",
                 self.shown,
-                crate::exec::describe_status(&status),
+                crate::base::exec::describe_status(&status),
                 self.stderr.show()
             );
         }
@@ -518,7 +518,7 @@ pub fn drive(spec: &Spec, port: u16, timeout: Duration, cpus: Option<&[usize]>) 
     if !status.success() {
         bail!(
             "the driver `{shown}` {}; its stderr ends:{}",
-            crate::exec::describe_status(&status),
+            crate::base::exec::describe_status(&status),
             err_tail.show()
         );
     }
@@ -536,7 +536,7 @@ pub fn run_once(
     timeout: Duration,
 ) -> Result<Option<Stopped>> {
     if w.mode != crate::config::Mode::Service {
-        let mut cmd = crate::workload::command(exe, w, root);
+        let mut cmd = crate::measure::workload::command(exe, w, root);
         for (k, v) in env {
             cmd = cmd.env(k, v);
         }

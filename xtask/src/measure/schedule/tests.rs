@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
-use super::stops::Spend;
 use super::*;
-use crate::build::Built;
-use crate::fixtures::LINE;
-use crate::fixtures::measure_config;
-use crate::stats::median;
-use crate::workload::parse_line;
+use crate::measure::stops::Spend;
+use crate::measure::workload::parse_line;
+use crate::testing::fixtures::LINE;
+use crate::testing::fixtures::measure_config;
+use crate::toolchain::build::Built;
+use stats::median;
 
 /// An arm in sh that serves the protocol: ready, a batch of `median` ns for every `g`
 /// (a shell expression, evaluated once per process: its per-process effect), mty-bench's
@@ -264,10 +264,10 @@ fn a_whole_process_comparison_pools_its_pairs_only_without_a_session_component()
         pairs: vec![("lto".into(), "release".into())],
         run_components: Vec::new(),
     };
-    let mut rng = crate::stats::SplitMix64::new(7);
+    let mut rng = stats::SplitMix64::new(7);
     // 20 pairs a session, each run ±2 % on its own; `between`: each session's own shift.
-    let sessions = |effect: f64, between: f64, rng: &mut crate::stats::SplitMix64| {
-        let mut out = crate::fixtures::sessions(60, 20);
+    let sessions = |effect: f64, between: f64, rng: &mut stats::SplitMix64| {
+        let mut out = crate::testing::fixtures::sessions(60, 20);
         for s in &mut out {
             s.arms = vec!["release".into(), "lto".into()];
             s.batches.truncate(2);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::warnings::{crate_of, demangle};
+use crate::toolchain::warnings::{crate_of, demangle};
 
 /// One function of a profile: its symbol as the profile names it (unique: closures and
 /// monomorphised copies demangle alike, so two profiles of one binary are matched on this),
@@ -404,7 +404,7 @@ fn by_symbol(functions: &[FunctionCount]) -> BTreeMap<&str, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::callgrind::{parse_events, simulated};
+    use crate::measure::callgrind::{parse_events, simulated};
 
     // Real output, kept as fixtures: `llvm-profdata merge --text` of a mty-bench profile
     // (LLVM 22.1.2-rust-1.95.0-stable, shortened to three records), `llvm-profdata overlap`

@@ -12,12 +12,12 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::build::{Build, Built};
 use crate::config::{Measure, Versus, Workload};
-use crate::instructions::InstructionCount;
-use crate::lockstep::{Arm, Batch, Session};
 use crate::measure::Group;
-use crate::stats::{self, Estimate};
+use crate::measure::instructions::InstructionCount;
+use crate::measure::lockstep::{Arm, Batch, Session};
+use crate::toolchain::build::{Build, Built};
+use stats::{self, Estimate};
 
 /// The builds compared across workloads: what is shipped without PGO, and with it.
 pub const BUILDS: [Build; 2] = [Build::Release, Build::LtoPgo];
@@ -250,7 +250,7 @@ pub fn render_markdown(md: &mut String, results: &[VersusResult]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{versus_config, versus_sessions};
+    use crate::testing::fixtures::{versus_config, versus_sessions};
 
     #[test]
     fn a_known_ratio_is_recovered_through_speed_flips() {

@@ -13,11 +13,11 @@ use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use crate::build::Built;
+use crate::base::exec::Cmd;
 use crate::config::Compare;
-use crate::exec::Cmd;
-use crate::stats::SplitMix64;
-use crate::stats::median;
+use crate::toolchain::build::Built;
+use stats::SplitMix64;
+use stats::median;
 
 /// Whether sender and receiver share a thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,7 +78,7 @@ pub fn nearest_rank(sorted: &[u64], q: f64) -> u64 {
 
 pub fn parse_values(stdout: &str) -> Result<ValuesLine> {
     let parsed: ValuesLine =
-        crate::workload::parse_last_line(stdout, "a JSON line with `values_ns`")?;
+        crate::measure::workload::parse_last_line(stdout, "a JSON line with `values_ns`")?;
     if parsed.values_ns.is_empty() {
         bail!("it reported no values");
     }
@@ -249,7 +249,7 @@ pub fn foreign_rows(root: &Path, out: &Path, cfg: &Compare) -> Result<Vec<Planne
                         ));
                         continue;
                     }
-                    crate::exec::check(&cmd, &output)?;
+                    crate::base::exec::check(&cmd, &output)?;
                 }
                 planned.push(Planned::Run(Runnable {
                     name: name.into(),

@@ -229,7 +229,7 @@ mod tests {
     /// Real output: callgrind 3.19 with `--branch-sim=yes --cache-sim=yes` (13 events) on
     /// `mty-bench agent_send_latency --messages 50 --untimed`, collecting only under
     /// `mty_bench::latency::mailbox` (`--toggle-collect`) to keep the file small.
-    const REAL: &str = include_str!("../testdata/callgrind.mailbox.out");
+    const REAL: &str = include_str!("../../testdata/callgrind.mailbox.out");
 
     #[test]
     fn a_real_file_is_read_by_function_and_adds_up_to_its_summary() {

@@ -5,14 +5,14 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::build::{Build, Built};
+use crate::analysis::outputs::ProfileInfo;
 use crate::config::{Measure, Versus, Workload};
-use crate::instructions::InstructionCount;
-use crate::lockstep::{Batch, Session};
-use crate::outputs::ProfileInfo;
+use crate::measure::instructions::InstructionCount;
+use crate::measure::lockstep::{Batch, Session};
+use crate::measure::workload::parse_line;
 use crate::report::{Environment, Report, SCHEMA};
-use crate::warnings::{ApplyReport, CrateCounts};
-use crate::workload::parse_line;
+use crate::toolchain::build::{Build, Built};
+use crate::toolchain::warnings::{ApplyReport, CrateCounts};
 
 /// Synthetic lockstep sessions in a fixed environment: what `xtask/expected/`'s files are
 /// rendered from.
@@ -36,7 +36,7 @@ pub fn report() -> Report {
         build: b.into(),
         per_message: Some(i),
         totals: Some((1_000_000, 1_000_000 + (i * 2000.0) as u64)),
-        simulated: Some(crate::callgrind::Simulated {
+        simulated: Some(crate::measure::callgrind::Simulated {
             cond_branches: i / 6.0,
             cond_mispredicts: i / 300.0,
             indirect_branches: 11.0,
@@ -122,7 +122,7 @@ pub fn report() -> Report {
             sessions: 31,
             reason: crate::measure::StopReason::Target,
             secs: 1.9,
-            timing: crate::lockstep::Timing {
+            timing: crate::measure::lockstep::Timing {
                 setup_secs: 1.67,
                 waited_secs: 0.03,
                 copy_secs: 0.002,
@@ -141,8 +141,8 @@ pub fn report() -> Report {
 }
 
 /// An insight of made-up but plausible figures (the parsers are tested on real output).
-pub fn insight() -> crate::outputs::InsightReport {
-    use crate::insight::{FunctionCount, HotFunction, contents};
+pub fn insight() -> crate::analysis::outputs::InsightReport {
+    use crate::analysis::insight::{FunctionCount, HotFunction, contents};
     let f = |name: &str, count: u64| FunctionCount {
         symbol: format!("_ZN{name}"),
         name: name.into(),
@@ -155,21 +155,21 @@ pub fn insight() -> crate::outputs::InsightReport {
         f("tokio::sync::mpsc::list::Rx<T>::pop", 900_000),
         f("serde_json::de::from_str", 0),
     ];
-    crate::outputs::InsightReport {
+    crate::analysis::outputs::InsightReport {
         training: contents(&training, 12),
         required: vec![
-            crate::outputs::RequiredCoverage {
+            crate::analysis::outputs::RequiredCoverage {
                 prefix: "mty_runtime::".into(),
                 functions: 40,
                 nonzero: 31,
             },
-            crate::outputs::RequiredCoverage {
+            crate::analysis::outputs::RequiredCoverage {
                 prefix: "tokio::sync::mpsc::".into(),
                 functions: 25,
                 nonzero: 22,
             },
         ],
-        workloads: vec![crate::outputs::WorkloadInsight {
+        workloads: vec![crate::analysis::outputs::WorkloadInsight {
             workload: "agent_send_latency".into(),
             profile: PathBuf::from("pgo-data/insight/agent_send_latency.profdata"),
             overlap_pct: 53.8,
@@ -187,7 +187,7 @@ pub fn insight() -> crate::outputs::InsightReport {
                 },
             ],
             never_trained: Vec::new(),
-            agreement: Some(crate::insight::Agreement {
+            agreement: Some(crate::analysis::insight::Agreement {
                 score_pct: 84.2,
                 hot_pct: 99.0,
                 lacking: Vec::new(),
@@ -205,11 +205,11 @@ pub fn full_report() -> Report {
     let mut r = report();
     r.profile.origin = "bundle /ci/bundles/merged: trained at commit 0123456789ab with rustc 1.95.0, 1 training workload(s)".into();
     r.stages = [
-        ("instrument", crate::stage::Outcome::Skipped),
-        ("merge", crate::stage::Outcome::Reused),
-        ("measure", crate::stage::Outcome::Ran),
+        ("instrument", crate::base::stage::Outcome::Skipped),
+        ("merge", crate::base::stage::Outcome::Reused),
+        ("measure", crate::base::stage::Outcome::Ran),
     ]
-    .map(|(stage, outcome)| crate::stage::StageRun {
+    .map(|(stage, outcome)| crate::base::stage::StageRun {
         stage: stage.into(),
         seconds: 1.0,
         outcome,
@@ -217,8 +217,13 @@ pub fn full_report() -> Report {
     })
     .to_vec();
     r.versus_sessions = versus_sessions(1.08);
-    r.versus =
-        crate::versus::analyze(&r.versus_sessions, &r.instructions, &versus_config(), &[]).unwrap();
+    r.versus = crate::analysis::workloads::analyze(
+        &r.versus_sessions,
+        &r.instructions,
+        &versus_config(),
+        &[],
+    )
+    .unwrap();
     r
 }
 
@@ -408,7 +413,7 @@ pub fn versus_sessions(ratio: f64) -> Vec<Session> {
 /// A paired session of `arms` whose rounds ran `order` (arm indices, two by two), each arm's
 /// turns taking `times` in the order it ran them.
 pub fn paired(arms: &[&str], order: Vec<Vec<u8>>, times: &[&[f64]]) -> Session {
-    let batch = |t: f64| crate::lockstep::Batch {
+    let batch = |t: f64| crate::measure::lockstep::Batch {
         median_ns: t,
         p95_ns: t,
         p99_ns: t,

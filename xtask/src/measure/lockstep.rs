@@ -32,10 +32,10 @@ use anyhow::{Context, Result, bail};
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
+use crate::base::exec::{self, Cmd};
 use crate::config::{Measure, Mode, Workload};
-use crate::exec::{self, Cmd};
-use crate::stats::SplitMix64;
-use crate::workload::{WorkloadLine, parse_line};
+use crate::measure::workload::{WorkloadLine, parse_line};
+use stats::SplitMix64;
 
 mod copies;
 use copies::Copies;
@@ -92,7 +92,7 @@ pub struct Session {
     /// Other processes' CPU time beside the session's turns (`/proc`; a report from before it
     /// was kept: `None`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine: Option<crate::machine::Beside>,
+    pub machine: Option<crate::measure::machine::Beside>,
     /// `batches[a][r]`: arm a's batch in round r (paired: arm a's r-th turn).
     pub batches: Vec<Vec<Batch>>,
     /// Each arm's closing report over all its batches (histogram, CPU time, switches).
@@ -110,7 +110,7 @@ impl Session {
     /// ln(cand batch median / base batch median); `None` without both arms. The report's
     /// estimate takes the same value per session (`stats::compare_sessions`).
     pub fn median_log_ratio(&self, cand: &str, base: &str) -> Option<f64> {
-        crate::stats::median(&self.round_log_ratios(cand, base, |b| b.median_ns)?)
+        stats::median(&self.round_log_ratios(cand, base, |b| b.median_ns)?)
     }
 
     /// Round by round, ln(metric of cand's batch / metric of base's); `None` without both
@@ -299,7 +299,7 @@ pub fn spawn(
     // are of one length, so the offset alone sets how much longer `argv[0]` is.)
     let mut shift = || {
         if cfg.shift_heap {
-            rng.below(crate::workload::MAX_SHIFT)
+            rng.below(crate::measure::workload::MAX_SHIFT)
         } else {
             0
         }
@@ -330,25 +330,25 @@ pub fn spawn(
         let exe = copies.as_ref().map_or(&arm.exe, |c| &c.exes[i]);
         let cmd = match workload.mode {
             // Paths already resolved against the workspace (`Ctx::measure_config`).
-            Mode::Lockstep => crate::workload::with_setting(
-                crate::workload::pinned_shifted(exe, core, shifts[i])
+            Mode::Lockstep => crate::measure::workload::with_setting(
+                crate::measure::workload::pinned_shifted(exe, core, shifts[i])
                     .args(arm.args.iter().cloned()),
                 workload,
             ),
             // Every run is a process of its own: each draws its shift, and runs from a
             // copy of its own.
-            Mode::Process => crate::process_arm::command(
-                &crate::process_arm::Spec {
+            Mode::Process => crate::measure::process_arm::command(
+                &crate::measure::process_arm::Spec {
                     shift_seed: shift_seeds[i],
                     // Only a copy this session made: never beside the user's own file.
                     copy_each_run: copies.as_ref().is_some_and(|c| c.exes[i] != arm.exe),
-                    ..crate::process_arm::Spec::new(exe, &arm.args, workload)
+                    ..crate::measure::process_arm::Spec::new(exe, &arm.args, workload)
                 },
                 core,
             )?,
             // The server lives for the session; each turn runs the driver against it.
-            Mode::Service => crate::service_arm::command(
-                &crate::service::Spec::new(exe, &arm.args, workload)?,
+            Mode::Service => crate::measure::service_arm::command(
+                &crate::measure::service::Spec::new(exe, &arm.args, workload)?,
                 core,
             )?,
         }
@@ -486,9 +486,9 @@ impl Spawned {
             let watching = scope.spawn(move || {
                 if let Some(core) = setup {
                     // Best effort: unpinned, it reads the same counters a little later.
-                    let _ = crate::service::set_affinity(0, &[core]);
+                    let _ = crate::measure::service::set_affinity(0, &[core]);
                 }
-                crate::machine::Watch::start(measured, setup, pids.into_iter(), service)
+                crate::measure::machine::Watch::start(measured, setup, pids.into_iter(), service)
             });
             let turned = self.turns(index, cfg, timeout, bar);
             let watch = watching.join().expect("the thread reading /proc panicked");
@@ -666,7 +666,7 @@ impl Live {
     /// process: `taskset` exec'd the arm, so its pid is the arm's).
     fn repin(&mut self, cpu: usize) -> Result<()> {
         let what = || format!("lockstep arm `{}`", self.name);
-        let failed = crate::service::move_threads(self.child.id(), &[cpu])
+        let failed = crate::measure::service::move_threads(self.child.id(), &[cpu])
             .with_context(|| format!("{}: listing its threads", what()))?;
         if let Some((tid, err)) = failed.into_iter().next() {
             bail!("{}: moving thread {tid} onto CPU {cpu}: {err}", what());

@@ -15,8 +15,8 @@ fn bars() -> &'static MultiProgress {
     BARS.get_or_init(MultiProgress::new)
 }
 
-use crate::build::Build;
-use crate::exec::{self, Cmd};
+use crate::base::exec::{self, Cmd};
+use crate::toolchain::build::Build;
 
 /// What the pipeline needs to know about the workspace.
 #[derive(Debug, Clone)]
@@ -208,7 +208,7 @@ fn seed(from: &Path, to: &Path) -> Result<()> {
             }
         }
     }
-    let tmp = crate::fsx::temp_path(to);
+    let tmp = crate::base::fsx::temp_path(to);
     Cmd::new("cp")
         .args([
             "-a".to_string(),
@@ -256,7 +256,7 @@ pub fn build(
 
 /// `build` again in a target folder of its own (`<folder>-layout`, seeded from the build's),
 /// its final crate compiled with `-Csave-temps` (its object files kept) and rustc's linker
-/// command written to [`crate::relink::link_args_file`]: the link, ready to be repeated with
+/// command written to [`crate::toolchain::relink::link_args_file`]: the link, ready to be repeated with
 /// other flags. Same flags otherwise, so the same executable (the caller checks).
 pub fn relinkable(
     ws: &Workspace,
@@ -265,10 +265,10 @@ pub fn relinkable(
     rustflags: &[String],
     target_root: &Path,
     log_dir: &Path,
-) -> Result<(CargoOutput, crate::relink::LinkLine)> {
+) -> Result<(CargoOutput, crate::toolchain::relink::LinkLine)> {
     let dir = target_root.join(format!("{}-layout", build.target_folder()));
     seed(&target_root.join(build.target_folder()), &dir)?;
-    let file = crate::relink::link_args_file(&dir, &ws.binary);
+    let file = crate::toolchain::relink::link_args_file(&dir, &ws.binary);
     let final_args: Vec<String> = build
         .final_args()
         .iter()
@@ -293,7 +293,7 @@ pub fn relinkable(
             file.display()
         )
     })?;
-    let line = crate::relink::LinkLine::parse(&text)
+    let line = crate::toolchain::relink::LinkLine::parse(&text)
         .with_context(|| format!("reading rustc's linker command {}", file.display()))?;
     Ok((out, line))
 }

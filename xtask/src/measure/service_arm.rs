@@ -15,16 +15,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::service::{Server, Spec, drive, free_port};
+use crate::measure::service::{Server, Spec, drive, free_port};
 
 /// The hidden subcommand that runs a service arm.
 pub const SUBCOMMAND: &str = "__service-arm";
 
 /// The arm's command line, pinned to `core` (`--lockstep N` is appended by the session).
-pub fn command(spec: &Spec, core: Option<usize>) -> Result<crate::exec::Cmd> {
+pub fn command(spec: &Spec, core: Option<usize>) -> Result<crate::base::exec::Cmd> {
     let me = std::env::current_exe().context("cannot find xtask's own executable")?;
     let json = serde_json::to_string(spec).expect("paths and strings serialize");
-    Ok(crate::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
+    Ok(crate::measure::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
 }
 
 /// The CPUs this thread may run on.
@@ -59,7 +59,7 @@ fn other_cpus(taken: &[usize]) -> Vec<usize> {
 /// gone, 1 when the server or driver fails (the reason on stderr), 2 on a malformed command
 /// line or an unknown protocol command, as `mty-lockstep` does.
 pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
-    let (spec, batch) = match crate::process_arm::arm_args::<Spec>(argv) {
+    let (spec, batch) = match crate::measure::process_arm::arm_args::<Spec>(argv) {
         Ok(p) => p,
         Err(err) => {
             eprintln!("xtask {SUBCOMMAND}: {err:#}");
@@ -166,7 +166,7 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
     // The warm-up runs where the arm sets up, never on the measured core.
     let setup = own_cpus();
     drive(spec, port, DRIVER_TIMEOUT, Some(&setup)).context("its warm-up run failed")?;
-    let warm_up = crate::process_arm::children_usage();
+    let warm_up = crate::measure::process_arm::children_usage();
     let awake = Awake::start(spec.keep_core_awake);
     let mut answer = |line: String| -> Result<bool> {
         Ok(writeln!(output, "{line}")
@@ -213,7 +213,7 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
             server.check_alive()?;
             let stdout = stdout?;
             let read = |key: &str| {
-                crate::process_arm::metric(&stdout, key).with_context(|| {
+                crate::measure::process_arm::metric(&stdout, key).with_context(|| {
                     format!(
                         "reading `{key}` from what the driver `{}` printed",
                         spec.driver_shown(port)
@@ -223,7 +223,7 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
             let primary = read(metric)?;
             // The driver's own tail, where its last line has one; else the primary figure.
             let last: Option<serde_json::Value> =
-                crate::workload::parse_last_line(&stdout, "a JSON object").ok();
+                crate::measure::workload::parse_last_line(&stdout, "a JSON object").ok();
             let tail = |key: &str| {
                 if key == metric || last.as_ref().is_none_or(|l| l.get(key).is_none()) {
                     Ok(primary)
@@ -239,7 +239,7 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
         let mid = |i: usize| {
             let mut v: Vec<f64> = samples.iter().map(|s| s[i]).collect();
             v.sort_by(f64::total_cmp);
-            crate::process_arm::quantile(&v, 0.5)
+            crate::measure::process_arm::quantile(&v, 0.5)
         };
         let line = serde_json::json!({
             "median_ns": mid(0),
@@ -257,7 +257,7 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
     // the measured driver runs'.
     drop(awake);
     let stopped = server.stop(Duration::from_secs(spec.stop_timeout_secs))?;
-    let line = crate::process_arm::closing(&all, &warm_up);
+    let line = crate::measure::process_arm::closing(&all, &warm_up);
     if stopped.early {
         bail!(
             "the server `{}` {}",

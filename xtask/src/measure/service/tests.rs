@@ -81,7 +81,10 @@ fn a_driver_is_killed_at_its_timeout_and_a_failing_one_named() {
     assert!(err.contains("refused 127.0.0.1:4242"), "{err}");
     let spec = sh("true", "echo '{\"p50_ns\": 7}'");
     let out = drive(&spec, 1, Duration::from_secs(5), None).unwrap();
-    assert_eq!(crate::process_arm::metric(&out, "p50_ns").unwrap(), 7.0);
+    assert_eq!(
+        crate::measure::process_arm::metric(&out, "p50_ns").unwrap(),
+        7.0
+    );
 }
 
 #[test]

@@ -29,8 +29,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+use crate::base::exec::Cmd;
 use crate::config::Workload;
-use crate::exec::Cmd;
 
 /// The hidden subcommand that runs an arm.
 pub const SUBCOMMAND: &str = "__process-arm";
@@ -81,7 +81,7 @@ impl Spec {
 pub fn command(spec: &Spec, core: Option<usize>) -> Result<Cmd> {
     let me = std::env::current_exe().context("cannot find xtask's own executable")?;
     let json = serde_json::to_string(spec).expect("paths and strings serialize");
-    Ok(crate::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
+    Ok(crate::measure::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
 }
 
 /// `cargo-mty __process-arm SPEC --lockstep N`: exits 0 after `q` or when the coordinator is gone,
@@ -169,11 +169,11 @@ fn serve(
     mut input: impl BufRead,
     mut output: impl Write,
 ) -> Result<(), Stop> {
-    let mut shifts = spec.shift_seed.map(crate::stats::SplitMix64::new);
+    let mut shifts = spec.shift_seed.map(stats::SplitMix64::new);
     let mut shift = move || {
         shifts
             .as_mut()
-            .map_or(0, |rng| rng.below(crate::workload::MAX_SHIFT))
+            .map_or(0, |rng| rng.below(crate::measure::workload::MAX_SHIFT))
     };
     run_once(spec, shift()).context("its warm-up run failed")?;
     let warm_up = children_usage();
@@ -258,7 +258,7 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
 
 /// One run of `spec`'s command from the executable `exe`.
 fn run_file(spec: &Spec, exe: &Path, shift: usize) -> Result<f64> {
-    let mut cmd = Command::new(crate::workload::shifted(exe, shift));
+    let mut cmd = Command::new(crate::measure::workload::shifted(exe, shift));
     cmd.args(&spec.args)
         .envs(&spec.env)
         .stdout(if spec.pipe_stdout || spec.metric.is_some() {
@@ -311,7 +311,7 @@ fn run_file(spec: &Spec, exe: &Path, shift: usize) -> Result<f64> {
         bail!(
             "`{}` {}; its stderr ends:\n{}",
             shown(),
-            crate::exec::describe_status(&out.status),
+            crate::base::exec::describe_status(&out.status),
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         );
     }
@@ -324,7 +324,8 @@ fn run_file(spec: &Spec, exe: &Path, shift: usize) -> Result<f64> {
 
 /// The number under `key` in the JSON object of the last non-empty line of `stdout`.
 pub(crate) fn metric(stdout: &str, key: &str) -> Result<f64> {
-    let line: serde_json::Value = crate::workload::parse_last_line(stdout, "a JSON object")?;
+    let line: serde_json::Value =
+        crate::measure::workload::parse_last_line(stdout, "a JSON object")?;
     match line.get(key).and_then(serde_json::Value::as_f64) {
         Some(v) if v > 0.0 && v.is_finite() => Ok(v),
         Some(v) => bail!("`{key}` is {v}: a sample must be a positive number of ns"),
@@ -429,7 +430,7 @@ mod tests {
             // Three runs of a shell: each at least a spawn's worth, the batch longer than two.
             assert!(median > 10_000.0 && elapsed > 2.0 * median, "{turn}");
         }
-        let closing: crate::workload::WorkloadLine =
+        let closing: crate::measure::workload::WorkloadLine =
             serde_json::from_value(lines[3].clone()).expect("a report xtask parses");
         assert!(closing.median_ns > 10_000 && closing.max_ns >= closing.median_ns);
         assert_eq!(lines[3]["runs"], 6);

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bolt::{BoltReport, BoltTools};
-use crate::build::Built;
-use crate::insight::{Contents, HotFunction};
+use crate::analysis::insight::{Contents, HotFunction};
+use crate::toolchain::bolt::{BoltReport, BoltTools};
+use crate::toolchain::build::Built;
 
 /// The `layout` stage's output: per relinked build, its variants, each verified to differ
 /// from its base in layout only.
@@ -58,7 +58,7 @@ pub struct LayoutVariant {
     pub seed: u32,
     pub built: Built,
     /// Its functions against the base's.
-    pub moved: crate::relink::Moved,
+    pub moved: crate::toolchain::relink::Moved,
     /// Instructions per message of `instructions_workload`; `None` (with the reason in
     /// `instructions_note`) when not counted.
     pub instructions: Option<f64>,
@@ -106,7 +106,7 @@ pub struct WorkloadInsight {
     /// How well the training stands for this workload in what PGO reads (the predictor of
     /// capture); absent in records made before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agreement: Option<crate::insight::Agreement>,
+    pub agreement: Option<crate::analysis::insight::Agreement>,
 }
 
 /// The stage's output.

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::build::Build;
-use crate::exec::Cmd;
+use crate::base::exec::Cmd;
+use crate::toolchain::build::Build;
 
 const HOST: &str = "x86_64-unknown-linux-gnu";
 

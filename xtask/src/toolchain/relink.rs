@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::exec::Cmd;
+use crate::base::exec::Cmd;
 
 /// One linker invocation as rustc printed it: its environment, the program and its
 /// arguments, and which argument is the output path.
@@ -77,7 +77,7 @@ impl LinkLine {
             extra.iter().map(|e| format!(" {e}")).collect::<String>()
         );
         let output = cmd.output_unlogged()?;
-        crate::exec::check(&cmd, &output).with_context(|| {
+        crate::base::exec::check(&cmd, &output).with_context(|| {
             format!(
                 "relinking {} into {} with {}",
                 self.output().display(),

@@ -165,7 +165,7 @@ pub struct Built {
     /// Where the user's flags came from ("" for none).
     #[serde(default)]
     pub user_rustflags_source: String,
-    /// The executable's content hash ([`crate::fsx::file_hash`]): what later stages key on.
+    /// The executable's content hash ([`crate::base::fsx::file_hash`]): what later stages key on.
     #[serde(default)]
     pub hash: String,
     /// How many crates cargo compiled for this build (0: everything was fresh). Not

@@ -6,8 +6,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::base::exec::Cmd;
 use crate::config::Workload;
-use crate::exec::Cmd;
 
 /// What one `mty-bench` latency run printed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,7 +69,7 @@ pub fn with_setting(mut cmd: Cmd, w: &Workload) -> Cmd {
     cmd
 }
 
-pub use crate::exec::{MAX_SHIFT, shifted};
+pub use crate::base::exec::{MAX_SHIFT, shifted};
 
 /// `exe`, pinned to `core` with `taskset -c` when one is given.
 pub fn pinned(exe: &Path, core: Option<usize>) -> Cmd {

@@ -14,12 +14,12 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::build::Built;
-use crate::callgrind::{self, FunctionCost};
-use crate::callgrind::{Simulated, parse_events, simulated};
+use crate::base::exec::Cmd;
+use crate::base::fsx;
 use crate::config::{Instructions, Workload};
-use crate::exec::Cmd;
-use crate::fsx;
+use crate::measure::callgrind::{self, FunctionCost};
+use crate::measure::callgrind::{Simulated, parse_events, simulated};
+use crate::toolchain::build::Built;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstructionCount {
@@ -282,7 +282,7 @@ mod tests {
     #[test]
     fn a_count_kept_for_the_same_bytes_is_reused() {
         // Without valgrind nothing is looked up: the note says so instead.
-        if !crate::testutil::have(
+        if !crate::testing::optional::have(
             "a kept instruction count (valgrind)",
             valgrind_missing().is_none(),
             "apt-get install valgrind",
@@ -291,7 +291,7 @@ mod tests {
         }
         let dir = std::env::temp_dir().join(format!("mty-counted-{}", std::process::id()));
         let mut built = Built::new(
-            crate::build::Build::Lto,
+            crate::toolchain::build::Build::Lto,
             "/nonexistent/mty-bench".into(),
             String::new(),
         );
@@ -346,7 +346,7 @@ mod tests {
     #[test]
     fn a_workload_with_instructions_off_is_not_counted_and_says_why() {
         let built = Built::new(
-            crate::build::Build::Release,
+            crate::toolchain::build::Build::Release,
             "/nonexistent/mty-bench".into(),
             String::new(),
         );
