@@ -21,4 +21,4 @@ pub mod workload;
 
 pub use arms::{AB_NEW, BASELINE, BASELINE_AGAIN, MeasuredArm, arms, layout_arm, layout_arms_of};
 pub use schedule::{Group, groups, run_groups, run_lockstep, session_seed};
-pub use stops::{ComparisonStop, Role, StopReason, Stopping, Unit, spend};
+pub use stops::{ComparisonStop, Role, StopReason, Stopping, spend};

@@ -19,7 +19,6 @@ use crate::config::LoadedConfig;
 use crate::measure::instructions::InstructionCount;
 use crate::toolchain::build::Built;
 use crate::toolchain::warnings::ApplyReport;
-use stats;
 
 /// The version of report.json's shape; `--baseline` refuses another.
 pub const SCHEMA: u32 = 6;

@@ -555,7 +555,7 @@ fn each_comparison_is_read_at_its_own_stop_and_error() {
         needed: Some(10),
         sessions: n,
         through: n,
-        unit: crate::measure::Unit::Session,
+        unit: crate::measure::stops::Unit::Session,
         pilot: 4,
         reason,
         alpha,

@@ -11,8 +11,8 @@ use crate::toolchain::build::Build;
 use crate::measure::lockstep::{self, Arm, Session, Timing};
 use stats::{SplitMix64, sequential};
 
-use super::arms::{AB_NEW, BASELINE_AGAIN, MeasuredArm, arms};
-use super::stops::{ComparisonStop, Role, StopReason, Stopping, Unit, spend};
+use super::arms::MeasuredArm;
+use super::stops::{ComparisonStop, Role, StopReason, Stopping, Unit};
 
 /// One workload's sessions: its settings, its arms (each with its whole command line), and
 /// the comparisons (candidate arm, baseline arm) whose intervals the stopping rule watches.

@@ -8,7 +8,6 @@
 use anyhow::{Result, bail};
 
 use crate::report::Report;
-use stats;
 
 const PGO: &str = "lto+pgo";
 

@@ -10,7 +10,6 @@ use std::fmt::Write as _;
 use crate::analysis::Comparison;
 use crate::measure::{BASELINE, BASELINE_AGAIN};
 use crate::report::{Report, floor_line, fmt_instr};
-use stats;
 use stats::median;
 
 /// The timed region, stated once for the page.

@@ -11,7 +11,6 @@ use anyhow::{Context, Result};
 
 use super::Report;
 use crate::base::fsx;
-use stats;
 
 /// The line above the index's table; published rows go right under the table's header.
 pub const MARKER: &str =

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use super::*;
+use crate::measure::arms::{AB_NEW, BASELINE_AGAIN, arms};
 use crate::measure::stops::Spend;
+use crate::measure::stops::{Unit, spend};
 use crate::measure::workload::parse_line;
 use crate::testing::fixtures::LINE;
 use crate::testing::fixtures::measure_config;

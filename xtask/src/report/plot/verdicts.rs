@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 
 use super::{color, nice_ticks, text_width};
 use crate::report::Report;
-use stats;
 
 const WIDTH: f64 = 760.0;
 const LEFT: f64 = 110.0;
