@@ -227,7 +227,7 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
         Ok((optimized, base?, oracle, bolted, theirs.transpose()?))
     })?;
     // Nothing else may run while the lockstep measures (but the next session's set-up on the
-    // other core: `lockstep.rs`).
+    // other core: `measure/lockstep.rs`).
     beside.finish();
     if let Some(compiling) = comparators {
         let _ = compiling.join();

@@ -1,7 +1,7 @@
 //! Profile insight, numbers in and numbers out: what a profile holds (its functions' counts
 //! from `llvm-profdata merge --text`), how two profiles overlap (`llvm-profdata overlap`), and
 //! which functions hot in a measured workload the training under-weights or never ran. The
-//! stage that runs the tools is `pipeline/insight.rs`.
+//! stage that runs the tools is `pipeline/stage/insight.rs`.
 
 use std::collections::BTreeMap;
 

@@ -383,7 +383,7 @@ pub struct Measure {
     pub min_effect_pct: f64,
     pub workloads: Vec<Workload>,
     /// Pairs of measured workloads compared on the same build, paired in the
-    /// same sessions (`versus.rs`), e.g. the mailbox against bare tokio.
+    /// same sessions (`analysis/workloads.rs`), e.g. the mailbox against bare tokio.
     pub versus: Vec<Versus>,
 }
 

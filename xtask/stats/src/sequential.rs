@@ -3,7 +3,7 @@
 //!
 //! Each comparison (a candidate arm against its baseline) stops on its own, on whichever of
 //! two rules comes first, and an arm leaves the sessions once every comparison that needs it
-//! has stopped (`measure.rs`):
+//! has stopped (xtask's `measure/schedule.rs`):
 //! - **Its planned count** (Stein's two-stage procedure). The first `pilot` sessions estimate
 //!   its standard error; it then runs `N = pilot · (t · se0 / d)²` sessions in all (clamped to
 //!   the configured bounds), `d` being its target half-width in log space and `t` the point

@@ -1,4 +1,4 @@
-//! Unit tests of `measure.rs`.
+//! Unit tests of `schedule.rs`.
 
 use std::path::PathBuf;
 

@@ -650,7 +650,7 @@ fn whole_process_turns_keep_their_coverage() {
 }
 
 /// Adjacent pairs recorded by real runs of a registry crate's binary (pulldown-cmark 0.13.6,
-/// whole-process, `measure.rs`'s pairs): per run and comparison against release, its
+/// whole-process, the schedule's pairs): per run and comparison against release, its
 /// sessions' pair log ratios.
 #[derive(serde::Deserialize)]
 struct RecordedPairs {
