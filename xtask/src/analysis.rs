@@ -6,10 +6,13 @@
 //! comparisons with release, the thresholds (min effect, layout floor), a verdict per
 //! percentile.
 
+use std::collections::BTreeMap;
+
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Measure;
+use crate::measure::session::Metric;
 use crate::measure::{BASELINE, BASELINE_AGAIN};
 use stats::median;
 
@@ -45,16 +48,6 @@ pub enum Bound {
     /// The farthest layout measured: the floor of fewer layouts is shown, and a verdict
     /// stands beyond every layout measured.
     LayoutRange,
-}
-
-impl Bound {
-    pub fn text(self) -> &'static str {
-        match self {
-            Bound::MinEffect => "min effect",
-            Bound::LayoutFloor => "layout floor",
-            Bound::LayoutRange => "farthest layout measured",
-        }
-    }
 }
 
 /// The layout floor of one workload: `release`'s layout variants against release, this
@@ -114,30 +107,6 @@ impl LayoutFloor {
             }
         }
     }
-
-    /// "layout floor ±1.6 % (12 layouts of release: −1.0 to +0.1 %, sd 0.4 %)".
-    pub fn line(&self) -> String {
-        let veto = if self.layouts >= Self::VETO_LAYOUTS {
-            String::new()
-        } else {
-            format!(
-                "; from fewer than {} layouts it does not veto a verdict beyond every layout measured",
-                Self::VETO_LAYOUTS
-            )
-        };
-        format!(
-            "layout floor ±{:.1} % ({} layouts of {} measured against it, {} in this run, each within ±{:.1} %: {:+.1} to {:+.1} %; another layout would land in [{:+.1}, {:+.1}] %{veto})",
-            self.floor_pct,
-            self.layouts,
-            self.build,
-            self.variants.len(),
-            self.max_half_width_pct,
-            self.lowest_pct,
-            self.highest_pct,
-            self.low_pct,
-            self.high_pct
-        )
-    }
 }
 
 /// One relinked build's change against release over its layouts (its own and its variants').
@@ -154,37 +123,6 @@ pub struct LayoutGain {
     pub verdict: Option<Verdict>,
 }
 
-impl LayoutGain {
-    pub fn line(&self) -> String {
-        let range = format!(
-            "range over {} layouts: [{:+.1}, {:+.1}] %",
-            self.layouts.len(),
-            self.low_pct,
-            self.high_pct
-        );
-        match self.verdict {
-            Some(Verdict::Faster) => format!(
-                "{} is faster than release whatever the layout ({range})",
-                self.build
-            ),
-            Some(Verdict::Slower) => format!(
-                "{} is slower than release whatever the layout ({range})",
-                self.build
-            ),
-            Some(Verdict::NoDetectableChange | Verdict::NotJudged) => {
-                format!(
-                    "{} shows no detectable change in any layout ({range})",
-                    self.build
-                )
-            }
-            None => format!(
-                "{}'s change depends on its layout: within layout luck ({range})",
-                self.build
-            ),
-        }
-    }
-}
-
 /// `--against`: one of this tree's builds against the other commit's of the same name, on
 /// one workload, in the same sessions (`change_pct` < 0: this commit is faster).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -194,15 +132,43 @@ pub struct AgainstResult {
     pub build: String,
     /// The other commit's arm (`<commit>:<build>`).
     pub against: String,
-    pub median: Judged,
+    /// Judged on the primary metric ([`Metric::PRIMARY`]).
+    #[serde(rename = "median")]
+    pub primary: Judged,
 }
 
-/// The same comparison on each reported percentile.
+/// The same comparison judged on each metric its sessions carry ([`Metric`]), the primary
+/// one always; report.json keeps it as `{"median": …, "p95": …, "p99": …}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Comparison {
-    pub median: Judged,
-    pub p95: Judged,
-    pub p99: Judged,
+#[serde(transparent)]
+pub struct Comparison(pub BTreeMap<Metric, Judged>);
+
+impl Comparison {
+    /// The primary metric's judgement ([`Metric::PRIMARY`]): what the verdicts lead with.
+    pub fn primary(&self) -> &Judged {
+        self.get(Metric::PRIMARY)
+            .expect("every comparison judges the primary metric")
+    }
+
+    #[cfg(test)]
+    pub fn primary_mut(&mut self) -> &mut Judged {
+        self.0
+            .get_mut(&Metric::PRIMARY)
+            .expect("every comparison judges the primary metric")
+    }
+
+    pub fn get(&self, metric: Metric) -> Option<&Judged> {
+        self.0.get(&metric)
+    }
+
+    /// Each metric's judgement, in [`Metric::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (Metric, &Judged)> {
+        self.0.iter().map(|(m, j)| (*m, j))
+    }
+
+    pub fn judged_mut(&mut self) -> impl Iterator<Item = &mut Judged> {
+        self.0.values_mut()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -299,35 +265,6 @@ pub struct MachineState {
     pub steal_median_pct: f64,
 }
 
-impl MachineState {
-    pub fn line(&self, sessions: usize) -> String {
-        let setup = self
-            .setup_median_pct
-            .map(|s| format!(", the set-up core {s:.0} %"))
-            .unwrap_or_default();
-        let mut line = format!(
-            "other processes beside the sessions: median {:.1} % of the arms' core(s) (the hypervisor's steal {:.1} %), at most {:.0} %{setup}",
-            self.median_pct, self.steal_median_pct, self.max_pct
-        );
-        if !self.disturbed.is_empty() {
-            let list: Vec<String> = self.disturbed.iter().map(|s| (s + 1).to_string()).collect();
-            line += &format!(
-                "; {} of {sessions} sessions disturbed (over {:.0} %): {}",
-                self.disturbed.len(),
-                self.limit_pct,
-                list.join(", ")
-            );
-            if self.left_out {
-                line += ". This workload's threads use every core, so its figures depend on the machine's load: the disturbed sessions are left out; rerun on a quiet machine to use them";
-            }
-            if self.unjudged {
-                line += ". This workload's threads use every core, so its figures depend on the machine's load, and too few sessions ran undisturbed: its verdicts are not judged; rerun on a quiet machine";
-            }
-        }
-        line
-    }
-}
-
 /// The capture counted in instructions per message (callgrind's), with the three counts.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct InstructionCapture {
@@ -339,7 +276,7 @@ pub struct InstructionCapture {
 
 /// The builds the capture compares: the training's PGO build and the oracle, both against lto.
 const PGO: &str = "lto+pgo";
-const ORACLE: &str = "oracle";
+pub(crate) const ORACLE: &str = "oracle";
 const LTO: &str = "lto";
 
 impl WorkloadAnalysis {
@@ -350,43 +287,6 @@ impl WorkloadAnalysis {
             .iter()
             .find(|(b, _)| b == build)
             .and_then(|(_, t)| t.carried)
-    }
-
-    /// One line per comparison whose sessions fell into two speeds.
-    pub fn speeds_lines(&self) -> Vec<String> {
-        let pct = |x: f64| 100.0 * x.exp_m1();
-        self.speeds
-            .iter()
-            .map(|(arm, s)| {
-                format!(
-                    "{arm}'s sessions fall into two speeds: {:.0} % of them at {:+.1} % against release, {:.0} % at {:+.1} % (its interval pools both; how the shares fall can move from run to run)",
-                    100.0 * s.low_share,
-                    pct(s.low),
-                    100.0 * (1.0 - s.low_share),
-                    pct(s.high)
-                )
-            })
-            .collect()
-    }
-
-    /// The capture in words, or `None` without an oracle.
-    pub fn capture_line(&self) -> Option<String> {
-        let Some(c) = self.capture.as_ref() else {
-            return self.rows.iter().any(|r| r.build == ORACLE).then(|| {
-                "no share of the oracle's gain: the oracle's gain over lto is not distinguishable from 0 (or too few sessions)".to_string()
-            });
-        };
-        let mut line = format!(
-            "the training captures {:.0} % [{:.0}, {:.0}] of the gain an oracle profile (trained on the measured workload itself) gets over lto: lto+pgo {:.1} % faster than lto, oracle {:.1} %",
-            c.pct, c.ci_low_pct, c.ci_high_pct, c.candidate_gain_pct, c.oracle_gain_pct
-        );
-        if let Some(i) = self.instruction_capture() {
-            line += &format!(
-                "; of the instructions per message the oracle saves, {:.0} % (lto {:.0}, lto+pgo {:.0}, oracle {:.0}: no noise, but not time)",
-                i.pct, i.lto, i.pgo, i.oracle
-            );
-        }
-        Some(line)
     }
 
     /// The capture in instructions per message: lto+pgo's saving over lto as a share of the
@@ -405,23 +305,6 @@ impl WorkloadAnalysis {
             pgo,
             oracle,
         })
-    }
-
-    /// What BOLT adds on top of PGO, in words, or `None` without a BOLT build.
-    pub fn bolt_line(&self) -> Option<String> {
-        let e = self.bolt_vs_pgo.as_ref()?;
-        Some(format!(
-            "lto+pgo+bolt against lto+pgo: {}",
-            stats::describe(e)
-        ))
-    }
-
-    /// What the figures rest on, in words: "12 sessions × 200 rounds (lockstep)".
-    pub fn basis(&self) -> String {
-        format!(
-            "{} sessions × {} rounds (lockstep)",
-            self.sessions, self.rounds_per_session
-        )
     }
 }
 
@@ -473,8 +356,7 @@ pub(crate) fn capture(
 }
 
 /// The A/A comparison (release against its second arm: a diagnostic) and a row per build;
-/// `compare` estimates one arm against release on the three percentiles (the sessions'
-/// intervals), `row` makes a build's row from its judged comparison. A build's intervals
+/// `compare` estimates one arm against release on each metric (the sessions' intervals), `row` makes a build's row from its judged comparison. A build's intervals
 /// carry its run component `extra(build)`; every build but release is laid out differently from
 /// release, so the layout floor (on the median, where measured) applies to all of them.
 pub(crate) fn judge_rows(
@@ -482,16 +364,19 @@ pub(crate) fn judge_rows(
     min_effect_pct: f64,
     layout: Option<&LayoutFloor>,
     extra: impl Fn(&str) -> Option<stats::components::Component>,
-    compare: impl Fn(&str) -> Result<[Estimate; 3]>,
+    compare: impl Fn(&str) -> Result<Vec<(Metric, Estimate)>>,
     mut row: impl FnMut(&str, Option<Comparison>) -> Row,
 ) -> Result<(Comparison, Vec<Row>)> {
-    let judge = |est: [Estimate; 3], layout: Option<&LayoutFloor>| {
-        let [m, p95, p99] = est;
-        Comparison {
-            median: judged(m, min_effect_pct, layout),
-            p95: judged(p95, min_effect_pct, None),
-            p99: judged(p99, min_effect_pct, None),
-        }
+    // The layout floor is measured on the primary metric and judges it alone.
+    let judge = |est: Vec<(Metric, Estimate)>, layout: Option<&LayoutFloor>| {
+        Comparison(
+            est.into_iter()
+                .map(|(m, e)| {
+                    let layout = layout.filter(|_| m == Metric::PRIMARY);
+                    (m, judged(e, min_effect_pct, layout))
+                })
+                .collect(),
+        )
     };
     let aa = judge(compare(BASELINE_AGAIN)?, None);
     let mut rows = Vec::new();
@@ -500,10 +385,11 @@ pub(crate) fn judge_rows(
             None
         } else {
             let extra = extra(build);
-            Some(judge(
-                compare(build)?.map(|e| e.with_arm(extra.as_ref())),
-                layout,
-            ))
+            let est = compare(build)?
+                .into_iter()
+                .map(|(m, e)| (m, e.with_arm(extra.as_ref())))
+                .collect();
+            Some(judge(est, layout))
         };
         rows.push(row(build, vs_release));
     }

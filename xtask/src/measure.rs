@@ -16,6 +16,7 @@ pub mod process_arm;
 pub mod schedule;
 pub mod service;
 pub mod service_arm;
+pub mod session;
 pub mod stops;
 pub mod workload;
 

@@ -6,14 +6,16 @@ pub mod gate;
 pub mod markdown;
 pub mod plot;
 pub mod publish;
+pub mod table;
+pub mod words;
+pub mod workloads;
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::WorkloadAnalysis;
 use crate::analysis::outputs::ProfileInfo;
-use crate::analysis::{Judged, WorkloadAnalysis};
 use crate::base::exec::Cmd;
 use crate::config::LoadedConfig;
 use crate::measure::instructions::InstructionCount;
@@ -29,40 +31,6 @@ pub struct Against {
     pub rev: String,
     pub commit: String,
     pub results: Vec<crate::analysis::AgainstResult>,
-}
-
-impl Against {
-    /// "this commit against abc123 (HEAD~3)"
-    pub fn title(&self) -> String {
-        format!(
-            "this commit against {} ({})",
-            &self.commit[..self.commit.len().min(12)],
-            self.rev
-        )
-    }
-
-    /// One line a workload: each build's change with its interval and verdict.
-    pub fn lines(&self) -> Vec<String> {
-        let mut lines: Vec<String> = Vec::new();
-        let mut last = "";
-        for r in &self.results {
-            let part = format!(
-                "{} {} (±{:.1} %)",
-                r.build,
-                judged(&r.median),
-                r.median.threshold_pct
-            );
-            if r.workload == last {
-                let line = lines.last_mut().expect("a line per workload");
-                line.push_str("; ");
-                line.push_str(&part);
-            } else {
-                lines.push(format!("{}: {part}", r.workload));
-                last = &r.workload;
-            }
-        }
-        lines
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -88,13 +56,13 @@ pub struct Report {
     /// The same workload on other implementations (`cargo xtask compare`).
     pub comparators: Vec<crate::measure::comparators::Row>,
     /// Every lockstep session, every batch.
-    pub sessions: Vec<crate::measure::lockstep::Session>,
+    pub sessions: Vec<crate::measure::session::Session>,
     /// `measure.versus`'s workload-against-workload ratios per build.
     #[serde(default)]
     pub versus: Vec<crate::analysis::workloads::VersusResult>,
     /// ...and their sessions, every batch.
     #[serde(default)]
-    pub versus_sessions: Vec<crate::measure::lockstep::Session>,
+    pub versus_sessions: Vec<crate::measure::session::Session>,
     /// Per workload and `versus` pair: the stopping rule's sessions, why they stopped, and
     /// where their time went.
     #[serde(default)]
@@ -183,266 +151,6 @@ pub(crate) fn fmt_instr(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into())
 }
 
-pub(crate) fn floor_line(report: &Report, w: &WorkloadAnalysis) -> String {
-    let mut line = nulls_line(w);
-    let paired = report
-        .sessions
-        .iter()
-        .any(|s| s.workload == w.workload && s.paired);
-    if let Some(c) = &w.components {
-        let _ = write!(
-            line,
-            "; A/A sd of {} {:.2} %, of sessions {:.2} %",
-            if paired { "pairs" } else { "rounds" },
-            100.0 * c.rounds_sd,
-            100.0 * c.sessions_sd
-        );
-    }
-    if paired {
-        line += " (whole-process: one run a turn, each comparison's two runs side by side)";
-    } else if report.whole_process(&w.workload) {
-        line += " (whole-process: one run a turn)";
-    }
-    if let Some(m) = &w.machine {
-        let _ = write!(line, "\n  {}", m.line(w.sessions));
-    }
-    line
-}
-
-/// The null arm (it should hold 0) and what each build's interval carries beyond its
-/// sessions: its run component, where runs of the same executables showed one.
-pub(crate) fn nulls_line(w: &WorkloadAnalysis) -> String {
-    let mut parts: Vec<String> = w
-        .nulls
-        .iter()
-        .map(|(arm, e)| {
-            format!(
-                "{arm} {:+.2} % [{:+.2}, {:+.2}]{}",
-                e.change_pct,
-                e.ci_low_pct,
-                e.ci_high_pct,
-                if e.holds_zero() {
-                    ""
-                } else {
-                    " (does NOT hold 0)"
-                }
-            )
-        })
-        .collect();
-    if parts.is_empty() {
-        parts.push(format!("A/A {}", stats::describe(&w.aa.median.estimate)));
-    }
-    let files = if w.fresh_copies {
-        "every arm from a fresh copy of its file each session"
-    } else {
-        "each arm from its own file (`measure.fresh_copies = false`): what stays with a file is in no interval"
-    };
-    format!("null arm: {} ({files}); {}", parts.join(", "), runs_text(w))
-}
-
-/// What runs of the same executables say, per build, in a few words; for a build that carries
-/// a component, what it added to the median's interval.
-pub(crate) fn runs_text(w: &WorkloadAnalysis) -> String {
-    let runs = &w.runs;
-    // A build's median interval as judged, and its sessions' alone (from their standard
-    // error, at the interval's own error and degrees of freedom), half-widths in %.
-    let halves = |build: &str| -> Option<(f64, f64)> {
-        let e = &w
-            .rows
-            .iter()
-            .find(|r| r.build == build)?
-            .vs_release
-            .as_ref()?
-            .median
-            .estimate;
-        let se = w.raw.iter().find(|(b, _, _)| b == build)?.2;
-        let alone = 100.0 * stats::sequential::t_two_sided(e.df?.max(1), e.alpha()) * se;
-        Some(((e.ci_high_pct - e.ci_low_pct) / 2.0, alone))
-    };
-    if runs.is_empty() || runs.iter().all(|(_, t)| t.runs <= 1) {
-        return "run component: none estimated (no earlier run of these executables: intervals are this run's sessions alone)".to_string();
-    }
-    let level = stats::components::RUN_TEST_LEVEL;
-    let each: Vec<String> = runs
-        .iter()
-        .map(|(build, t)| match t.carried {
-            _ if t.runs <= 1 => format!("{build} first run"),
-            Some(c) => format!(
-                "{build} CARRIES sd {:.2} % ({} runs scatter beyond their intervals: p {:.2}; {} degree{} of freedom){}",
-                100.0 * c.sd,
-                t.runs,
-                t.p,
-                c.df,
-                if c.df == 1 { "" } else { "s" },
-                halves(build)
-                    .map(|(judged, alone)| format!(
-                        ": its interval ±{judged:.2} % where its sessions alone give ±{alone:.2} %"
-                    ))
-                    .unwrap_or_default()
-            ),
-            None if t.seen() => format!(
-                "{build} scatters beyond its intervals ({} runs, p {:.2}): not carried until {} runs (few runs give Student's t of 4 to 13)",
-                t.runs,
-                t.p,
-                stats::components::MIN_RUN_DF + 1
-            ),
-            None => format!("{build} none ({} runs, p {:.2})", t.runs, t.p),
-        })
-        .collect();
-    format!(
-        "run component (carried where runs of the same executables scatter beyond their intervals, Cochran's Q at p < {level}): {}",
-        each.join("; ")
-    )
-}
-
-fn judged(j: &Judged) -> String {
-    format!("{} → {}", stats::describe(&j.estimate), j.verdict.text())
-}
-
-/// The layout floor and what the relinked builds' layouts say, one line each; none where the
-/// workload's sessions carried no layout variants.
-pub(crate) fn layout_lines(w: &WorkloadAnalysis) -> Vec<String> {
-    let Some(l) = &w.layout else {
-        return Vec::new();
-    };
-    let mut lines = vec![l.line()];
-    lines.extend(l.gains.iter().map(|g| g.line()));
-    for (arm, e) in &l.bolt_vs_layouts {
-        lines.push(format!(
-            "lto+pgo+bolt against {arm} (a random layout of lto+pgo): {}",
-            stats::describe(e)
-        ));
-    }
-    lines
-}
-
-/// The terminal table.
-pub fn render_table(report: &Report) -> String {
-    let mut out = String::new();
-    for w in &report.workloads {
-        let _ = writeln!(
-            out,
-            "{}: {}; {}",
-            w.workload,
-            w.basis(),
-            floor_line(report, w)
-        );
-        let _ = writeln!(
-            out,
-            "  {:<12} {:>8} {:>8} {:>8} {:>10}  median vs release (verdict beyond ±threshold)",
-            "build", "median", "p95", "p99", "instr/msg"
-        );
-        for row in &w.rows {
-            let delta = match &row.vs_release {
-                None => report.description(&row.build).to_string(),
-                Some(c) => format!(
-                    "{} (±{:.1} %, {})",
-                    judged(&c.median),
-                    c.median.threshold_pct,
-                    c.median.bound.text()
-                ),
-            };
-            let [median, p95, p99] = report.time_columns(&w.workload, row);
-            let _ = writeln!(
-                out,
-                "  {:<12} {median:>8} {p95:>8} {p99:>8} {:>10}  {delta}",
-                row.build,
-                fmt_instr(row.instructions_per_message)
-            );
-        }
-        for row in w.rows.iter().filter(|_| !report.whole_process(&w.workload)) {
-            if let Some(c) = &row.vs_release {
-                let _ = writeln!(
-                    out,
-                    "  {:<12} p95: {}; p99: {}",
-                    row.build,
-                    judged(&c.p95),
-                    judged(&c.p99)
-                );
-            }
-        }
-        for line in w.speeds_lines() {
-            let _ = writeln!(out, "  {line}");
-        }
-        if let Some(line) = w.capture_line() {
-            let _ = writeln!(out, "  {line}");
-        }
-        if let Some(line) = w.bolt_line() {
-            let _ = writeln!(out, "  {line}");
-        }
-        for line in layout_lines(w) {
-            let _ = writeln!(out, "  {line}");
-        }
-        if let Some(note) = w.rows.iter().find_map(|r| r.instructions_note.as_deref()) {
-            let _ = writeln!(out, "  instr/msg: {note}");
-        }
-        out.push('\n');
-    }
-    out.push_str(&crate::analysis::workloads::render_table(&report.versus));
-    if let Some(a) = &report.against {
-        let _ = writeln!(out, "{}, median, in the same sessions:", a.title());
-        for line in a.lines() {
-            let _ = writeln!(out, "  {line}");
-        }
-        out.push('\n');
-    }
-    out.push_str(&apply_line(report));
-    if let (false, Some(compare)) = (report.comparators.is_empty(), &report.config.config.compare) {
-        out.push('\n');
-        out.push_str(&crate::measure::comparators::render(
-            &report.comparators,
-            compare,
-        ));
-    }
-    out
-}
-
-fn apply_line(report: &Report) -> String {
-    let a = &report.apply_check;
-    let crates = a
-        .per_crate
-        .iter()
-        .map(|(k, c)| format!("{k} {}/{}", c.missing, c.mismatch))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let verdict = if a.applied() {
-        "APPLIED".to_string()
-    } else if a.applied_but_stale() {
-        format!(
-            "APPLIED EXCEPT {} STALE FUNCTION(S) (hash mismatch, --allow-stale)",
-            a.required_mismatched
-        )
-    } else {
-        "NOT APPLIED".to_string()
-    };
-    let mut line = format!(
-        "profile {} ({} functions, total count {}): {verdict}\n  {} of the required functions ({}) lack profile data or mismatch; all crates: {} without profile data, {} hash mismatches{}\n",
-        report.profile.hash,
-        report.profile.functions,
-        report.profile.total_count,
-        a.required_violations.len(),
-        report.config.config.apply_check.required.join(", "),
-        a.missing_total,
-        a.mismatch_total,
-        if crates.is_empty() {
-            String::new()
-        } else {
-            format!(" (crate missing/mismatch: {crates})")
-        }
-    );
-    if !report.profile.origin.is_empty() {
-        line.push_str(&format!("  origin: {}\n", report.profile.origin));
-    }
-    if !report.profile.skipped_raw.is_empty() {
-        line.push_str(&format!(
-            "  merged without {} unreadable raw profile(s) (--skip-bad-profiles): {}\n",
-            report.profile.skipped_raw.len(),
-            report.profile.skipped_raw.join("; ")
-        ));
-    }
-    line
-}
-
 /// Entries in the widely used `customSmallerIsBetter` shape (name, unit, value).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchmarkEntry {
@@ -464,7 +172,8 @@ pub fn benchmark_entries(report: &Report) -> Vec<BenchmarkEntry> {
                 range: row.vs_release.as_ref().map(|c| {
                     format!(
                         "{:+.1} % .. {:+.1} % vs release",
-                        c.median.estimate.ci_low_pct, c.median.estimate.ci_high_pct
+                        c.primary().estimate.ci_low_pct,
+                        c.primary().estimate.ci_high_pct
                     )
                 }),
             });
@@ -589,7 +298,7 @@ mod tests {
     fn the_table_matches_the_expected_file() {
         expect_file(
             "table.txt",
-            &render_table(&crate::testing::fixtures::report()),
+            &crate::report::table::render_table(&crate::testing::fixtures::report()),
         );
     }
 

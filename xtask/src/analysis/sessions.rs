@@ -14,7 +14,7 @@ use crate::config::Measure;
 use crate::measure;
 use crate::measure::BASELINE_AGAIN;
 use crate::measure::instructions::InstructionCount;
-use crate::measure::lockstep::{BatchMetric, Session};
+use crate::measure::session::{Metric, Session};
 use stats::Verdict;
 use stats::components::{self, Component, RunTest};
 use stats::median;
@@ -22,7 +22,6 @@ use stats::{self, Estimate};
 
 const BOLT: &str = "lto+pgo+bolt";
 const PGO: &str = "lto+pgo";
-const BATCH_METRICS: [BatchMetric; 3] = [|b| b.median_ns, |b| b.p95_ns, |b| b.p99_ns];
 
 /// What the analysis pools from earlier runs, and what identifies this run's records.
 pub struct Pooled<'a> {
@@ -231,11 +230,7 @@ fn machine_state<'a>(
 
 /// The per-round log ratios of `cand` to the baseline, session by session, on `metric`: the
 /// sessions `cand` ran in (an arm leaves once its comparisons have stopped: a prefix of them).
-pub fn round_ratios(
-    sessions: &[&Session],
-    cand: &str,
-    metric: BatchMetric,
-) -> Result<Vec<Vec<f64>>> {
+pub fn round_ratios(sessions: &[&Session], cand: &str, metric: Metric) -> Result<Vec<Vec<f64>>> {
     ratios(sessions, cand, BASELINE, metric)
 }
 
@@ -244,12 +239,7 @@ pub fn round_ratios(
 /// leaves once its comparisons have stopped, and a comparison's pairs end when it stops, so
 /// these are a prefix of the sessions `cand` ran in; a later session where it ran without
 /// `base` (another comparison kept it) ends them.
-fn ratios(
-    sessions: &[&Session],
-    cand: &str,
-    base: &str,
-    metric: BatchMetric,
-) -> Result<Vec<Vec<f64>>> {
+fn ratios(sessions: &[&Session], cand: &str, base: &str, metric: Metric) -> Result<Vec<Vec<f64>>> {
     let mine: Vec<&&Session> = sessions.iter().filter(|s| s.arm(cand).is_some()).collect();
     let Some(first) = mine.first() else {
         bail!(
@@ -277,7 +267,7 @@ fn watched(
     sessions: &[&Session],
     stops: &[measure::Stopping],
     cand: &str,
-    metric: BatchMetric,
+    metric: Metric,
     pilot: usize,
 ) -> Result<Estimate> {
     let workload = sessions.first().map_or("", |s| s.workload.as_str());
@@ -322,13 +312,17 @@ fn analyze_sessions(
     }
     // The stopping rule's pilot: the first sessions, which always run whole.
     let pilot = cfg.lockstep.min_sessions.clamp(2, sessions.len() as u32) as usize;
-    let one = |cand: &str| watched(sessions, pooled.stops, cand, BATCH_METRICS[0], pilot);
-    let compare = |cand: &str| -> Result<[Estimate; 3]> {
+    let one = |cand: &str| watched(sessions, pooled.stops, cand, Metric::PRIMARY, pilot);
+    let metrics = Metric::carried_by(sessions);
+    let compare = |cand: &str| -> Result<Vec<(Metric, Estimate)>> {
         let mut out = Vec::new();
-        for metric in BATCH_METRICS {
-            out.push(watched(sessions, pooled.stops, cand, metric, pilot)?);
+        for &metric in &metrics {
+            out.push((
+                metric,
+                watched(sessions, pooled.stops, cand, metric, pilot)?,
+            ));
         }
-        Ok(out.try_into().expect("three metrics"))
+        Ok(out)
     };
     // The null arm: release again, its bytes in another new file every session where the
     // arms run from fresh copies.
@@ -338,13 +332,13 @@ fn analyze_sessions(
         nulls.push((BASELINE_AGAIN.to_string(), one(BASELINE_AGAIN)?));
     }
     let components = if arms.iter().any(|a| a == BASELINE_AGAIN) {
-        components::components(&round_ratios(sessions, BASELINE_AGAIN, BATCH_METRICS[0])?)
+        components::components(&round_ratios(sessions, BASELINE_AGAIN, Metric::PRIMARY)?)
     } else {
         None
     };
     // Each build's estimates from the sessions alone, once: judged below with its run
     // component.
-    let mut estimates: Vec<(String, [Estimate; 3])> = Vec::new();
+    let mut estimates: Vec<(String, Vec<(Metric, Estimate)>)> = Vec::new();
     for b in builds.iter().chain([&BASELINE_AGAIN.to_string()]) {
         if b != BASELINE {
             estimates.push((b.clone(), compare(b)?));
@@ -353,7 +347,10 @@ fn analyze_sessions(
     let raw: Vec<(String, f64, f64)> = estimates
         .iter()
         .filter(|(b, _)| b != BASELINE_AGAIN)
-        .filter_map(|(b, e)| Some((b.clone(), e[0].mean_log_ratio, e[0].se_log()?)))
+        .filter_map(|(b, e)| {
+            let (_, e) = e.iter().find(|(m, _)| *m == Metric::PRIMARY)?;
+            Some((b.clone(), e.mean_log_ratio, e.se_log()?))
+        })
         .collect();
     // Per build, what runs of the same executables say: a component is carried only by the
     // build whose runs scattered beyond their intervals.
@@ -372,7 +369,7 @@ fn analyze_sessions(
         if b == BASELINE || !arms.contains(b) {
             continue;
         }
-        let values: Vec<f64> = round_ratios(sessions, b, BATCH_METRICS[0])?
+        let values: Vec<f64> = round_ratios(sessions, b, Metric::PRIMARY)?
             .iter()
             .filter_map(|r| median(r))
             .collect();
@@ -403,7 +400,7 @@ fn analyze_sessions(
     // Figures that depend on the machine's load, from a busy machine: shown, not judged.
     if machine.as_ref().is_some_and(|m| m.unjudged) {
         let withhold = |c: &mut Comparison| {
-            for j in [&mut c.median, &mut c.p95, &mut c.p99] {
+            for j in c.judged_mut() {
                 j.verdict = Verdict::NotJudged;
             }
         };
@@ -417,7 +414,7 @@ fn analyze_sessions(
         l.bolt_vs_layouts = bolt_vs_layouts(sessions, pilot)?;
     }
     let capture = capture(builds, cfg, extra, |b| {
-        round_ratios(sessions, b, BATCH_METRICS[0])
+        round_ratios(sessions, b, Metric::PRIMARY)
     })?;
     // BOLT on top of PGO: ln(bolt / pgo) = ln(bolt / release) − ln(pgo / release), round by round.
     let bolt_vs_pgo = if builds.iter().any(|b| b == BOLT) && builds.iter().any(|b| b == PGO) {
@@ -461,7 +458,7 @@ fn analyze_sessions(
 /// ln(a / b) round by round: ln(a / release) − ln(b / release), or in pairs, pair by pair
 /// where a and b ran as pairs.
 fn difference(sessions: &[&Session], a: &str, b: &str) -> Result<Vec<Vec<f64>>> {
-    ratios(sessions, a, b, BATCH_METRICS[0])
+    ratios(sessions, a, b, Metric::PRIMARY)
 }
 
 /// Release's layout variants against release (`stats::layout`), pooled with earlier
@@ -479,7 +476,7 @@ fn layout_floor(
     }
     let mut estimates = Vec::new();
     for v in &variants {
-        let estimate = watched(sessions, pooled.stops, v, BATCH_METRICS[0], pilot)?;
+        let estimate = watched(sessions, pooled.stops, v, Metric::PRIMARY, pilot)?;
         estimates.push((v.to_string(), estimate));
     }
     let mut shifts: Vec<(f64, f64)> = match pooled.release_hash {
@@ -542,7 +539,7 @@ fn layout_gains(
         }
         let mut layouts = Vec::new();
         for a in std::iter::once(build.as_str()).chain(variants) {
-            let estimate = watched(sessions, stops, a, BATCH_METRICS[0], pilot)?;
+            let estimate = watched(sessions, stops, a, Metric::PRIMARY, pilot)?;
             layouts.push((a.to_string(), estimate.with_arm(extra(build).as_ref())));
         }
         let verdicts: Vec<Verdict> = layouts
@@ -591,11 +588,11 @@ fn session_row(
     instructions: &[InstructionCount],
     vs_release: Option<Comparison>,
 ) -> Row {
-    let fig = |metric: BatchMetric| {
+    let fig = |metric: Metric| {
         let per_session: Vec<f64> = sessions
             .iter()
             .filter_map(|s| s.arm(build))
-            .filter_map(|b| median(&b.iter().map(metric).collect::<Vec<_>>()))
+            .filter_map(|b| median(&b.iter().filter_map(|b| metric.of(b)).collect::<Vec<_>>()))
             .collect();
         median(&per_session).unwrap_or(f64::NAN)
     };
@@ -613,9 +610,9 @@ fn session_row(
     Row {
         build: build.to_string(),
         runs: sessions.iter().filter(|s| s.arm(build).is_some()).count(),
-        median_ns: fig(BATCH_METRICS[0]),
-        p95_ns: fig(BATCH_METRICS[1]),
-        p99_ns: fig(BATCH_METRICS[2]),
+        median_ns: fig(Metric::Median),
+        p95_ns: fig(Metric::P95),
+        p99_ns: fig(Metric::P99),
         instructions_per_message: instr.and_then(|i| i.per_message),
         instructions_note: instr.and_then(|i| i.note.clone()),
         vs_release,
@@ -665,7 +662,7 @@ pub fn against(
                 workload: w.workload.clone(),
                 build: ours.clone(),
                 against: theirs.clone(),
-                median: super::judged(estimate, cfg.min_effect_pct, w.layout.as_ref()),
+                primary: super::judged(estimate, cfg.min_effect_pct, w.layout.as_ref()),
             });
         }
     }

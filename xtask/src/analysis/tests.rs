@@ -60,7 +60,8 @@ fn the_layout_floor_recovers_known_layout_shifts_through_state_flips() {
             .find(|r| r.build == b)
             .and_then(|r| r.vs_release.clone())
             .unwrap()
-            .median
+            .primary()
+            .clone()
     };
     let (lto, pgo) = (judged("lto"), judged("lto+pgo"));
     assert_eq!(
@@ -72,7 +73,7 @@ fn the_layout_floor_recovers_known_layout_shifts_through_state_flips() {
     assert_eq!(lto.verdict, Verdict::NoDetectableChange, "{lto:?}");
     assert_eq!(pgo.verdict, Verdict::Faster, "{pgo:?}");
     // The A/A arm is the same executable: no layout floor on it.
-    assert_ne!(w.aa.median.bound, Bound::LayoutFloor);
+    assert_ne!(w.aa.primary().bound, Bound::LayoutFloor);
     // Eight layouts or more (earlier runs' of the same executable pooled): the floor vetoes.
     let mut pooled = l.clone();
     pooled.layouts = LayoutFloor::VETO_LAYOUTS;
@@ -93,7 +94,7 @@ fn the_layout_floor_recovers_known_layout_shifts_through_state_flips() {
             .rows
             .iter()
             .filter_map(|r| r.vs_release.as_ref())
-            .all(|c| c.median.bound != Bound::LayoutFloor)
+            .all(|c| c.primary().bound != Bound::LayoutFloor)
     );
 }
 
@@ -149,9 +150,9 @@ fn a_floor_of_few_layouts_does_not_veto_a_gain_beyond_every_layout() {
     floor.floor_pct = 0.4;
     assert_eq!(super::threshold(1.0, Some(&floor)), (1.0, Bound::MinEffect));
     assert!(
-        floor.line().starts_with("layout floor ±0.4 % (8 layouts"),
+        crate::report::words::layout_floor(&floor).starts_with("layout floor ±0.4 % (8 layouts"),
         "{}",
-        floor.line()
+        crate::report::words::layout_floor(&floor)
     );
 }
 
@@ -299,7 +300,7 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
             .vs_release
             .as_ref()
             .unwrap()
-            .median
+            .primary()
             .estimate;
         e.ci_high_pct - e.ci_low_pct
     };
@@ -315,7 +316,7 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
         runs.iter()
             .all(|r| r.release_hash == "r" && r.run_seed == 99 && r.fresh)
     );
-    let line = crate::report::nulls_line(&alone);
+    let line = crate::report::words::nulls_line(&alone);
     assert!(
         line.contains("run component: none estimated (no earlier run of these executables"),
         "{line}"
@@ -339,7 +340,7 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
     let (_, t) = two.runs.iter().find(|(b, _)| b == "lto+pgo").unwrap();
     assert!(t.seen() && t.carried.is_none(), "{t:?}");
     assert!((width(&two, "lto+pgo") - width(&alone, "lto+pgo")).abs() < 1e-9);
-    let line = crate::report::nulls_line(&two);
+    let line = crate::report::words::nulls_line(&two);
     assert!(
         line.contains(
             "lto+pgo scatters beyond its intervals (2 runs, p 0.00): not carried until 4 runs"
@@ -370,7 +371,7 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
         width(&alone, "lto+pgo")
     );
     assert!((width(&scattered, "lto") - width(&alone, "lto")).abs() < 1e-9);
-    let line = crate::report::nulls_line(&scattered);
+    let line = crate::report::words::nulls_line(&scattered);
     assert!(
         line.contains(&format!(
             "lto+pgo CARRIES sd {:.2} % (4 runs scatter beyond their intervals",
@@ -420,7 +421,7 @@ fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
         (m.median_pct, m.max_pct, m.setup_median_pct),
         (2.0, 45.0, Some(4.0))
     );
-    let line = m.line(shared.sessions);
+    let line = crate::report::words::machine(m, shared.sessions);
     assert!(
         line.contains("2 of 10 sessions disturbed (over 10 %): 4, 8"),
         "{line}"
@@ -434,9 +435,9 @@ fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
     assert!(m.left_out && !m.unjudged);
     assert_eq!(spread.sessions, 8);
     assert!(
-        m.line(10).contains("the disturbed sessions are left out"),
+        crate::report::words::machine(m, 10).contains("the disturbed sessions are left out"),
         "{}",
-        m.line(10)
+        crate::report::words::machine(m, 10)
     );
     // A pilot of 12: too few undisturbed sessions, so no verdict is given.
     cfg.lockstep.min_sessions = 12;
@@ -445,16 +446,16 @@ fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
     assert!(m.unjudged && !m.left_out);
     assert_eq!(busy.sessions, 10);
     assert!(
-        m.line(10).contains("its verdicts are not judged"),
+        crate::report::words::machine(m, 10).contains("its verdicts are not judged"),
         "{}",
-        m.line(10)
+        crate::report::words::machine(m, 10)
     );
     let verdicts: Vec<Verdict> = busy
         .rows
         .iter()
         .filter_map(|r| r.vs_release.as_ref())
-        .flat_map(|c| [c.median.verdict, c.p95.verdict, c.p99.verdict])
-        .chain([busy.aa.median.verdict])
+        .flat_map(|c| c.iter().map(|(_, j)| j.verdict).collect::<Vec<_>>())
+        .chain([busy.aa.primary().verdict])
         .collect();
     assert!(verdicts.len() > 4 && verdicts.iter().all(|v| *v == Verdict::NotJudged));
     assert_eq!(Verdict::NotJudged.text(), "not judged (machine busy)");
@@ -497,18 +498,18 @@ fn gains_over_layouts_and_bolt_against_random_layouts() {
         "{lto:?}"
     );
     assert!(
-        lto.line()
+        crate::report::words::layout_gain(lto)
             .contains("depends on its layout: within layout luck (range over 3 layouts"),
         "{}",
-        lto.line()
+        crate::report::words::layout_gain(lto)
     );
     let pgo = gain("lto+pgo");
     assert_eq!(pgo.verdict, Some(Verdict::Faster), "{pgo:?}");
     assert!(
-        pgo.line()
+        crate::report::words::layout_gain(pgo)
             .starts_with("lto+pgo is faster than release whatever the layout"),
         "{}",
-        pgo.line()
+        crate::report::words::layout_gain(pgo)
     );
     // BOLT (12 % faster) against each of lto+pgo's random layouts (9.5 %, 10.5 %).
     assert_eq!(l.bolt_vs_layouts.len(), 2);
@@ -522,7 +523,7 @@ fn gains_over_layouts_and_bolt_against_random_layouts() {
         "{b:?}"
     );
     // The floor's line and the report's lines say all of it.
-    let lines = crate::report::layout_lines(w);
+    let lines = crate::report::words::layout_lines(w);
     assert!(lines[0].starts_with("layout floor ±"), "{lines:?}");
     assert!(
         lines
@@ -591,23 +592,28 @@ fn each_comparison_is_read_at_its_own_stop_and_error() {
     )
     .unwrap()[0];
     let row = |b: &str| w.rows.iter().find(|r| r.build == b).unwrap();
-    let pgo = &row("lto+pgo").vs_release.as_ref().unwrap().median.estimate;
+    let pgo = &row("lto+pgo")
+        .vs_release
+        .as_ref()
+        .unwrap()
+        .primary()
+        .estimate;
     assert_eq!((pgo.pairs, pgo.alpha), (4, Some(sequential::look_alpha(0))));
     assert!(
-        stats::describe(pgo).ends_with(" (settled after 4)"),
+        crate::report::words::estimate(pgo).ends_with(" (settled after 4)"),
         "{}",
-        stats::describe(pgo)
+        crate::report::words::estimate(pgo)
     );
     // The sixth session, which lto+pgo also ran in, is not in its interval.
     assert_eq!(row("lto+pgo").runs, 5);
-    let lto = &row("lto").vs_release.as_ref().unwrap().median.estimate;
+    let lto = &row("lto").vs_release.as_ref().unwrap().primary().estimate;
     assert_eq!(
         (lto.pairs, lto.alpha),
         (10, Some(sequential::ALPHA_PLANNED))
     );
     // The A/A arm was not watched here: every session, 5 %.
     assert_eq!(
-        (w.aa.median.estimate.pairs, w.aa.median.estimate.alpha),
+        (w.aa.primary().estimate.pairs, w.aa.primary().estimate.alpha),
         (10, None)
     );
     // An interval at 0.5 % is wider than the same sessions' at 5 %.
@@ -621,7 +627,7 @@ fn each_comparison_is_read_at_its_own_stop_and_error() {
     )
     .unwrap()[0];
     let plain_pgo = &plain.rows.iter().find(|r| r.build == "lto+pgo").unwrap();
-    let plain_pgo = &plain_pgo.vs_release.as_ref().unwrap().median.estimate;
+    let plain_pgo = &plain_pgo.vs_release.as_ref().unwrap().primary().estimate;
     assert_eq!(plain_pgo.mean_log_ratio, pgo.mean_log_ratio);
     assert!(
         pgo.ci_high_pct - pgo.ci_low_pct > plain_pgo.ci_high_pct - plain_pgo.ci_low_pct,
@@ -642,15 +648,18 @@ fn lockstep_sessions_give_the_known_ratios_through_state_flips() {
     )
     .unwrap()[0];
     assert_eq!((w.sessions, w.rounds_per_session), (10, 20));
-    assert!(w.aa.median.estimate.change_pct.abs() < 0.5, "{:?}", w.aa);
+    assert!(w.aa.primary().estimate.change_pct.abs() < 0.5, "{:?}", w.aa);
     let pgo = w.rows[2].vs_release.as_ref().unwrap();
     assert!(
-        (pgo.median.estimate.change_pct + 10.0).abs() < 0.5,
+        (pgo.primary().estimate.change_pct + 10.0).abs() < 0.5,
         "{pgo:?}"
     );
-    assert_eq!(pgo.median.verdict, Verdict::Faster);
+    assert_eq!(pgo.primary().verdict, Verdict::Faster);
     assert_eq!(w.rows[0].runs, 10);
-    assert_eq!(w.basis(), "10 sessions × 20 rounds (lockstep)");
+    assert_eq!(
+        crate::report::words::basis(w),
+        "10 sessions × 20 rounds (lockstep)"
+    );
     // The rows' figures: medians over sessions of medians over rounds; the flips put
     // half the rounds at 170 and half at 235.
     assert!(
@@ -690,7 +699,11 @@ fn the_instruction_capture_needs_an_oracle_that_saves_instructions() {
     set(&mut w, "oracle", Some(900.0));
     let i = w.instruction_capture().unwrap();
     assert!((i.pct - 60.0).abs() < 1e-9, "{i:?}");
-    assert!(w.capture_line().unwrap().contains("the oracle saves, 60 %"));
+    assert!(
+        crate::report::words::capture(&w)
+            .unwrap()
+            .contains("the oracle saves, 60 %")
+    );
     // An oracle within 1 % of lto's count: no share of a saving that is hardly one.
     set(&mut w, "oracle", Some(995.0));
     assert_eq!(w.instruction_capture(), None);
@@ -722,7 +735,7 @@ fn a_build_of_two_speeds_is_named_with_its_modes() {
     .remove(0);
     let names: Vec<&str> = w.speeds.iter().map(|(b, _)| b.as_str()).collect();
     assert_eq!(names, ["lto"], "{:?}", w.speeds);
-    let lines = w.speeds_lines();
+    let lines = crate::report::words::speeds(&w);
     assert!(
         lines[0].starts_with(
             "lto's sessions fall into two speeds: 65 % of them at -1.1 % against release, 35 % at +6.9 %"
@@ -747,10 +760,16 @@ fn pair_ratios_end_where_the_candidate_ran_without_release() {
         &[&[90.0, 90.0], &[91.0, 89.0]],
     );
     without.session = 1;
-    let got =
-        super::sessions::round_ratios(&[&with, &without, &with], "a", |b| b.median_ns).unwrap();
+    let got = super::sessions::round_ratios(
+        &[&with, &without, &with],
+        "a",
+        crate::measure::session::Metric::Median,
+    )
+    .unwrap();
     assert_eq!(got, [vec![0.9f64.ln(), 0.8f64.ln()]]);
-    let err = super::sessions::round_ratios(&[&without], "a", |b| b.median_ns).unwrap_err();
+    let err =
+        super::sessions::round_ratios(&[&without], "a", crate::measure::session::Metric::Median)
+            .unwrap_err();
     assert!(
         format!("{err}").contains("session 1 of `w` has no arm `release` beside `a`"),
         "{err}"

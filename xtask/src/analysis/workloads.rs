@@ -7,15 +7,13 @@
 //! Each session runs, for every shipped build (release and lto+pgo), a live process of the
 //! subject workload and one of the reference workload, all taking turns on one core.
 
-use std::fmt::Write as _;
-
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Measure, Versus, Workload};
 use crate::measure::Group;
 use crate::measure::instructions::InstructionCount;
-use crate::measure::lockstep::{Arm, Batch, Session};
+use crate::measure::session::{Arm, Batch, Session};
 use crate::toolchain::build::{Build, Built};
 use stats::{self, Estimate};
 
@@ -174,79 +172,6 @@ pub fn analyze(
     Ok(out)
 }
 
-/// "1.04× [1.03, 1.05]".
-pub fn describe(e: &Estimate) -> String {
-    let r = |pct: f64| 1.0 + pct / 100.0;
-    format!(
-        "{:.3}× [{:.3}, {:.3}]",
-        e.ratio,
-        r(e.ci_low_pct),
-        r(e.ci_high_pct)
-    )
-}
-
-fn tail(e: &Option<Estimate>) -> String {
-    e.as_ref()
-        .map_or_else(|| "not reported".to_string(), describe)
-}
-
-fn instr(r: &VersusResult) -> String {
-    r.instructions_ratio
-        .map_or_else(|| "not counted".to_string(), |x| format!("{x:.3}×"))
-}
-
-/// The terminal lines (none when nothing was compared).
-pub fn render_table(results: &[VersusResult]) -> String {
-    let mut out = String::new();
-    for r in results {
-        let _ = writeln!(
-            out,
-            "{} / {} on {}, paired in lockstep: median {}, p99 {}, p99.9 {}, instructions per message {}",
-            r.subject,
-            r.reference,
-            r.build,
-            describe(&r.median),
-            tail(&r.p99),
-            tail(&r.p999),
-            instr(r)
-        );
-    }
-    out
-}
-
-/// report.md's section (none when nothing was compared).
-pub fn render_markdown(md: &mut String, results: &[VersusResult]) {
-    let Some(first) = results.first() else {
-        return;
-    };
-    let _ = writeln!(
-        md,
-        "## Workload against workload\n\nThe same build running two workloads, taking turns batch by batch in the same sessions \
-         ({} sessions; the lockstep protocol and statistics of the builds' comparison): the subject's median per message over the \
-         reference's, and the same for the batches' p99 and p99.9, each with its 95 % interval; instructions per message from callgrind.\n",
-        first.median.pairs
-    );
-    let _ = writeln!(
-        md,
-        "| subject / reference | build | median ratio, 95 % CI | p99 ratio | p99.9 ratio | instructions ratio |"
-    );
-    let _ = writeln!(md, "|---|---|---|---|---|---|");
-    for r in results {
-        let _ = writeln!(
-            md,
-            "| `{}` / `{}` | {} | {} | {} | {} | {} |",
-            r.subject,
-            r.reference,
-            r.build,
-            describe(&r.median),
-            tail(&r.p99),
-            tail(&r.p999),
-            instr(r)
-        );
-    }
-    md.push('\n');
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,7 +204,7 @@ mod tests {
             let t = tail.as_ref().expect("reported");
             assert!(t.ci_low_pct > 7.9 && t.ci_high_pct < 8.6, "{t:?}");
         }
-        let line = render_table(&got);
+        let line = crate::report::workloads::render_table(&got);
         assert!(line.contains("mailbox / tokio on release"), "{line}");
         assert!(line.contains("instructions per message 1.114×"), "{line}");
     }
@@ -292,7 +217,7 @@ mod tests {
         }
         let got = analyze(&s, &[], &versus_config(), &[]).unwrap();
         assert!(got[0].p99.is_some() && got[0].p999.is_none(), "{got:?}");
-        let line = render_table(&got);
+        let line = crate::report::workloads::render_table(&got);
         assert!(line.contains("p99.9 not reported"), "{line}");
     }
 

@@ -22,7 +22,6 @@
 //! session, naming the arm, its command line and the tail of its stderr.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -30,146 +29,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use indicatif::ProgressBar;
-use serde::{Deserialize, Serialize};
 
 use crate::base::exec::{self, Cmd};
 use crate::config::{Measure, Mode, Workload};
-use crate::measure::workload::{WorkloadLine, parse_line};
+use crate::measure::session::{Arm, Batch, Session, Timing};
+use crate::measure::workload::parse_line;
 use stats::SplitMix64;
 
 mod copies;
 use copies::Copies;
 pub use copies::sweep as sweep_copies;
-
-/// One arm's answer to one `g`: its batch's summary (window means around each quantile; see
-/// `mty-lockstep`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Batch {
-    pub median_ns: f64,
-    pub p95_ns: f64,
-    pub p99_ns: f64,
-    /// The batch's p99.9 (a mty-bench from before it was reported: `None`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p999_ns: Option<f64>,
-    pub mean_ns: f64,
-    /// The batch's own wall time, as the arm timed it (a mty-bench from before it was
-    /// reported: `None`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elapsed_ns: Option<f64>,
-    /// With `--inject-iters`: the injected chain's own cost, timed after the batch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inject_ns: Option<f64>,
-}
-
-/// A process to run in a session: its name in the report and its command line.
-#[derive(Debug, Clone)]
-pub struct Arm {
-    pub name: String,
-    pub exe: PathBuf,
-    pub args: Vec<String>,
-}
-
-/// One session of one workload: every arm's batches, round by round.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Session {
-    pub workload: String,
-    pub session: u32,
-    pub arms: Vec<String>,
-    /// The arms in the order they were spawned (drawn at random per session): an arm's index
-    /// is its place here.
-    /// `order[r]`: the arms' indices in the order they ran in round r.
-    pub order: Vec<Vec<u8>>,
-    /// A whole-process workload's session of adjacent pairs: each round is its comparisons'
-    /// pairs, back to back, in a drawn order, each pair's two runs in a drawn order; `order[r]`
-    /// holds them two by two, and an arm's batches are its turns in the order it ran them
-    /// (release once a pair). Otherwise every arm runs once a round.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub paired: bool,
-    /// The arms' indices in the order they were moved onto the measured core (drawn per
-    /// session; empty where they set up where they run).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub moves: Vec<u8>,
-    /// Other processes' CPU time beside the session's turns (`/proc`; a report from before it
-    /// was kept: `None`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine: Option<crate::measure::machine::Beside>,
-    /// `batches[a][r]`: arm a's batch in round r (paired: arm a's r-th turn).
-    pub batches: Vec<Vec<Batch>>,
-    /// Each arm's closing report over all its batches (histogram, CPU time, switches).
-    pub totals: Vec<WorkloadLine>,
-    /// Where its time went (a report from before it was kept: `None`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timing: Option<Timing>,
-}
-
-/// One figure of a batch: its median, p95 or p99.
-pub type BatchMetric = fn(&Batch) -> f64;
-
-impl Session {
-    /// The session's value for `cand` against `base`: the median over its rounds of
-    /// ln(cand batch median / base batch median); `None` without both arms. The report's
-    /// estimate takes the same value per session (`stats::compare_sessions`).
-    pub fn median_log_ratio(&self, cand: &str, base: &str) -> Option<f64> {
-        stats::median(&self.round_log_ratios(cand, base, |b| b.median_ns)?)
-    }
-
-    /// Round by round, ln(metric of cand's batch / metric of base's); `None` without both
-    /// arms. A paired session's: pair by pair where the two ran as a pair; else the difference
-    /// of both arms' pairs with an arm both ran beside (ln(c / x) − ln(b / x), pair by pair in
-    /// time order); else `None`.
-    pub fn round_log_ratios(
-        &self,
-        cand: &str,
-        base: &str,
-        metric: BatchMetric,
-    ) -> Option<Vec<f64>> {
-        if self.paired {
-            return self.pair_log_ratios(cand, base, metric).or_else(|| {
-                self.arms.iter().find_map(|x| {
-                    let (c, b) = (
-                        self.pair_log_ratios(cand, x, metric)?,
-                        self.pair_log_ratios(base, x, metric)?,
-                    );
-                    (c.len() == b.len()).then(|| c.iter().zip(&b).map(|(c, b)| c - b).collect())
-                })
-            });
-        }
-        let (c, b) = (self.arm(cand)?, self.arm(base)?);
-        Some(
-            c.iter()
-                .zip(b)
-                .map(|(c, b)| (metric(c) / metric(b)).ln())
-                .collect(),
-        )
-    }
-
-    /// A paired session's pairs of `cand` and `base`, in the order they ran: ln(cand / base)
-    /// of each; `None` where the two never ran as a pair.
-    pub fn pair_log_ratios(&self, cand: &str, base: &str, metric: BatchMetric) -> Option<Vec<f64>> {
-        let at = |name: &str| self.arms.iter().position(|a| a == name);
-        let (c, b) = (at(cand)?, at(base)?);
-        let mut next = vec![0usize; self.arms.len()];
-        let mut out = Vec::new();
-        for pair in self.order.iter().flat_map(|r| r.chunks_exact(2)) {
-            let (x, y) = (pair[0] as usize, pair[1] as usize);
-            let (bx, by) = (self.batches[x].get(next[x])?, self.batches[y].get(next[y])?);
-            next[x] += 1;
-            next[y] += 1;
-            if (x, y) == (c, b) {
-                out.push((metric(bx) / metric(by)).ln());
-            } else if (x, y) == (b, c) {
-                out.push((metric(by) / metric(bx)).ln());
-            }
-        }
-        (!out.is_empty()).then_some(out)
-    }
-
-    /// Arm `name`'s batches in round order.
-    pub fn arm(&self, name: &str) -> Option<&[Batch]> {
-        let i = self.arms.iter().position(|a| a == name)?;
-        Some(&self.batches[i])
-    }
-}
 
 /// The core every arm is pinned to: taking turns means sharing one, the configured one,
 /// else the last; none where the workload does not share one (`share_core = false`, in
@@ -199,37 +68,6 @@ fn setup_core(measured: Option<usize>) -> Option<usize> {
 /// session before takes its turns (`None` when they start where they will run).
 pub fn setup_core_of(workload: &Workload, cfg: &Measure) -> Option<usize> {
     setup_core(shared_core(cfg, workload.shares_core_in(&cfg.lockstep)))
-}
-
-/// Where a session's time went, in seconds: what report.json keeps of each session, and what
-/// the overhead is reckoned from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Timing {
-    /// From spawning the arms to the last one's ready line (set-up and warm-up, on the set-up
-    /// core).
-    pub setup_secs: f64,
-    /// Of that, what the measured core waited for: none when the arms set up while the
-    /// session before took its turns.
-    pub waited_secs: f64,
-    /// Of the set-up, copying the arms' executables to fresh files (`measure.fresh_copies`).
-    #[serde(default)]
-    pub copy_secs: f64,
-    /// Moving the arms onto the measured core. Their first batch there runs on cold caches;
-    /// the median over rounds sets it aside, which is cheaper than an unrecorded round.
-    pub move_secs: f64,
-    /// The recorded rounds, wall time.
-    pub turns_secs: f64,
-    /// Inside the arms' batches, as they timed them (0 when they do not say).
-    pub batch_secs: f64,
-    /// From `q` to the last arm's exit.
-    pub close_secs: f64,
-}
-
-impl Timing {
-    /// The measured core's time: what a session adds to the stage's.
-    pub fn critical_secs(&self) -> f64 {
-        self.waited_secs + self.move_secs + self.turns_secs + self.close_secs
-    }
 }
 
 /// A session's arms, started (on the set-up core where there is one) and setting up.

@@ -8,7 +8,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::config::{Measure, Workload};
 use crate::toolchain::build::Build;
 
-use crate::measure::lockstep::{self, Arm, Session, Timing};
+use crate::measure::lockstep;
+
+use crate::measure::session::{Arm, Session, Timing};
 use stats::{SplitMix64, sequential};
 
 use super::arms::MeasuredArm;
@@ -115,8 +117,12 @@ impl Watch {
             match self.unit {
                 Unit::Session => self.vals.extend(s.median_log_ratio(&self.cand, &self.base)),
                 Unit::Turn | Unit::Pair => self.vals.extend(
-                    s.round_log_ratios(&self.cand, &self.base, |b| b.median_ns)
-                        .unwrap_or_default(),
+                    s.round_log_ratios(
+                        &self.cand,
+                        &self.base,
+                        crate::measure::session::Metric::PRIMARY,
+                    )
+                    .unwrap_or_default(),
                 ),
             }
         }
@@ -137,13 +143,25 @@ impl Watch {
             self.unit = Unit::Pair;
             self.per = done
                 .iter()
-                .find_map(|s| s.round_log_ratios(&self.cand, &self.base, |b| b.median_ns))
+                .find_map(|s| {
+                    s.round_log_ratios(
+                        &self.cand,
+                        &self.base,
+                        crate::measure::session::Metric::PRIMARY,
+                    )
+                })
                 .map_or(1, |r| r.len().max(1) as u32);
         } else if self.whole_process {
             let rounds: Vec<Vec<f64>> = done
                 .iter()
                 .filter(|s| limit_pct.is_none_or(|l| s.machine.is_none_or(|m| m.measured_pct <= l)))
-                .filter_map(|s| s.round_log_ratios(&self.cand, &self.base, |b| b.median_ns))
+                .filter_map(|s| {
+                    s.round_log_ratios(
+                        &self.cand,
+                        &self.base,
+                        crate::measure::session::Metric::PRIMARY,
+                    )
+                })
                 .take(pilot)
                 .collect();
             if stats::components::no_session_component(&rounds) {
@@ -511,7 +529,13 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
                 .any(|s: &Stopping| s.workload == group.workload.name)
         {
             let s = stopping(p, group, cfg);
-            bar.suspend(|| eprintln!("measure: {}: {}", s.workload, s.describe()));
+            // Progress only: why it stopped is the report's to say (`report/words.rs`).
+            bar.suspend(|| {
+                eprintln!(
+                    "measure: {}: {} sessions in {:.1} s",
+                    s.workload, s.sessions, s.secs
+                )
+            });
             stopped.push(s);
         }
         // A session started for a group whose plan has since ended it is not run.

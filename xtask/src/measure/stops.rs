@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::arms::{AB_NEW, BASELINE, BASELINE_AGAIN};
 use crate::config::{Measure, Workload};
-use crate::measure::lockstep::Timing;
+use crate::measure::session::Timing;
 use crate::toolchain::build::Build;
 use stats::sequential;
 
@@ -156,44 +156,6 @@ pub struct ComparisonStop {
     pub settled_at: Option<u32>,
 }
 
-impl ComparisonStop {
-    /// What it stopped on: "settled beyond ±1.0 % (0.50 % spent at this look)", "its target
-    /// ±2 % (the pilot asked for 38)", "session cap (±1 % asked for 900)".
-    pub fn why(&self) -> String {
-        // A measured comparison's target is a share of its estimate: two decimals at most.
-        let target = (self.target_half_width_pct * 100.0).round() / 100.0;
-        let asked = self.needed.unwrap_or(self.sessions);
-        match self.reason {
-            StopReason::Settled => match self.settled_at {
-                Some(at) => format!(
-                    "settled after {at}: beyond ±{:.1} % by more than its half-width; its arms ran on in later sessions, so its interval is of all {} ({:.0} % error)",
-                    self.threshold_pct.unwrap_or(0.0),
-                    self.sessions,
-                    100.0 * self.alpha
-                ),
-                None => format!(
-                    "settled: beyond ±{:.1} % by more than its half-width ({:.2} % error spent at this look)",
-                    self.threshold_pct.unwrap_or(0.0),
-                    100.0 * self.alpha
-                ),
-            },
-            StopReason::Target if self.unit == Unit::Turn => format!(
-                "its target ±{target} %, turns as the unit (its sessions showed no component of their own; the pilot's {} asked for {asked})",
-                self.pilot
-            ),
-            // Pairs: every run from a copy of its own, or sessions tested as above.
-            StopReason::Target if self.unit == Unit::Pair => format!(
-                "its target ±{target} %, pairs as the unit (the pilot's {} asked for {asked})",
-                self.pilot
-            ),
-            StopReason::Target => format!("its target ±{target} % (the pilot asked for {asked})"),
-            StopReason::SessionCap => format!("session cap (±{target} % asked for {asked})"),
-            StopReason::TimeCap => format!("time cap (±{target} % asked for {asked})"),
-            StopReason::Fixed => "fixed count (no target)".to_string(),
-        }
-    }
-}
-
 /// How one workload's sessions went: the stopping rule's plan, why it stopped, and where
 /// the time went.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -217,42 +179,6 @@ pub struct Stopping {
 }
 
 impl Stopping {
-    /// "48 sessions in 3.4 s: the count planned for ±1 % (the pilot of 12 asked for 48)": the
-    /// count the pilot's spread asks for, not a promise that every interval came out within the
-    /// target (the interval is also the whole sample's, and a pilot may underestimate).
-    pub fn describe(&self) -> String {
-        let asked = match self.needed {
-            Some(n) => format!(" (the pilot of {} asked for {n})", self.pilot),
-            None => String::new(),
-        };
-        let why = match self.reason {
-            StopReason::Target => {
-                format!("the count planned for ±{} %", self.target_half_width_pct)
-            }
-            StopReason::Settled => "its last comparison settled at a look".to_string(),
-            StopReason::SessionCap => "session cap".to_string(),
-            StopReason::TimeCap => "time cap".to_string(),
-            StopReason::Fixed => "fixed count (no target)".to_string(),
-        };
-        let settled = self
-            .comparisons
-            .iter()
-            .filter(|c| c.reason == StopReason::Settled)
-            .count();
-        let early = if settled > 0 {
-            format!(
-                "; {settled} of {} comparisons settled early",
-                self.comparisons.len()
-            )
-        } else {
-            String::new()
-        };
-        format!(
-            "{} sessions in {:.1} s: {why}{asked}{early}",
-            self.sessions, self.secs
-        )
-    }
-
     /// Time outside the arms' batches, as a share of the time in them (%); `None` when the
     /// arms did not time their batches.
     pub fn overhead_pct(&self) -> Option<f64> {

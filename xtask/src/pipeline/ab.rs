@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::ctx::Ctx;
 use crate::analysis::{self, Judged};
 use crate::base::fsx;
-use crate::measure::lockstep::Session;
+use crate::measure::session::Session;
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
 
 /// NEW's arm (a comparison measured to its target, never settled early).
@@ -133,8 +133,8 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
             Ok(AbWorkload {
                 workload: w.workload,
                 sessions: w.sessions,
-                aa: w.aa.median,
-                new_vs_old: new_vs_old.median,
+                aa: w.aa.primary().clone(),
+                new_vs_old: new_vs_old.primary().clone(),
             })
         })
         .collect::<Result<_>>()?;
@@ -152,7 +152,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
             } else {
                 "per message (median)"
             },
-            w.new_vs_old.verdict.text(),
+            crate::report::words::verdict(w.new_vs_old.verdict),
             w.aa.estimate.change_pct,
             w.aa.estimate.ci_low_pct,
             w.aa.estimate.ci_high_pct,

@@ -29,7 +29,7 @@ use crate::analysis::sessions::Pooled;
 use crate::analysis::{self, Judged};
 use crate::base::fsx;
 use crate::config::Measure;
-use crate::measure::lockstep::Session;
+use crate::measure::session::Session;
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
 use crate::toolchain::build::{Build, Built};
 use crate::toolchain::tools::Toolchain;
@@ -184,7 +184,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
                 .iter()
                 .find_map(|r| r.vs_release.as_ref())
                 .expect("the injected arm is compared with release")
-                .median
+                .primary()
                 .estimate
                 .clone();
             let row = CalibrationRow {
@@ -192,10 +192,10 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
                 inject_ns,
                 injected_pct: injected_pct(&sessions),
                 detected: analysis::judged(estimate, cfg.calibrate.min_effect_pct, None),
-                aa: w.aa.median.estimate.clone(),
+                aa: w.aa.primary().estimate.clone(),
                 seed,
                 wall_secs: start.elapsed().as_secs_f64(),
-                stopped: stopped.first().map(measure::Stopping::describe),
+                stopped: stopped.first().map(crate::report::words::stopping),
             };
             eprintln!("calibrate: {}", row_line(&row));
             rows.push(row);
@@ -291,10 +291,10 @@ fn row_line(r: &CalibrationRow) -> String {
         r.target_pct,
         r.inject_ns,
         r.injected_pct,
-        stats::describe(&r.detected.estimate),
+        crate::report::words::estimate(&r.detected.estimate),
         format!(
             "{} (±{:.1} %)",
-            r.detected.verdict.text(),
+            crate::report::words::verdict(r.detected.verdict),
             r.detected.threshold_pct
         ),
         if r.aa.holds_zero() {

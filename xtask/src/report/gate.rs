@@ -35,17 +35,17 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
             out.push(format!("`{name}`: no PGO row"));
             continue;
         };
-        let e = &c.median.estimate;
+        let e = &c.primary().estimate;
         // Significantly faster by the gain: the whole interval below −max(gain, threshold).
-        let needed = check.min_pgo_gain_pct.max(c.median.threshold_pct);
+        let needed = check.min_pgo_gain_pct.max(c.primary().threshold_pct);
         if e.ci_high_pct >= -needed {
             out.push(format!(
                 "`{name}`: PGO median is {} against release; the gate needs the whole interval beyond {needed:.1} % faster \
                  (min_pgo_gain_pct {:.1} %, threshold {:.1} %: {})",
-                stats::describe(e),
+                crate::report::words::estimate(e),
                 check.min_pgo_gain_pct,
-                c.median.threshold_pct,
-                c.median.bound.text()
+                c.primary().threshold_pct,
+                crate::report::words::bound(c.primary().bound)
             ));
         }
     }
@@ -57,16 +57,16 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
             .iter()
             .filter(|r| check.workloads.contains(&r.workload))
         {
-            if r.median.verdict == stats::Verdict::Slower {
+            if r.primary.verdict == stats::Verdict::Slower {
                 out.push(format!(
                     "`{}` {}: this commit is {} against {} ({}), beyond the threshold of {:.1} % ({})",
                     r.workload,
                     r.build,
-                    stats::describe(&r.median.estimate),
+                    crate::report::words::estimate(&r.primary.estimate),
                     &a.commit[..a.commit.len().min(12)],
                     a.rev,
-                    r.median.threshold_pct,
-                    r.median.bound.text()
+                    r.primary.threshold_pct,
+                    crate::report::words::bound(r.primary.bound)
                 ));
             }
         }
@@ -86,10 +86,10 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
                 };
                 if let (Some(now), Some(then)) = (&row.vs_release, &old_row.vs_release) {
                     let (a, b) = (
-                        then.median.estimate.change_pct,
-                        now.median.estimate.change_pct,
+                        then.primary().estimate.change_pct,
+                        now.primary().estimate.change_pct,
                     );
-                    let limit = now.median.threshold_pct;
+                    let limit = now.primary().threshold_pct;
                     if b - a > limit {
                         out.push(format!(
                             "`{}` {}: median against release went from {a:+.1} % to {b:+.1} % ({:+.1} points), beyond the noise threshold of {limit:.1} %",
@@ -174,7 +174,7 @@ mod tests {
                 change_pct: change,
                 ci_low_pct: low,
                 ci_high_pct: high,
-                ..r.workloads[0].aa.median.estimate.clone()
+                ..r.workloads[0].aa.primary().estimate.clone()
             },
             threshold_pct: 1.0,
             bound: crate::analysis::Bound::MinEffect,
@@ -183,7 +183,7 @@ mod tests {
                     change_pct: change,
                     ci_low_pct: low,
                     ci_high_pct: high,
-                    ..r.workloads[0].aa.median.estimate.clone()
+                    ..r.workloads[0].aa.primary().estimate.clone()
                 },
                 1.0,
             ),
@@ -192,7 +192,7 @@ mod tests {
             workload: "agent_send_latency".into(),
             build: build.into(),
             against: format!("0123456789ab:{build}"),
-            median: j,
+            primary: j,
         };
         r.against = Some(crate::report::Against {
             rev: "HEAD~1".into(),
@@ -226,7 +226,7 @@ mod tests {
             .vs_release
             .as_mut()
             .unwrap()
-            .median
+            .primary_mut()
             .estimate
             .change_pct = -20.0;
         old.workloads[0].rows[2].instructions_per_message = Some(900.0);

@@ -7,9 +7,9 @@ mod sessions;
 
 use std::fmt::Write as _;
 
-use crate::analysis::Comparison;
 use crate::measure::{BASELINE, BASELINE_AGAIN};
-use crate::report::{Report, floor_line, fmt_instr};
+use crate::report::words::floor_line;
+use crate::report::{Report, fmt_instr};
 use stats::median;
 
 /// The timed region, stated once for the page.
@@ -32,7 +32,7 @@ pub fn render_markdown(report: &Report) -> String {
     if let Some(b) = &report.bolt {
         bolt::render(&mut md, b);
     }
-    crate::analysis::workloads::render_markdown(&mut md, &report.versus);
+    crate::report::workloads::render_markdown(&mut md, &report.versus);
     comparators(&mut md, report);
     recorded(&mut md, report);
     sessions::render(&mut md, &report.stopped);
@@ -103,10 +103,10 @@ fn verdict(md: &mut String, report: &Report) {
                 Some(format!(
                     "{} **{}** ({}, beyond ±{:.1} %: {})",
                     r.build,
-                    stats::describe(&c.median.estimate),
-                    c.median.verdict.text(),
-                    c.median.threshold_pct,
-                    c.median.bound.text()
+                    crate::report::words::estimate(&c.primary().estimate),
+                    crate::report::words::verdict(c.primary().verdict),
+                    c.primary().threshold_pct,
+                    crate::report::words::bound(c.primary().bound)
                 ))
             })
             .collect();
@@ -115,7 +115,7 @@ fn verdict(md: &mut String, report: &Report) {
             "- `{}`, median against release: {}; {}; {}.{}",
             w.workload,
             builds.join("; "),
-            crate::report::nulls_line(w),
+            crate::report::words::nulls_line(w),
             match &w.layout {
                 Some(l) => format!("layout floor ±{:.1} %", l.floor_pct),
                 None => "layout floor not measured on this workload".to_string(),
@@ -130,7 +130,7 @@ fn verdict(md: &mut String, report: &Report) {
         );
     }
     for w in &report.workloads {
-        let lines = crate::report::layout_lines(w);
+        let lines = crate::report::words::layout_lines(w);
         if !lines.is_empty() {
             let _ = writeln!(md, "- `{}`, layouts:", w.workload);
             for line in lines {
@@ -139,8 +139,12 @@ fn verdict(md: &mut String, report: &Report) {
         }
     }
     if let Some(a) = &report.against {
-        let _ = writeln!(md, "- **{}**, median, in the same sessions:", a.title());
-        for line in a.lines() {
+        let _ = writeln!(
+            md,
+            "- **{}**, median, in the same sessions:",
+            crate::report::words::against_title(a)
+        );
+        for line in crate::report::words::against_lines(a) {
             let _ = writeln!(md, "  - {line}");
         }
     }
@@ -183,7 +187,7 @@ fn numbers(md: &mut String, report: &Report) {
             md,
             "### {}\n\n{}. {}.\n",
             w.workload,
-            w.basis(),
+            crate::report::words::basis(w),
             floor_line(report, w)
         );
         let _ = writeln!(
@@ -198,8 +202,8 @@ fn numbers(md: &mut String, report: &Report) {
                     "baseline".to_string(),
                 ),
                 Some(c) => (
-                    stats::describe(&c.median.estimate),
-                    c.median.verdict.text().to_string(),
+                    crate::report::words::estimate(&c.primary().estimate),
+                    crate::report::words::verdict(c.primary().verdict).to_string(),
                 ),
             };
             let [median, p95, p99] = report.time_columns(&w.workload, row);
@@ -211,16 +215,16 @@ fn numbers(md: &mut String, report: &Report) {
             );
         }
         md.push('\n');
-        for line in w.speeds_lines() {
+        for line in crate::report::words::speeds(w) {
             let _ = writeln!(md, "Two speeds: {line}.\n");
         }
-        if let Some(line) = w.capture_line() {
+        if let Some(line) = crate::report::words::capture(w) {
             let _ = writeln!(
                 md,
                 "Against the attainable: {line}. (`oracle` is never shipped: it was trained on the measured workload.)\n"
             );
         }
-        if let Some(line) = w.bolt_line() {
+        if let Some(line) = crate::report::words::bolt(w) {
             let _ = writeln!(md, "BOLT on top of PGO, paired round by round: {line}.\n");
         }
     }
@@ -644,11 +648,11 @@ fn interpretation(md: &mut String, report: &Report) {
             if let Some(c) = &row.vs_release {
                 let _ = writeln!(
                     md,
-                    "- `{}`, {} ({}) against release: median {}.",
+                    "- `{}`, {} ({}) against release: {}.",
                     w.workload,
                     row.build,
                     report.description(&row.build),
-                    interpret(c)
+                    crate::report::words::comparison(c)
                 );
             }
         }
@@ -673,16 +677,4 @@ fn interpretation(md: &mut String, report: &Report) {
         md,
         "- Latency alone cannot show that a profile applied; the apply check above (rustc's own missing-profile warnings) does."
     );
-}
-
-fn interpret(c: &Comparison) -> String {
-    format!(
-        "{} → {}; p95 {} → {}; p99 {} → {}",
-        stats::describe(&c.median.estimate),
-        c.median.verdict.text(),
-        stats::describe(&c.p95.estimate),
-        c.p95.verdict.text(),
-        stats::describe(&c.p99.estimate),
-        c.p99.verdict.text()
-    )
 }

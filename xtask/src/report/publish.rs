@@ -110,14 +110,14 @@ pub fn index_row(report: &Report, page: &str) -> String {
                 .find(|r| r.build == "lto+pgo")
                 .and_then(|r| r.vs_release.as_ref())
                 .map_or("—".to_string(), |c| {
-                    stats::describe(&c.median.estimate).replace("95 % CI ", "")
+                    crate::report::words::estimate(&c.primary().estimate).replace("95 % CI ", "")
                 });
             let named = if w.workload == "agent_send_latency" {
                 gain
             } else {
                 format!("{gain} (`{}`)", w.workload)
             };
-            let floor = format!("±{:.1} %", stats::noise_floor_pct(&w.aa.median.estimate));
+            let floor = format!("±{:.1} %", stats::noise_floor_pct(&w.aa.primary().estimate));
             (named, floor)
         }
         None => ("—".into(), "—".into()),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::analysis::outputs::ProfileInfo;
 use crate::config::{Measure, Versus, Workload};
 use crate::measure::instructions::InstructionCount;
-use crate::measure::lockstep::{Batch, Session};
+use crate::measure::session::{Batch, Session};
 use crate::measure::workload::parse_line;
 use crate::report::{Environment, Report, SCHEMA};
 use crate::toolchain::build::{Build, Built};
@@ -122,7 +122,7 @@ pub fn report() -> Report {
             sessions: 31,
             reason: crate::measure::StopReason::Target,
             secs: 1.9,
-            timing: crate::measure::lockstep::Timing {
+            timing: crate::measure::session::Timing {
                 setup_secs: 1.67,
                 waited_secs: 0.03,
                 copy_secs: 0.002,
@@ -413,7 +413,7 @@ pub fn versus_sessions(ratio: f64) -> Vec<Session> {
 /// A paired session of `arms` whose rounds ran `order` (arm indices, two by two), each arm's
 /// turns taking `times` in the order it ran them.
 pub fn paired(arms: &[&str], order: Vec<Vec<u8>>, times: &[&[f64]]) -> Session {
-    let batch = |t: f64| crate::measure::lockstep::Batch {
+    let batch = |t: f64| crate::measure::session::Batch {
         median_ns: t,
         p95_ns: t,
         p99_ns: t,

@@ -299,7 +299,7 @@ fn pairs_are_read_pair_by_pair_whatever_their_order() {
             &[],
         ],
     );
-    let m = |b: &Batch| b.median_ns;
+    let m = crate::measure::session::Metric::Median;
     let close = |got: Option<Vec<f64>>, want: &[f64]| {
         let got = got.expect("values");
         assert!(

@@ -88,13 +88,12 @@ fn sessions_stop_by_the_rule_and_say_why() {
     assert!((by("quiet").timing.batch_secs - 4.0 * 3.0 * 2.0 * 1e-3).abs() < 1e-9);
     assert!(by("quiet").overhead_pct().is_some());
     assert!(
-        by("quiet").describe().starts_with("4 sessions in "),
+        crate::report::words::stopping(by("quiet")).starts_with("4 sessions in "),
         "{}",
-        by("quiet").describe()
+        crate::report::words::stopping(by("quiet"))
     );
     assert!(
-        by("quiet")
-            .describe()
+        crate::report::words::stopping(by("quiet"))
             .ends_with(": the count planned for ±1 % (the pilot of 4 asked for 4)")
     );
 
@@ -176,10 +175,10 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
         (9, 9, sequential::ALPHA_PLANNED, Some(4))
     );
     assert!(
-        bolt.why().starts_with("settled after 4: beyond ±1.0 %")
-            && bolt.why().contains("of all 9 (4 % error)"),
+        crate::report::words::stop(bolt).starts_with("settled after 4: beyond ±1.0 %")
+            && crate::report::words::stop(bolt).contains("of all 9 (4 % error)"),
         "{}",
-        bolt.why()
+        crate::report::words::stop(bolt)
     );
     // lto+pgo: about 2× release, so its target is 5 % of its estimate, never settled.
     let pgo = of("lto+pgo");
@@ -228,9 +227,9 @@ fn comparisons_stop_on_their_own_and_their_arms_leave() {
     assert_eq!((with("release"), s.sessions), (9, 9));
     assert_eq!(s.reason, StopReason::SessionCap);
     assert!(
-        s.describe().contains("1 of 5 comparisons settled early"),
+        crate::report::words::stopping(s).contains("1 of 5 comparisons settled early"),
         "{}",
-        s.describe()
+        crate::report::words::stopping(s)
     );
     let bolt = spend(&stopped, "w", "lto+pgo+bolt", "release");
     assert_eq!(
@@ -303,7 +302,11 @@ fn a_whole_process_comparison_pools_its_pairs_only_without_a_session_component()
         (stop.reason, stop.sessions, stop.through),
         (StopReason::Target, 240, 12)
     );
-    assert!(stop.why().contains("pairs as the unit"), "{}", stop.why());
+    assert!(
+        crate::report::words::stop(&stop).contains("pairs as the unit"),
+        "{}",
+        crate::report::words::stop(&stop)
+    );
     // No effect, sessions shifted by 3 %: sessions stay the unit, and ±1 % needs more
     // than the pilot's 12.
     let (unit, per, pilot, stop) = run(sessions(0.0, 0.03, &mut rng), &cfg);
@@ -465,10 +468,13 @@ fn a_stops_reason_rounds_a_measured_target() {
         threshold_pct: None,
         settled_at: None,
     };
-    assert_eq!(stop.why(), "session cap (±1.13 % asked for 256)");
+    assert_eq!(
+        crate::report::words::stop(&stop),
+        "session cap (±1.13 % asked for 256)"
+    );
     (stop.reason, stop.target_half_width_pct) = (StopReason::Target, 1.0);
     assert_eq!(
-        stop.why(),
+        crate::report::words::stop(&stop),
         "its target ±1 %, pairs as the unit (the pilot's 24 asked for 256)"
     );
 }

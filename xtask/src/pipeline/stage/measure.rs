@@ -14,7 +14,7 @@ use crate::toolchain::build::{Build, Built};
 use crate::config::Measure;
 use crate::flags::PgoArgs;
 use crate::measure::instructions::{self, InstructionCount};
-use crate::measure::lockstep::Session;
+use crate::measure::session::Session;
 use crate::measure;
 use crate::measure::Group;
 use crate::analysis::outputs::{BoltBuild, LayoutVariants};

@@ -57,7 +57,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Report> {
     })?;
     let report: Report = fsx::read_json(&rendered.report_json, "the report")?;
     if super::reused(timer) {
-        println!("\n{}", crate::report::render_table(&report));
+        println!("\n{}", crate::report::table::render_table(&report));
         println!(
             "nothing changed since {} was written: it is this run's result",
             rendered.report_json.display()
@@ -218,7 +218,7 @@ fn render(ctx: &Ctx, tc: &Toolchain, stages: Vec<StageRun>) -> Result<Rendered> 
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
         fsx::append_line(Path::new(&summary), &markdown)?;
     }
-    println!("\n{}", report::render_table(&report));
+    println!("\n{}", report::table::render_table(&report));
     println!(
         "wrote {}/{{report.json, report.md, verdicts.svg, latency.svg{}, benchmark.json}}, appended history.jsonl",
         ctx.data.display(),

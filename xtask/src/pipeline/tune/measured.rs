@@ -427,7 +427,7 @@ fn measure_round(
             .iter()
             .find(|r| r.build == build)
             .and_then(|r| r.vs_release.as_ref())
-            .map(|c| c.median.clone())
+            .map(|c| c.primary().clone())
             .with_context(|| format!("`{}`: no comparison of `{build}`", w.workload))
     };
     // ln(x / config) of lto and the oracle per workload: a capture's scale, where the oracle

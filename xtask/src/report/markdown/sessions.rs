@@ -85,7 +85,7 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
             } else {
                 String::new()
             },
-            c.why()
+            crate::report::words::stop(c)
         );
     }
     let _ = writeln!(md);

@@ -38,20 +38,20 @@ pub fn render_verdicts_svg(report: &Report) -> String {
                 .rows
                 .iter()
                 .filter_map(|r| {
-                    let c = &r.vs_release.as_ref()?.median;
+                    let c = &r.vs_release.as_ref()?.primary();
                     Some(Row {
                         name: r.build.clone(),
                         change: c.estimate.change_pct,
                         low: c.estimate.ci_low_pct,
                         high: c.estimate.ci_high_pct,
-                        verdict: c.verdict.text().to_string(),
+                        verdict: crate::report::words::verdict(c.verdict).to_string(),
                     })
                 })
                 .collect();
             (
                 w.workload.clone(),
                 rows,
-                stats::noise_floor_pct(&w.aa.median.estimate),
+                stats::noise_floor_pct(&w.aa.primary().estimate),
                 w.layout.as_ref().map(|l| l.floor_pct),
             )
         })

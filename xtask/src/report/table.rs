@@ -1,0 +1,82 @@
+//! The terminal table: per workload, each build's figures and its judged change against
+//! release, then the lines that qualify them, `--against`'s answer, the apply check and the
+//! comparators. Its sentences are `words.rs`'s.
+
+use std::fmt::Write as _;
+
+use super::words;
+use super::{Report, fmt_instr};
+
+/// The terminal table.
+pub fn render_table(report: &Report) -> String {
+    let mut out = String::new();
+    for w in &report.workloads {
+        let _ = writeln!(
+            out,
+            "{}: {}; {}",
+            w.workload,
+            words::basis(w),
+            words::floor_line(report, w)
+        );
+        let _ = writeln!(
+            out,
+            "  {:<12} {:>8} {:>8} {:>8} {:>10}  median vs release (verdict beyond ±threshold)",
+            "build", "median", "p95", "p99", "instr/msg"
+        );
+        for row in &w.rows {
+            let delta = match &row.vs_release {
+                None => report.description(&row.build).to_string(),
+                Some(c) => words::judged_against(c.primary()),
+            };
+            let [median, p95, p99] = report.time_columns(&w.workload, row);
+            let _ = writeln!(
+                out,
+                "  {:<12} {median:>8} {p95:>8} {p99:>8} {:>10}  {delta}",
+                row.build,
+                fmt_instr(row.instructions_per_message)
+            );
+        }
+        for row in w.rows.iter().filter(|_| !report.whole_process(&w.workload)) {
+            if let Some(c) = &row.vs_release {
+                let _ = writeln!(out, "  {:<12} {}", row.build, words::other_metrics(c));
+            }
+        }
+        for line in words::speeds(w) {
+            let _ = writeln!(out, "  {line}");
+        }
+        if let Some(line) = words::capture(w) {
+            let _ = writeln!(out, "  {line}");
+        }
+        if let Some(line) = words::bolt(w) {
+            let _ = writeln!(out, "  {line}");
+        }
+        for line in words::layout_lines(w) {
+            let _ = writeln!(out, "  {line}");
+        }
+        if let Some(note) = w.rows.iter().find_map(|r| r.instructions_note.as_deref()) {
+            let _ = writeln!(out, "  instr/msg: {note}");
+        }
+        out.push('\n');
+    }
+    out.push_str(&super::workloads::render_table(&report.versus));
+    if let Some(a) = &report.against {
+        let _ = writeln!(
+            out,
+            "{}, median, in the same sessions:",
+            words::against_title(a)
+        );
+        for line in words::against_lines(a) {
+            let _ = writeln!(out, "  {line}");
+        }
+        out.push('\n');
+    }
+    out.push_str(&words::apply_line(report));
+    if let (false, Some(compare)) = (report.comparators.is_empty(), &report.config.config.compare) {
+        out.push('\n');
+        out.push_str(&crate::measure::comparators::render(
+            &report.comparators,
+            compare,
+        ));
+    }
+    out
+}
