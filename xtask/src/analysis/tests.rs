@@ -458,7 +458,10 @@ fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
         .chain([busy.aa.primary().verdict])
         .collect();
     assert!(verdicts.len() > 4 && verdicts.iter().all(|v| *v == Verdict::NotJudged));
-    assert_eq!(Verdict::NotJudged.text(), "not judged (machine busy)");
+    assert_eq!(
+        crate::report::words::verdict(Verdict::NotJudged),
+        "not judged (machine busy)"
+    );
 }
 
 /// lto and lto+pgo relinked too: a gain that holds in every layout is said so, one that

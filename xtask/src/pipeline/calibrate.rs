@@ -349,7 +349,7 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
             let said: Vec<String> = r
                 .verdicts
                 .iter()
-                .map(|(v, n)| format!("{} {n}×", v.text()))
+                .map(|(v, n)| format!("{} {n}×", crate::report::words::verdict(*v)))
                 .collect();
             let _ = writeln!(
                 out,

@@ -41,11 +41,10 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
         if e.ci_high_pct >= -needed {
             out.push(format!(
                 "`{name}`: PGO median is {} against release; the gate needs the whole interval beyond {needed:.1} % faster \
-                 (min_pgo_gain_pct {:.1} %, threshold {:.1} %: {})",
+                 (min_pgo_gain_pct {:.1} %, threshold {})",
                 crate::report::words::estimate(e),
                 check.min_pgo_gain_pct,
-                c.primary().threshold_pct,
-                crate::report::words::bound(c.primary().bound)
+                crate::report::words::threshold(c.primary())
             ));
         }
     }
@@ -59,14 +58,11 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
         {
             if r.primary.verdict == stats::Verdict::Slower {
                 out.push(format!(
-                    "`{}` {}: this commit is {} against {} ({}), beyond the threshold of {:.1} % ({})",
+                    "`{}` {}, {}: {}",
                     r.workload,
                     r.build,
-                    crate::report::words::estimate(&r.primary.estimate),
-                    &a.commit[..a.commit.len().min(12)],
-                    a.rev,
-                    r.primary.threshold_pct,
-                    crate::report::words::bound(r.primary.bound)
+                    crate::report::words::against_title(a),
+                    crate::report::words::judged_against(&r.primary)
                 ));
             }
         }
@@ -207,7 +203,7 @@ mod tests {
         assert_eq!(
             failures(&r, None),
             [
-                "`agent_send_latency` lto+pgo: this commit is 4.0 % slower, 95 % CI [3.1, 4.9] against 0123456789ab (HEAD~1), beyond the threshold of 1.0 % (min effect)"
+                "`agent_send_latency` lto+pgo, this commit against 0123456789ab (HEAD~1): 4.0 % slower, 95 % CI [3.1, 4.9] → slower (±1.0 %, min effect)"
             ]
         );
     }

@@ -65,8 +65,6 @@ fn header(md: &mut String, report: &Report) {
 /// The answer first: whether the profile applied, then each build against release per
 /// workload, judged against the noise floor, and the training's share of the oracle's gain.
 fn verdict(md: &mut String, report: &Report) {
-    let a = &report.apply_check;
-    let required = report.config.config.apply_check.required.join("`, `");
     let _ = writeln!(
         md,
         "## Verdict
@@ -74,26 +72,13 @@ fn verdict(md: &mut String, report: &Report) {
 ![Each build against release, with its 95 % interval, the A/A arm's reach and the layout floor](verdicts.svg)
 "
     );
-    if a.applied() {
-        let _ = writeln!(
-            md,
-            "- **The profile applied**: rustc's `-pgo-warn-missing-function` and hash-mismatch warnings name no function of `{required}` \
-             ({} functions without profile data and {} mismatches elsewhere).",
-            a.missing_total, a.mismatch_total
-        );
-    } else {
-        let _ = writeln!(
-            md,
-            "- **The profile did NOT apply**: {} function(s) of `{required}` lack profile data or mismatch (first: {}).",
-            a.required_violations.len(),
-            a.required_violations
-                .iter()
-                .take(3)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    // rustc's `-pgo-warn-missing-function` and hash-mismatch warnings are what it rests on.
+    let _ = writeln!(
+        md,
+        "- **The profile: {}** (rustc's missing-profile and hash-mismatch warnings): {}.",
+        crate::report::words::apply_verdict(&report.apply_check),
+        crate::report::words::apply_detail(report)
+    );
     for w in &report.workloads {
         let builds: Vec<String> = w
             .rows
@@ -101,12 +86,9 @@ fn verdict(md: &mut String, report: &Report) {
             .filter_map(|r| {
                 let c = r.vs_release.as_ref()?;
                 Some(format!(
-                    "{} **{}** ({}, beyond ±{:.1} %: {})",
+                    "{} {}",
                     r.build,
-                    crate::report::words::estimate(&c.primary().estimate),
-                    crate::report::words::verdict(c.primary().verdict),
-                    c.primary().threshold_pct,
-                    crate::report::words::bound(c.primary().bound)
+                    crate::report::words::judged_against(c.primary())
                 ))
             })
             .collect();

@@ -12,6 +12,7 @@ use crate::measure::session::Metric;
 use crate::measure::stops::Unit;
 use crate::measure::{ComparisonStop, StopReason, Stopping};
 use crate::report::{Against, Report};
+use crate::toolchain::warnings::ApplyReport;
 use stats::{Estimate, Verdict, sequential};
 
 /// A verdict in a word or three.
@@ -52,14 +53,14 @@ pub fn estimate(e: &Estimate) -> String {
     format!("{x:.1} % {word}, 95 % CI [{a:.1}, {b:.1}]{settled}")
 }
 
+/// What a comparison was judged against: "±1.0 %, min effect".
+pub fn threshold(j: &Judged) -> String {
+    format!("±{:.1} %, {}", j.threshold_pct, bound(j.bound))
+}
+
 /// A judged comparison with what it was judged against: "… → faster (±1.0 %, min effect)".
 pub fn judged_against(j: &Judged) -> String {
-    format!(
-        "{} (±{:.1} %, {})",
-        judged(j),
-        j.threshold_pct,
-        bound(j.bound)
-    )
+    format!("{} ({})", judged(j), threshold(j))
 }
 
 /// Every metric's judgement but the primary one's: "p95: … → …; p99: … → …".
@@ -212,15 +213,9 @@ pub fn layout_lines(w: &WorkloadAnalysis) -> Vec<String> {
     lines
 }
 
-pub fn apply_line(report: &Report) -> String {
-    let a = &report.apply_check;
-    let crates = a
-        .per_crate
-        .iter()
-        .map(|(k, c)| format!("{k} {}/{}", c.missing, c.mismatch))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let verdict = if a.applied() {
+/// The apply check's verdict: "APPLIED", "NOT APPLIED", or applied but for stale functions.
+pub fn apply_verdict(a: &ApplyReport) -> String {
+    if a.applied() {
         "APPLIED".to_string()
     } else if a.applied_but_stale() {
         format!(
@@ -229,14 +224,35 @@ pub fn apply_line(report: &Report) -> String {
         )
     } else {
         "NOT APPLIED".to_string()
-    };
-    let mut line = format!(
-        "profile {} ({} functions, total count {}): {verdict}\n  {} of the required functions ({}) lack profile data or mismatch; all crates: {} without profile data, {} hash mismatches{}\n",
-        report.profile.hash,
-        report.profile.functions,
-        report.profile.total_count,
+    }
+}
+
+/// What the apply check rests on: rustc's warnings for the required code and everywhere.
+pub fn apply_detail(report: &Report) -> String {
+    let a = &report.apply_check;
+    let crates = a
+        .per_crate
+        .iter()
+        .map(|(k, c)| format!("{k} {}/{}", c.missing, c.mismatch))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut detail = format!(
+        "{} of the required functions ({}) lack profile data or mismatch",
         a.required_violations.len(),
         report.config.config.apply_check.required.join(", "),
+    );
+    if !a.required_violations.is_empty() {
+        let first: Vec<&str> = a
+            .required_violations
+            .iter()
+            .take(3)
+            .map(String::as_str)
+            .collect();
+        let _ = write!(detail, " (first: {})", first.join(", "));
+    }
+    let _ = write!(
+        detail,
+        "; all crates: {} without profile data, {} hash mismatches{}",
         a.missing_total,
         a.mismatch_total,
         if crates.is_empty() {
@@ -245,15 +261,30 @@ pub fn apply_line(report: &Report) -> String {
             format!(" (crate missing/mismatch: {crates})")
         }
     );
+    detail
+}
+
+/// The profile, the apply check's verdict and what it rests on, with the profile's origin
+/// and any raw profile merged without: the table's closing lines.
+pub fn apply_line(report: &Report) -> String {
+    let mut line = format!(
+        "profile {} ({} functions, total count {}): {}\n  {}\n",
+        report.profile.hash,
+        report.profile.functions,
+        report.profile.total_count,
+        apply_verdict(&report.apply_check),
+        apply_detail(report)
+    );
     if !report.profile.origin.is_empty() {
-        line.push_str(&format!("  origin: {}\n", report.profile.origin));
+        let _ = writeln!(line, "  origin: {}", report.profile.origin);
     }
     if !report.profile.skipped_raw.is_empty() {
-        line.push_str(&format!(
-            "  merged without {} unreadable raw profile(s) (--skip-bad-profiles): {}\n",
+        let _ = writeln!(
+            line,
+            "  merged without {} unreadable raw profile(s) (--skip-bad-profiles): {}",
             report.profile.skipped_raw.len(),
             report.profile.skipped_raw.join("; ")
-        ));
+        );
     }
     line
 }
@@ -272,12 +303,7 @@ pub fn against_lines(a: &Against) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let mut last = "";
     for r in &a.results {
-        let part = format!(
-            "{} {} (±{:.1} %)",
-            r.build,
-            judged(&r.primary),
-            r.primary.threshold_pct
-        );
+        let part = format!("{} {}", r.build, judged_against(&r.primary));
         if r.workload == last {
             let line = lines.last_mut().expect("a line per workload");
             line.push_str("; ");

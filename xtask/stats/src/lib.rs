@@ -312,17 +312,6 @@ pub enum Verdict {
     NotJudged,
 }
 
-impl Verdict {
-    pub fn text(self) -> &'static str {
-        match self {
-            Verdict::Faster => "faster",
-            Verdict::Slower => "slower",
-            Verdict::NoDetectableChange => "no detectable change",
-            Verdict::NotJudged => "not judged (machine busy)",
-        }
-    }
-}
-
 /// "faster" or "slower" only when the whole interval lies beyond ±`threshold_pct`.
 pub fn verdict(e: &Estimate, threshold_pct: f64) -> Verdict {
     if e.ci_high_pct < -threshold_pct {
@@ -337,29 +326,6 @@ pub fn verdict(e: &Estimate, threshold_pct: f64) -> Verdict {
 /// The noise floor from an A/A comparison: the farther bound of its interval from zero, in %.
 pub fn noise_floor_pct(aa: &Estimate) -> f64 {
     aa.ci_low_pct.abs().max(aa.ci_high_pct.abs())
-}
-
-/// "4.8 % faster, 95 % CI [2.1, 7.4]" (CI bounds as speed-ups, so both positive when faster).
-pub fn describe(e: &Estimate) -> String {
-    let (word, x) = if e.change_pct <= 0.0 {
-        ("faster", -e.change_pct)
-    } else {
-        ("slower", e.change_pct)
-    };
-    let (a, b) = if e.change_pct <= 0.0 {
-        (-e.ci_high_pct, -e.ci_low_pct)
-    } else {
-        (e.ci_low_pct, e.ci_high_pct)
-    };
-    // A comparison that settled at an early look: its interval is the look's, wider than its
-    // target (`sequential.rs`).
-    let settled = match e.alpha {
-        Some(alpha) if alpha < sequential::ALPHA_PLANNED => {
-            format!(" (settled after {})", e.pairs)
-        }
-        _ => String::new(),
-    };
-    format!("{x:.1} % {word}, 95 % CI [{a:.1}, {b:.1}]{settled}")
 }
 
 /// The median of `values` (mean of the middle two for an even count); `None` when empty.
