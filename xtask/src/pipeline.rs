@@ -240,9 +240,14 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
         against: theirs,
         layout,
     };
-    measure::run(ctx, timer, &arms)?;
-    // Stage 11: the statistics, the table, report.json, report.md, the plots, history.
-    let report = report::run(ctx, &tc, timer)?;
+    let measured = measure::run(ctx, timer, &arms)?;
+    // Stage 11: the statistics, the table, report.json, report.md, the plots, history, from
+    // what the stages above handed on.
+    let handed = report::Handed {
+        measured: Some(measured),
+        optimized: Some(&optimized),
+    };
+    let report = report::run(ctx, &tc, timer, handed)?;
     report::publish_and_gate(ctx, flags, &report)
 }
 

@@ -34,28 +34,43 @@ impl Artifacts for Rendered {
     }
 }
 
-/// The report is rendered from the recorded outputs and the whole config, by this xtask.
+/// The report is rendered from the outputs of every stage before it in the stage list (each
+/// one's record, which holds what it handed on) and the whole config, by this xtask.
 fn inputs(ctx: &Ctx) -> Result<Inputs> {
     let mut inputs = Inputs::new().json("config", &ctx.config.config);
-    for stage in ["merge", "optimize", "bolt", "insight", "layout", "measure"] {
+    for stage in Stage::ALL.iter().take_while(|s| **s != Stage::Report) {
         inputs = inputs.file(
-            &format!("stages/{stage}.json"),
-            &ctx.data.join("stages").join(format!("{stage}.json")),
+            &format!("stages/{}.json", stage.name()),
+            &ctx.data.join("stages").join(format!("{}.json", stage.name())),
         )?;
     }
     let me = std::env::current_exe()?;
     inputs.file("xtask", &me)
 }
 
+/// What the stages before the report handed it in memory, in a run of the whole pipeline;
+/// what is missing (`cargo xtask pgo report` alone) is read from its record.
+#[derive(Default)]
+pub struct Handed<'a> {
+    pub measured: Option<Measurements>,
+    pub optimized: Option<&'a OptimizedBuild>,
+}
+
 /// The statistics, the table, report.json, report.md, the plots, history. Renders from the
 /// recorded outputs of the stages before it; when up to date, report.json is read back and
 /// its table shown again.
-pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Report> {
+pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, handed: Handed) -> Result<Report> {
     let so_far = timer.runs.clone();
+    let mut made = None;
     let rendered = runner::run(ctx, timer, Stage::Report, inputs(ctx)?, || {
-        render(ctx, tc, so_far)
+        let (report, rendered) = render(ctx, tc, so_far, handed)?;
+        made = Some(report);
+        Ok(rendered)
     })?;
-    let report: Report = fsx::read_json(&rendered.report_json, "the report")?;
+    let report: Report = match made {
+        Some(report) => report,
+        None => fsx::read_json(&rendered.report_json, "the report")?,
+    };
     if super::reused(timer) {
         println!("\n{}", crate::report::table::render_table(&report));
         println!(
@@ -74,12 +89,27 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Report> {
 }
 
 /// The report of the recorded outputs, with the timing of the stages run so far.
-fn render(ctx: &Ctx, tc: &Toolchain, stages: Vec<StageRun>) -> Result<Rendered> {
+fn render(
+    ctx: &Ctx,
+    tc: &Toolchain,
+    stages: Vec<StageRun>,
+    handed: Handed,
+) -> Result<(Report, Rendered)> {
     let merged = super::merge::load_merged(ctx)?;
-    let optimized: OptimizedBuild = ctx.load(Stage::Optimize)?;
+    let loaded: OptimizedBuild;
+    let optimized = match handed.optimized {
+        Some(optimized) => optimized,
+        None => {
+            loaded = ctx.load(Stage::Optimize)?;
+            &loaded
+        }
+    };
     // The insight is optional here: a run from a stored profile has none.
     let insight: Option<InsightReport> = ctx.load_optional(Stage::Insight)?;
-    let measured: Measurements = ctx.load(Stage::Measure)?;
+    let measured: Measurements = match handed.measured {
+        Some(measured) => measured,
+        None => ctx.load(Stage::Measure)?,
+    };
     // The BOLT build, when this pgo-data has one (a skipped stage removes its record).
     let bolt: Option<BoltBuild> = ctx.load_optional(Stage::Bolt)?;
     let builds = measured.builds.clone();
@@ -228,15 +258,16 @@ fn render(ctx: &Ctx, tc: &Toolchain, stages: Vec<StageRun>) -> Result<Rendered> 
             ", rounds.svg"
         }
     );
-    Ok(Rendered {
+    let rendered = Rendered {
         hash: fsx::file_hash(&path)?,
         report_json: path,
-    })
+    };
+    Ok((report, rendered))
 }
 
 /// `cargo xtask pgo report`, then `--publish` and the gate.
 pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, args: &PgoArgs) -> Result<()> {
-    let report = run(ctx, tc, timer)?;
+    let report = run(ctx, tc, timer, Handed::default())?;
     publish_and_gate(ctx, args, &report)
 }
 
