@@ -16,7 +16,9 @@ pub use workload::{Mode, Stdout, Workload};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadedConfig {
     pub path: PathBuf,
-    pub config: Config,
+    /// What the file sets, defaults filled in (report.json's `config.settings`).
+    #[serde(rename = "config")]
+    pub settings: Config,
 }
 
 pub fn load(path: &Path) -> Result<LoadedConfig> {
@@ -31,7 +33,7 @@ pub fn load(path: &Path) -> Result<LoadedConfig> {
     }
     Ok(LoadedConfig {
         path: path.to_path_buf(),
-        config,
+        settings: config,
     })
 }
 

@@ -50,9 +50,11 @@ pub fn pgo(args: PgoArgs) -> Result<()> {
 pub fn calibrate(args: CalibrateArgs) -> Result<()> {
     timed(|timer| {
         let ctx = open(&args.common, &RunFlags::default(), &args.measure)?;
-        let tc = doctor::run(&ctx, timer)?;
+        let toolchain = doctor::run(&ctx, timer)?;
         timer
-            .section_named("calibrate", || calibrate::run(&ctx, &tc, args.repeat))
+            .section_named("calibrate", || {
+                calibrate::run(&ctx, &toolchain, args.repeat)
+            })
             .map(drop)
     })
 }
@@ -61,8 +63,15 @@ pub fn calibrate(args: CalibrateArgs) -> Result<()> {
 pub fn tune(args: TuneArgs) -> Result<()> {
     timed(|timer| {
         let ctx = open(&args.common, &args.run, &args.measure)?;
-        let tc = doctor::run(&ctx, timer)?;
-        tune::run(&ctx, &tc, timer, args.skip_bad_profiles, args.measured).map(drop)
+        let toolchain = doctor::run(&ctx, timer)?;
+        tune::run(
+            &ctx,
+            &toolchain,
+            timer,
+            args.skip_bad_profiles,
+            args.measured,
+        )
+        .map(drop)
     })
 }
 
@@ -78,8 +87,8 @@ pub fn ab(args: AbArgs) -> Result<()> {
 pub fn export(args: ExportArgs) -> Result<()> {
     timed(|timer| {
         let ctx = open(&args.common, &RunFlags::default(), &MeasureFlags::default())?;
-        let tc = doctor::run(&ctx, timer)?;
-        timer.section_named("export", || merge::export(&ctx, &tc, &args.dir))
+        let toolchain = doctor::run(&ctx, timer)?;
+        timer.section_named("export", || merge::export(&ctx, &toolchain, &args.dir))
     })
 }
 
@@ -96,15 +105,15 @@ fn open(common: &CommonFlags, run: &RunFlags, measure: &MeasureFlags) -> Result<
     let mut ctx = Ctx::open(common)?;
     ctx.force_from = run.force;
     if let Some(pct) = measure.half_width {
-        ctx.config.config.measure.target_half_width_pct = pct;
+        ctx.config.settings.measure.target_half_width_pct = pct;
     }
     if let Some(seed) = measure.seed {
-        ctx.config.config.measure.seed = Some(seed);
+        ctx.config.settings.measure.seed = Some(seed);
     }
     eprintln!(
         "pgo: config {}, artifacts in {}, builds in {}",
         ctx.config.path.display(),
-        ctx.data.display(),
+        ctx.pgo_data.display(),
         ctx.target_root.display()
     );
     Ok(ctx)
@@ -112,10 +121,10 @@ fn open(common: &CommonFlags, run: &RunFlags, measure: &MeasureFlags) -> Result<
 
 /// The whole pipeline.
 fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
-    let tc = doctor::run(ctx, timer)?;
+    let toolchain = doctor::run(ctx, timer)?;
     // The C++ and Go comparators compile (seconds, one core each) while the builds below leave a
     // core idle in their single-threaded LTO steps; the report finds them up to date.
-    let comparators = ctx.config.config.compare.is_some().then(|| {
+    let comparators = ctx.config.settings.compare.is_some().then(|| {
         crate::measure::comparators::compile_in_background(
             &ctx.ws.root,
             &ctx.target_root.join("comparators"),
@@ -124,17 +133,17 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
     // Beside the chain of stages below: the baselines build from the start (a fat-LTO build
     // leaves a core idle in its single-threaded steps, and nothing here is timed until
     // `measure`), and each build's instructions per message counted as soon as it is built.
-    let cfg = &ctx.config.config;
-    let mut beside = crate::measure::instructions::Beside::start(
+    let cfg = &ctx.config.settings;
+    let mut beside = crate::measure::instructions::InstructionCounter::start(
         cfg.measure.workloads.clone(),
         cfg.instructions.clone(),
-        ctx.data.join("callgrind"),
+        ctx.pgo_data.join("callgrind"),
     );
     let (optimized, base, oracle, bolted, theirs) = std::thread::scope(|scope| -> Result<_> {
         let beside = &beside;
         let baselines = scope.spawn(|| {
             let mut own = Timer::default();
-            let base = baselines::run(ctx, &tc, &mut own);
+            let base = baselines::run(ctx, &toolchain, &mut own);
             if let Ok(base) = &base {
                 beside.count(&base.release);
                 beside.count(&base.lto);
@@ -142,7 +151,7 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
             // `--against REV`: that commit's builds, in its worktree, beside the chain too.
             let theirs = match (&base, &flags.against) {
                 (Ok(_), Some(rev)) => {
-                    Some(own.section_named("against", || against::build(ctx, &tc, rev)))
+                    Some(own.section_named("against", || against::build(ctx, &toolchain, rev)))
                 }
                 _ => None,
             };
@@ -160,16 +169,19 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
                         path,
                         allow_stale: flags.allow_stale,
                     };
-                    (merge::run(ctx, &tc, timer, source)?, None)
+                    (merge::run(ctx, &toolchain, timer, source)?, None)
                 }
                 None => {
-                    let instrumented = instrument::run(ctx, &tc, timer)?;
-                    let training = train::run(ctx, &tc, timer, &instrumented)?;
+                    let instrumented = instrument::run(ctx, &toolchain, timer)?;
+                    let training = train::run(ctx, &toolchain, timer, &instrumented)?;
                     let source = ProfileSource::Training {
                         training: &training,
                         skip_bad: flags.skip_bad_profiles,
                     };
-                    (merge::run(ctx, &tc, timer, source)?, Some(instrumented))
+                    (
+                        merge::run(ctx, &toolchain, timer, source)?,
+                        Some(instrumented),
+                    )
                 }
             };
             // Stages 6-7: why, and the oracle, beside stage 5 (they need the instrumented
@@ -178,12 +190,13 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
             // earlier training are removed: they describe another profile than this run's.
             let oracle = match instrumented {
                 Some(instrumented) => {
-                    let (ctx, tc, merged) = (ctx, &tc, merged.clone());
+                    let (ctx, toolchain, merged) = (ctx, &toolchain, merged.clone());
                     Some(scope.spawn(move || {
                         let mut own = Timer::default();
                         let oracle = (|| -> Result<_> {
-                            let insight = insight::run(ctx, tc, &mut own, &instrumented, &merged)?;
-                            let oracle = oracle::run(ctx, tc, &mut own, &insight)?;
+                            let insight =
+                                insight::run(ctx, toolchain, &mut own, &instrumented, &merged)?;
+                            let oracle = oracle::run(ctx, toolchain, &mut own, &insight)?;
                             beside.count(&oracle.build);
                             Ok(oracle)
                         })();
@@ -200,10 +213,10 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
             };
             // Stage 5: the PGO build, and the proof that the profile applied.
             let optimized = (|| -> Result<_> {
-                let optimized = optimize::run(ctx, &tc, timer, &merged, flags.allow_stale)?;
+                let optimized = optimize::run(ctx, &toolchain, timer, &merged, flags.allow_stale)?;
                 beside.count(&optimized.build);
                 // Stage 5b: BOLT after PGO, when llvm-bolt is there (or required).
-                let bolted = bolt::run(ctx, &tc, timer, &merged, &optimized)?;
+                let bolted = bolt::run(ctx, &toolchain, timer, &merged, &optimized)?;
                 if let Some(b) = &bolted {
                     beside.count(&b.build);
                 }
@@ -233,7 +246,7 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
         let _ = compiling.join();
     }
     // Stage 9: release (and `layout.builds`) in other layouts.
-    let layout = layout::run(ctx, &tc, timer, &optimized, &base)?;
+    let layout = layout::run(ctx, &toolchain, timer, &optimized, &base)?;
     // Stage 10: the held-out workloads on every arm, in lockstep; instructions per message.
     let arms = Arms {
         builds: Arms::builds(&optimized, &base, oracle.as_ref(), bolted.as_ref()),
@@ -247,17 +260,17 @@ fn pipeline(ctx: &Ctx, flags: &PgoArgs, timer: &mut Timer) -> Result<()> {
         measured: Some(measured),
         optimized: Some(&optimized),
     };
-    let report = report::run(ctx, &tc, timer, handed)?;
+    let report = report::run(ctx, &toolchain, timer, handed)?;
     report::publish_and_gate(ctx, flags, &report)
 }
 
 /// `cargo xtask pgo <STAGE>`: that stage alone, on the recorded outputs of the earlier ones.
 fn one_stage(ctx: &Ctx, args: &PgoArgs, timer: &mut Timer, only: Stage) -> Result<()> {
-    let tc = doctor::run(ctx, timer)?;
+    let toolchain = doctor::run(ctx, timer)?;
     if only == Stage::Train && args.bundle.is_some() {
-        return merge::bundle_of_this_tree(ctx, &tc, timer, args);
+        return merge::bundle_of_this_tree(ctx, &toolchain, timer, args);
     }
-    stage::alone(only)(ctx, &tc, timer, args)
+    stage::alone(only)(ctx, &toolchain, timer, args)
 }
 
 #[cfg(test)]

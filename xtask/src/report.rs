@@ -99,7 +99,7 @@ impl Report {
     /// run's time (shown in ms) and a batch has no tail of its own (no p95, p99).
     pub(crate) fn whole_process(&self, workload: &str) -> bool {
         self.config
-            .config
+            .settings
             .measure
             .workloads
             .iter()
@@ -111,7 +111,7 @@ impl Report {
     pub(crate) fn time_columns(&self, workload: &str, row: &crate::analysis::Row) -> [String; 3] {
         let service = self
             .config
-            .config
+            .settings
             .measure
             .workloads
             .iter()
@@ -284,10 +284,10 @@ mod tests {
     fn a_workloads_own_lockstep_keys_are_stated_in_report_md() {
         let mut r = crate::testing::fixtures::report();
         assert!(!crate::report::markdown::render_markdown(&r).contains("batches of"));
-        r.config.config.measure.workloads[0].batch_messages = Some(9001);
+        r.config.settings.measure.workloads[0].batch_messages = Some(9001);
         let md = crate::report::markdown::render_markdown(&r);
         assert!(md.contains("9001 messages, its arms pinned"), "{md}");
-        let w = &mut r.config.config.measure.workloads[0];
+        let w = &mut r.config.settings.measure.workloads[0];
         (w.share_core, w.sessions, w.name) = (Some(false), Some(4), "w".into());
         let md = crate::report::markdown::render_markdown(&r);
         let line = "- `w`: 4 sessions, batches of 9001 messages, its arms not pinned (`share_core = false`: it runs several threads).";

@@ -193,7 +193,7 @@ fn machine_state<'a>(
     spread: bool,
     pilot: usize,
 ) -> (Option<MachineState>, Vec<&'a Session>) {
-    let seen: Vec<(u32, crate::measure::machine::Beside)> = sessions
+    let seen: Vec<(u32, crate::measure::machine::OtherLoad)> = sessions
         .iter()
         .filter_map(|s| Some((s.session, s.machine?)))
         .collect();

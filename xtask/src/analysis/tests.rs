@@ -389,7 +389,7 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
 fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
     let mut sessions = crate::testing::fixtures::sessions(10, 20);
     for s in &mut sessions {
-        s.machine = Some(crate::measure::machine::Beside {
+        s.machine = Some(crate::measure::machine::OtherLoad {
             secs: 0.5,
             measured_pct: if s.session == 3 || s.session == 7 {
                 45.0

@@ -52,7 +52,7 @@ fn the_committed_profiles_parse() {
     assert_eq!(names, ["contended.toml", "default.toml", "quick.toml"]);
     parse(GOOD).unwrap();
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agent-pipeline/pgo.toml");
-    let example = load(&example).unwrap().config;
+    let example = load(&example).unwrap().settings;
     assert_eq!(example.package.as_deref(), Some("mty-agent-pipeline"));
     assert_eq!(example.measure.workloads[1].mode, Mode::Process);
 }

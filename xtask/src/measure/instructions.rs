@@ -159,20 +159,24 @@ fn read_cached(path: &Path) -> Option<InstructionCount> {
 /// Counts each build's instructions as it is built, beside the builds that follow (callgrind
 /// counts instructions, not time, so a busy machine does not move them), keeping them where
 /// [`measure`] finds them; `finish` waits for the last.
-pub struct Beside {
+pub struct InstructionCounter {
     tx: Option<std::sync::mpsc::Sender<Built>>,
     worker: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Beside {
-    pub fn start(workloads: Vec<Workload>, cfg: Instructions, out_dir: PathBuf) -> Beside {
+impl InstructionCounter {
+    pub fn start(
+        workloads: Vec<Workload>,
+        cfg: Instructions,
+        out_dir: PathBuf,
+    ) -> InstructionCounter {
         let (tx, rx) = std::sync::mpsc::channel::<Built>();
         let worker = std::thread::spawn(move || {
             for built in rx {
                 let _ = measure(&[built], &workloads, &cfg, &out_dir);
             }
         });
-        Beside {
+        InstructionCounter {
             tx: Some(tx),
             worker: Some(worker),
         }
@@ -194,7 +198,7 @@ impl Beside {
     }
 }
 
-impl Drop for Beside {
+impl Drop for InstructionCounter {
     fn drop(&mut self) {
         self.finish();
     }

@@ -71,8 +71,8 @@ pub fn setup_core_of(workload: &Workload, cfg: &Measure) -> Option<usize> {
 }
 
 /// A session's arms, started (on the set-up core where there is one) and setting up.
-pub struct Spawned {
-    live: Vec<Live>,
+pub struct StartedArms {
+    live: Vec<RunningArm>,
     /// The files the arms run from, removed once they have exited (declared after `live`,
     /// so dropped after the arms are).
     copies: Option<Copies>,
@@ -93,7 +93,7 @@ pub struct Spawned {
     pairs: Vec<(u8, u8)>,
 }
 
-impl Spawned {
+impl StartedArms {
     /// Whether this session's turns leave another core free for the next one's set-up (not
     /// a service workload's: its driver runs there).
     pub fn leaves_a_core_free(&self) -> bool {
@@ -118,7 +118,7 @@ pub fn spawn(
     cfg: &Measure,
     seed: u64,
     bar: &ProgressBar,
-) -> Result<Spawned> {
+) -> Result<StartedArms> {
     let mut rng = SplitMix64::new(seed);
     let mut arms: Vec<&Arm> = arms.iter().collect();
     rng.shuffle(&mut arms);
@@ -191,9 +191,9 @@ pub fn spawn(
             )?,
         }
         .args(["--lockstep".to_string(), batch.clone()]);
-        live.push(bar.suspend(|| Live::start(&arm.name, cmd))?);
+        live.push(bar.suspend(|| RunningArm::start(&arm.name, cmd))?);
     }
-    Ok(Spawned {
+    Ok(StartedArms {
         rng,
         live,
         copies,
@@ -220,7 +220,7 @@ pub fn session(
     spawn(workload, arms, &[], cfg, seed, bar)?.run(workload, index, cfg, bar)
 }
 
-impl Spawned {
+impl StartedArms {
     /// The session of these arms: waits for them to be ready, moves them onto the measured
     /// core(s), `rounds` rounds of turns, then closes them; `bar` counts the rounds.
     /// The session's rounds: in each, every arm in a random order runs one batch.
@@ -326,7 +326,12 @@ impl Spawned {
                     // Best effort: unpinned, it reads the same counters a little later.
                     let _ = crate::measure::service::set_affinity(0, &[core]);
                 }
-                crate::measure::machine::Watch::start(measured, setup, pids.into_iter(), service)
+                crate::measure::machine::LoadWatch::start(
+                    measured,
+                    setup,
+                    pids.into_iter(),
+                    service,
+                )
             });
             let turned = self.turns(index, cfg, timeout, bar);
             let watch = watching.join().expect("the thread reading /proc panicked");
@@ -387,7 +392,7 @@ struct Turns {
 
 /// A running arm: its pipes, and its stdout and stderr read by threads of their own (so a
 /// hung arm is noticed at a timeout, not waited for forever).
-struct Live {
+struct RunningArm {
     name: String,
     cmd: Cmd,
     child: Child,
@@ -401,8 +406,8 @@ struct Live {
     stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Live {
-    fn start(name: &str, cmd: Cmd) -> Result<Live> {
+impl RunningArm {
+    fn start(name: &str, cmd: Cmd) -> Result<RunningArm> {
         // A file just written may be busy a moment (ETXTBSY) while a process forked elsewhere
         // still holds its writing descriptor, until that process execs.
         let mut tries = 0;
@@ -453,7 +458,7 @@ impl Live {
                 }
             }
         });
-        Ok(Live {
+        Ok(RunningArm {
             name: name.to_string(),
             cmd,
             child,
@@ -590,7 +595,7 @@ impl Live {
     }
 }
 
-impl Drop for Live {
+impl Drop for RunningArm {
     fn drop(&mut self) {
         // Closing stdin ends a healthy arm; a failed session kills the rest.
         drop(self.stdin.take());

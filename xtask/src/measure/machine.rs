@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// Other processes' CPU time during one session's turns.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Beside {
+pub struct OtherLoad {
     /// The wall time watched (s).
     pub secs: f64,
     /// On the cores the arms ran on, as a share of one core over that time (%).
@@ -31,7 +31,7 @@ pub struct Beside {
 }
 
 /// The counters at the start of the turns.
-pub struct Watch {
+pub struct LoadWatch {
     measured: Option<usize>,
     setup: Option<usize>,
     arms: Vec<u32>,
@@ -44,16 +44,16 @@ pub struct Watch {
     tree_ticks: u64,
 }
 
-impl Watch {
+impl LoadWatch {
     /// Reads the counters; `None` where `/proc` cannot be read (not Linux).
     pub fn start(
         measured: Option<usize>,
         setup: Option<usize>,
         arms: impl Iterator<Item = u32>,
         children_elsewhere: bool,
-    ) -> Option<Watch> {
+    ) -> Option<LoadWatch> {
         let arms: Vec<u32> = arms.collect();
-        Some(Watch {
+        Some(LoadWatch {
             busy: core_busy()?,
             arms_ticks: arms_ticks(&arms, children_elsewhere),
             children_elsewhere,
@@ -67,7 +67,7 @@ impl Watch {
     }
 
     /// The other processes' share since the start.
-    pub fn stop(self) -> Option<Beside> {
+    pub fn stop(self) -> Option<OtherLoad> {
         let secs = self.at.elapsed().as_secs_f64();
         let busy = core_busy()?;
         let arms = arms_ticks(&self.arms, self.children_elsewhere);
@@ -87,14 +87,14 @@ impl Watch {
             (Some(m), Some(s)) => {
                 let others = (core(m)? + core(s)? - tree).max(0.0);
                 let on_measured = (core(m)? - arms - own).clamp(0.0, others);
-                Beside {
+                OtherLoad {
                     secs,
                     measured_pct: share(on_measured),
                     setup_pct: Some(share(others - on_measured)),
                     steal_pct: share(steal(m)?),
                 }
             }
-            (Some(m), None) => Beside {
+            (Some(m), None) => OtherLoad {
                 secs,
                 measured_pct: share(core(m)? - tree),
                 setup_pct: None,
@@ -103,7 +103,7 @@ impl Watch {
             (None, _) => {
                 let cores = 0..busy.len().min(self.busy.len());
                 let all: f64 = cores.clone().filter_map(core).sum();
-                Beside {
+                OtherLoad {
                     secs,
                     measured_pct: share(all - tree),
                     setup_pct: None,
@@ -232,7 +232,7 @@ mod tests {
         };
         let (core, other) = (cores.len() - 1, 0);
         let watch = |arms: Vec<u32>| {
-            let w = Watch::start(Some(core), Some(other), arms.into_iter(), false).unwrap();
+            let w = LoadWatch::start(Some(core), Some(other), arms.into_iter(), false).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(600));
             w.stop().unwrap()
         };
@@ -261,7 +261,7 @@ mod tests {
         // and the other tests running beside it on that core, which share it, leave room).
         // Which core it is charged to is approximate: this process's own time is taken from
         // the measured core first.
-        let total = |b: &Beside| b.measured_pct + b.setup_pct.unwrap_or(0.0);
+        let total = |b: &OtherLoad| b.measured_pct + b.setup_pct.unwrap_or(0.0);
         assert!(total(&beside) > 40.0, "{beside:?}");
         // An arm: its time is the session's own. What is left on the measured core is other
         // load (other tests beside this one, the hypervisor's steal) that the neighbour's

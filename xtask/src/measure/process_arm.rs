@@ -105,17 +105,8 @@ pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
         std::io::stdin().lock(),
         std::io::stdout().lock(),
     ) {
-        Ok(()) | Err(Stop::Gone) => ExitCode::SUCCESS,
-        Err(Stop::Protocol(command)) => {
-            eprintln!(
-                "xtask {SUBCOMMAND}: unknown lockstep command `{command}` (expected `g` or `q`)"
-            );
-            ExitCode::from(2)
-        }
-        Err(Stop::Failed(err)) => {
-            eprintln!("xtask {SUBCOMMAND}: {err:#}");
-            ExitCode::FAILURE
-        }
+        Ok(()) => ExitCode::SUCCESS,
+        Err(stop) => stop.exit(SUBCOMMAND),
     }
 }
 
@@ -134,29 +125,34 @@ pub(crate) fn arm_args<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// Why an arm stopped before `q`.
-#[derive(Debug)]
-enum Stop {
+/// Why an arm stopped before `q`: its exit code is chosen by the kind ([`ArmStop::exit_code`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArmStop {
     /// Its stdout is closed: the coordinator is gone.
+    #[error("the coordinator is gone")]
     Gone,
     /// A line that is not `g` or `q`.
+    #[error("unknown lockstep command `{0}` (expected `g` or `q`)")]
     Protocol(String),
-    /// The command failed, or its stdin could not be read.
-    Failed(anyhow::Error),
+    /// The command (the server, the driver) failed, or its stdin could not be read.
+    #[error("{0:#}")]
+    Failed(#[from] anyhow::Error),
 }
 
-impl From<anyhow::Error> for Stop {
-    fn from(err: anyhow::Error) -> Stop {
-        Stop::Failed(err)
-    }
-}
-
-impl std::fmt::Display for Stop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl ArmStop {
+    /// 0 when the coordinator is gone, 2 on a protocol error (as `mty-lockstep`), 1 when the
+    /// command failed; the reason on stderr, which the session shows.
+    pub(crate) fn exit(self, subcommand: &str) -> ExitCode {
         match self {
-            Stop::Gone => write!(f, "the coordinator is gone"),
-            Stop::Protocol(c) => write!(f, "unknown lockstep command `{c}`"),
-            Stop::Failed(err) => write!(f, "{err:#}"),
+            ArmStop::Gone => ExitCode::SUCCESS,
+            ArmStop::Protocol(_) => {
+                eprintln!("xtask {subcommand}: {self}");
+                ExitCode::from(2)
+            }
+            ArmStop::Failed(_) => {
+                eprintln!("xtask {subcommand}: {self}");
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -168,7 +164,7 @@ fn serve(
     batch: u64,
     mut input: impl BufRead,
     mut output: impl Write,
-) -> Result<(), Stop> {
+) -> Result<(), ArmStop> {
     let mut shifts = spec.shift_seed.map(stats::SplitMix64::new);
     let mut shift = move || {
         shifts
@@ -177,10 +173,10 @@ fn serve(
     };
     run_once(spec, shift()).context("its warm-up run failed")?;
     let warm_up = children_usage();
-    let mut answer = |line: String| -> Result<(), Stop> {
+    let mut answer = |line: String| -> Result<(), ArmStop> {
         writeln!(output, "{line}")
             .and_then(|()| output.flush())
-            .map_err(|_| Stop::Gone)
+            .map_err(|_| ArmStop::Gone)
     };
     answer(format!(
         r#"{{"ready":true,"pid":{},"clock_overhead_ns":0}}"#,
@@ -199,7 +195,7 @@ fn serve(
         match command.trim() {
             "g" => {}
             "q" => break,
-            other => return Err(Stop::Protocol(other.to_string())),
+            other => return Err(ArmStop::Protocol(other.to_string())),
         }
         let started = Instant::now();
         let mut samples = Vec::with_capacity(batch as usize);
@@ -407,7 +403,7 @@ mod tests {
         }
     }
 
-    fn serve_text(spec: &Spec, batch: u64, input: &str) -> Result<Vec<serde_json::Value>, Stop> {
+    fn serve_text(spec: &Spec, batch: u64, input: &str) -> Result<Vec<serde_json::Value>, ArmStop> {
         let mut out = Vec::new();
         serve(spec, batch, input.as_bytes(), &mut out)?;
         Ok(String::from_utf8(out)
@@ -541,7 +537,7 @@ mod tests {
             "{text}"
         );
         let err = serve_text(&spec("true"), 1, "go\n").unwrap_err();
-        assert!(matches!(&err, Stop::Protocol(c) if c == "go"), "{err}");
+        assert!(matches!(&err, ArmStop::Protocol(c) if c == "go"), "{err}");
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub fn run_lockstep(arms: &[MeasuredArm], cfg: &Measure) -> Result<(Vec<Session>
 }
 
 /// One watched comparison in progress.
-struct Watch {
+struct Watched {
     cand: String,
     base: String,
     role: Role,
@@ -99,12 +99,12 @@ struct Watch {
     /// leaves the count, and so the look, where it was).
     looked: Option<u32>,
     stop: Option<ComparisonStop>,
-    /// Its values so far ([`Watch::refresh`]), from the first `seen` sessions.
+    /// Its values so far ([`Watched::refresh`]), from the first `seen` sessions.
     vals: Vec<f64>,
     seen: usize,
 }
 
-impl Watch {
+impl Watched {
     /// Its values from the sessions done since the last call, where both arms ran: each
     /// session's median log ratio, or each pair's (`Unit::Pair`); with `limit_pct`, a
     /// session with more of other processes' CPU beside it is left out, as the analysis
@@ -250,7 +250,7 @@ struct Progress {
     done: Vec<Session>,
     pilot: u32,
     max: u32,
-    watches: Vec<Watch>,
+    watches: Vec<Watched>,
     /// A workload of several threads: disturbed sessions do not count (`max_other_cpu_pct`).
     skip_over_pct: Option<f64>,
     secs: f64,
@@ -288,7 +288,7 @@ impl Progress {
                             }
                         }
                     }
-                    Watch {
+                    Watched {
                         cand: cand.clone(),
                         base: base.clone(),
                         role,
@@ -456,7 +456,7 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
     };
     let mut stopped = Vec::new();
     // The next session, chosen, and started unless its arms set up where they will run.
-    let mut pending: Option<(usize, u32, Option<lockstep::Spawned>)> = None;
+    let mut pending: Option<(usize, u32, Option<lockstep::StartedArms>)> = None;
     loop {
         let (g, index, spawned) = match pending.take() {
             Some((g, index, Some(spawned))) => (g, index, spawned),
@@ -643,7 +643,7 @@ fn settle_threshold(p: &Progress, group: &Group, cfg: &Measure) -> f64 {
 }
 
 /// The group's record once every comparison has stopped (a settled one whose arms ran on
-/// takes the sessions they ran in: [`Watch::run_on`]).
+/// takes the sessions they ran in: [`Watched::run_on`]).
 fn stopping(p: &mut Progress, group: &Group, cfg: &Measure) -> Stopping {
     // What ended the sessions: the last comparison to stop, as it stopped (before a settled
     // one takes the sessions its arms ran on in).

@@ -11,10 +11,12 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
+use crate::measure::process_arm::ArmStop;
 use crate::measure::service::{Server, Spec, drive, free_port};
 
 /// The hidden subcommand that runs a service arm.
@@ -73,14 +75,7 @@ pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
         std::io::stdout().lock(),
     ) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("xtask {SUBCOMMAND}: {err:#}");
-            if err.to_string().starts_with("unknown lockstep command") {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
+        Err(stop) => stop.exit(SUBCOMMAND),
     }
 }
 
@@ -92,15 +87,22 @@ pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
 const AWAKE_THREAD: &str = "mty-awake";
 
 struct Awake {
-    /// Spin (a turn runs), and stop for good.
-    flags: Arc<[std::sync::atomic::AtomicBool; 2]>,
+    flags: Arc<AwakeFlags>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the spinning thread is told.
+#[derive(Default)]
+struct AwakeFlags {
+    /// A turn runs: spin (else park).
+    spin: AtomicBool,
+    /// Stop for good.
+    stop: AtomicBool,
 }
 
 impl Awake {
     fn start(enabled: bool) -> Awake {
-        use std::sync::atomic::Ordering;
-        let flags: Arc<[std::sync::atomic::AtomicBool; 2]> = Arc::new(Default::default());
+        let flags = Arc::new(AwakeFlags::default());
         let thread = enabled.then(|| {
             let flags = Arc::clone(&flags);
             std::thread::Builder::new()
@@ -116,8 +118,8 @@ impl Awake {
                     if !idle {
                         return;
                     }
-                    while !flags[1].load(Ordering::Relaxed) {
-                        if flags[0].load(Ordering::Relaxed) {
+                    while !flags.stop.load(Ordering::Relaxed) {
+                        if flags.spin.load(Ordering::Relaxed) {
                             std::hint::spin_loop();
                         } else {
                             std::thread::park();
@@ -129,8 +131,8 @@ impl Awake {
         Awake { flags, thread }
     }
 
-    fn set(&self, which: usize, value: bool) {
-        self.flags[which].store(value, std::sync::atomic::Ordering::Relaxed);
+    fn set(&self, flag: impl Fn(&AwakeFlags) -> &AtomicBool, value: bool) {
+        flag(&self.flags).store(value, Ordering::Relaxed);
         if let Some(t) = &self.thread {
             t.thread().unpark();
         }
@@ -138,13 +140,13 @@ impl Awake {
 
     /// Spin while a turn runs; park between.
     fn during_turn(&self, on: bool) {
-        self.set(0, on);
+        self.set(|f| &f.spin, on);
     }
 }
 
 impl Drop for Awake {
     fn drop(&mut self) {
-        self.set(1, true);
+        self.set(|f| &f.stop, true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -156,7 +158,12 @@ const DRIVER_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The protocol: the server started and warmed by one driver run, the ready line, one batch
 /// of `batch` driver runs per `g`, the closing report at `q` or end of input.
-fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Write) -> Result<()> {
+fn serve(
+    spec: &Spec,
+    batch: u64,
+    mut input: impl BufRead,
+    mut output: impl Write,
+) -> Result<(), ArmStop> {
     let metric = spec
         .metric
         .as_deref()
@@ -194,7 +201,7 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
         match command.trim() {
             "g" => {}
             "q" => break,
-            other => bail!("unknown lockstep command `{other}` (expected `g` or `q`)"),
+            other => return Err(ArmStop::Protocol(other.to_string())),
         }
         // The session moved this arm onto the measured core: the server follows it there, and
         // the driver runs on the others.
@@ -259,11 +266,12 @@ fn serve(spec: &Spec, batch: u64, mut input: impl BufRead, mut output: impl Writ
     let stopped = server.stop(Duration::from_secs(spec.stop_timeout_secs))?;
     let line = crate::measure::process_arm::closing(&all, &warm_up);
     if stopped.early {
-        bail!(
+        return Err(anyhow::anyhow!(
             "the server `{}` {}",
             spec.server_shown(port),
             stopped.describe()
-        );
+        )
+        .into());
     }
     answer(serde_json::to_string(&line).expect("numbers serialize"))?;
     Ok(())

@@ -119,7 +119,7 @@ pub struct Session {
     /// Other processes' CPU time beside the session's turns (`/proc`; a report from before it
     /// was kept: `None`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine: Option<crate::measure::machine::Beside>,
+    pub machine: Option<crate::measure::machine::OtherLoad>,
     /// `batches[a][r]`: arm a's batch in round r (paired: arm a's r-th turn).
     pub batches: Vec<Vec<Batch>>,
     /// Each arm's closing report over all its batches (histogram, CPU time, switches).

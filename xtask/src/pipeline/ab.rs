@@ -160,7 +160,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
             w.sessions,
         );
     }
-    let out = ctx.data.join("ab.json");
+    let out = ctx.pgo_data.join("ab.json");
     fsx::write_json(
         &out,
         &Ab {

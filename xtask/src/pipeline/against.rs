@@ -24,7 +24,7 @@ use crate::toolchain::build::{Build, Built};
 use crate::toolchain::tools::Toolchain;
 
 /// Builds `rev`'s release and lto+pgo in its worktree.
-pub(super) fn build(ctx: &Ctx, tc: &Toolchain, rev: &str) -> Result<AgainstBuilds> {
+pub(super) fn build(ctx: &Ctx, toolchain: &Toolchain, rev: &str) -> Result<AgainstBuilds> {
     let root = &ctx.ws.root;
     let commit = git(root)
         .args(["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
@@ -56,15 +56,16 @@ pub(super) fn build(ctx: &Ctx, tc: &Toolchain, rev: &str) -> Result<AgainstBuild
     .with_context(|| format!("`--against {rev}`: the worktree {}", dir.display()))?;
     let mut timer = Timer::default();
     let built = (|| -> Result<AgainstBuilds> {
-        let instrumented = instrument::run(&theirs, tc, &mut timer)?;
-        let training = train::run(&theirs, tc, &mut timer, &instrumented)?;
+        let instrumented = instrument::run(&theirs, toolchain, &mut timer)?;
+        let training = train::run(&theirs, toolchain, &mut timer, &instrumented)?;
         let source = ProfileSource::Training {
             training: &training,
             skip_bad: false,
         };
-        let merged = merge::run(&theirs, tc, &mut timer, source)?;
-        let optimized = optimize::run(&theirs, tc, &mut timer, &merged, false)?;
-        let (release, _) = theirs.build(tc, Build::Release, Build::Release.rustflags(None))?;
+        let merged = merge::run(&theirs, toolchain, &mut timer, source)?;
+        let optimized = optimize::run(&theirs, toolchain, &mut timer, &merged, false)?;
+        let (release, _) =
+            theirs.build(toolchain, Build::Release, Build::Release.rustflags(None))?;
         Ok(AgainstBuilds {
             rev: rev.to_string(),
             commit: commit.clone(),

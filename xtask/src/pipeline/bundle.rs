@@ -60,7 +60,7 @@ impl Manifest {
     /// The manifest of `profile`, trained by `instrumented_hash` in this checkout.
     pub fn new(
         ctx: &Ctx,
-        tc: &Toolchain,
+        toolchain: &Toolchain,
         profile: &ProfileInfo,
         instrumented_hash: &str,
         merged_from: Vec<String>,
@@ -68,15 +68,15 @@ impl Manifest {
         let (git_commit, git_dirty) = crate::report::git_state(&ctx.ws.root);
         Ok(Manifest {
             format: FORMAT,
-            rustc_vv: tc.rustc_vv.clone(),
-            llvm_profdata_version: tc.llvm_profdata_version.clone(),
+            rustc_vv: toolchain.rustc_vv.clone(),
+            llvm_profdata_version: toolchain.llvm_profdata_version.clone(),
             git_commit,
             git_dirty,
             sources: ctx.sources_hash()?,
-            binary: ctx.config.config.binary.clone(),
+            binary: ctx.config.settings.binary.clone(),
             // With the weights the profile was merged with (`tune`'s, where it chose them).
             training: {
-                let mut train = ctx.config.config.train.clone();
+                let mut train = ctx.config.settings.train.clone();
                 for w in &mut train.workloads {
                     if let Some(part) = profile.parts.iter().find(|p| p.workload == w.name) {
                         w.weight = Some(part.weight);
@@ -97,7 +97,7 @@ impl Manifest {
 
     /// Why this bundle's profile does not match the current tree and toolchain; empty when
     /// it does.
-    pub fn stale_reasons(&self, ctx: &Ctx, tc: &Toolchain) -> Result<Vec<String>> {
+    pub fn stale_reasons(&self, ctx: &Ctx, toolchain: &Toolchain) -> Result<Vec<String>> {
         let mut why = Vec::new();
         let sources = ctx.sources_hash()?;
         if self.sources != sources {
@@ -109,17 +109,17 @@ impl Manifest {
                 self.sources
             ));
         }
-        if self.rustc_vv != tc.rustc_vv {
+        if self.rustc_vv != toolchain.rustc_vv {
             why.push(format!(
                 "the toolchain differs ({} there, {} here)",
                 first_line(&self.rustc_vv),
-                first_line(&tc.rustc_vv)
+                first_line(&toolchain.rustc_vv)
             ));
         }
-        if self.binary != ctx.config.config.binary {
+        if self.binary != ctx.config.settings.binary {
             why.push(format!(
                 "it profiles `{}`, the config builds `{}`",
-                self.binary, ctx.config.config.binary
+                self.binary, ctx.config.settings.binary
             ));
         }
         Ok(why)

@@ -90,8 +90,8 @@ pub struct Calibration {
     pub replication: Vec<Replication>,
 }
 
-pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
-    let cfg = &ctx.config.config;
+pub fn run(ctx: &Ctx, toolchain: &Toolchain, repeat: u32) -> Result<Calibration> {
+    let cfg = &ctx.config.settings;
     let workload = match &cfg.calibrate.workload {
         Some(name) => cfg
             .measure
@@ -107,7 +107,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
             workload.name
         );
     }
-    let release = &release_build(ctx, tc)?;
+    let release = &release_build(ctx, toolchain)?;
     let name = &workload.name;
     let one = |m: &Measure| Measure {
         workloads: vec![workload.clone()],
@@ -211,9 +211,9 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, repeat: u32) -> Result<Calibration> {
         },
         rows,
     };
-    fsx::write_json(&ctx.data.join("calibration.json"), &out)?;
+    fsx::write_json(&ctx.pgo_data.join("calibration.json"), &out)?;
     println!("\n{}", render(&out, &cfg.measure));
-    println!("wrote {}", ctx.data.join("calibration.json").display());
+    println!("wrote {}", ctx.pgo_data.join("calibration.json").display());
     Ok(out)
 }
 
@@ -373,8 +373,8 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
 
 /// The release build `calibrate` measures, built now (in the same target folder as the
 /// pipeline's `release` build; cargo does nothing when it is fresh).
-fn release_build(ctx: &Ctx, tc: &Toolchain) -> Result<Built> {
-    let (built, _) = ctx.build(tc, Build::Release, Build::Release.rustflags(None))?;
+fn release_build(ctx: &Ctx, toolchain: &Toolchain) -> Result<Built> {
+    let (built, _) = ctx.build(toolchain, Build::Release, Build::Release.rustflags(None))?;
     Ok(built)
 }
 

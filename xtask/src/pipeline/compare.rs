@@ -14,21 +14,21 @@ use crate::toolchain::build::Build;
 /// could silently measure stale executables.
 pub fn run(flags: CompareArgs) -> Result<()> {
     let ctx = Ctx::open(&flags.common)?;
-    let Some(compare) = &ctx.config.config.compare else {
+    let Some(compare) = &ctx.config.settings.compare else {
         anyhow::bail!(
             "the config {} has no `[compare]` section: the comparators run Mighty's mailbox workload in other languages, for `mty-bench` only",
             ctx.config.path.display()
         );
     };
-    let tc = crate::toolchain::tools::doctor(&ctx.ws.root)?;
-    let (release, _) = ctx.build(&tc, Build::Release, Build::Release.rustflags(None))?;
+    let toolchain = crate::toolchain::tools::doctor(&ctx.ws.root)?;
+    let (release, _) = ctx.build(&toolchain, Build::Release, Build::Release.rustflags(None))?;
     let rows = run_comparators(
         &ctx.ws.root,
         &ctx.target_root.join("comparators"),
         compare,
         &[release],
     )?;
-    let path = ctx.data.join("compare.json");
+    let path = ctx.pgo_data.join("compare.json");
     fsx::write_json(&path, &rows)?;
     println!("\n{}", render(&rows, compare));
     println!("wrote {}", path.display());

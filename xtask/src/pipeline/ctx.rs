@@ -20,7 +20,8 @@ use crate::toolchain::tools::Toolchain;
 pub struct Ctx {
     pub config: LoadedConfig,
     pub ws: Workspace,
-    pub data: PathBuf,
+    /// The pgo-data folder: every artifact, record and report of the runs.
+    pub pgo_data: PathBuf,
     pub target_root: PathBuf,
     /// `--force [STAGE]`: this stage and every later one run even when up to date.
     pub force_from: Option<Stage>,
@@ -77,8 +78,8 @@ impl Ctx {
         let config = config::load(&config_path)?;
         let ws = cargo::workspace_at(
             &manifest,
-            &config.config.binary,
-            config.config.package.as_deref(),
+            &config.settings.binary,
+            config.settings.package.as_deref(),
         )
         .with_context(|| format!("checking the config {}", config_path.display()))?;
         // Profile paths reach rustc inside RUSTFLAGS, which cargo splits on whitespace; and
@@ -114,7 +115,7 @@ impl Ctx {
         Ok(Ctx {
             config,
             ws,
-            data,
+            pgo_data: data,
             target_root,
             force_from: None,
             remeasure: false,
@@ -127,7 +128,7 @@ impl Ctx {
     /// resolved as [`Ctx::measure_config`]'s are, and no versus pairs: `tune --measure`
     /// measures training mixes on them.
     pub fn validation_measure_config(&self) -> Result<config::Measure> {
-        let mut measure = self.measure_with(self.config.config.validate.workloads.clone())?;
+        let mut measure = self.measure_with(self.config.settings.validate.workloads.clone())?;
         measure.versus.clear();
         Ok(measure)
     }
@@ -136,14 +137,14 @@ impl Ctx {
     /// workspace root), for the lockstep arms, which may run anywhere, and each service
     /// driver's program resolved.
     pub fn measure_config(&self) -> Result<config::Measure> {
-        self.measure_with(self.config.config.measure.workloads.clone())
+        self.measure_with(self.config.settings.measure.workloads.clone())
     }
 
     /// `measure` with `workloads`, resolved.
     fn measure_with(&self, workloads: Vec<config::Workload>) -> Result<config::Measure> {
-        let mut measure = self.config.config.measure.clone();
+        let mut measure = self.config.settings.measure.clone();
         measure.workloads = workloads;
-        measure.copies_dir = Some(self.data.join("copies"));
+        measure.copies_dir = Some(self.pgo_data.join("copies"));
         for w in &mut measure.workloads {
             *w = w.resolved(&self.ws.root);
         }
@@ -160,7 +161,7 @@ impl Ctx {
             &[
                 self.ws.target_directory.clone(),
                 self.target_root.clone(),
-                self.data.clone(),
+                self.pgo_data.clone(),
             ],
         )
     }
@@ -170,7 +171,7 @@ impl Ctx {
     /// profiles off, which it cannot keep: docs/findings.md).
     pub fn instrument_rustflags(&self) -> String {
         let flags = Build::Instrumented.rustflags(Some(&self.raw_dir()));
-        if self.config.config.train.continuous {
+        if self.config.settings.train.continuous {
             format!("{flags} -Cllvm-args=-runtime-counter-relocation -Cllvm-args=-disable-vp=true")
         } else {
             flags
@@ -180,7 +181,7 @@ impl Ctx {
     /// `LLVM_PROFILE_FILE` for an instrumented run writing into `dir`: one file per binary
     /// and process, kept in step with its counters under `train.continuous` (`%c`).
     pub fn profile_pattern(&self, dir: &std::path::Path) -> String {
-        let continuous = if self.config.config.train.continuous {
+        let continuous = if self.config.settings.train.continuous {
             "%c"
         } else {
             ""
@@ -240,15 +241,15 @@ impl Ctx {
     }
 
     pub fn stage_file(&self, stage: Stage) -> PathBuf {
-        self.data
+        self.pgo_data
             .join("stages")
             .join(format!("{}.json", stage.name()))
     }
     pub fn raw_dir(&self) -> PathBuf {
-        self.data.join("raw")
+        self.pgo_data.join("raw")
     }
     pub fn logs(&self) -> PathBuf {
-        self.data.join("logs")
+        self.pgo_data.join("logs")
     }
     /// A stage's recorded output, for running a later stage alone.
     pub fn load<T: serde::de::DeserializeOwned>(&self, stage: Stage) -> Result<T> {
@@ -279,7 +280,7 @@ impl Ctx {
         Ok(())
     }
     pub fn inputs_file(&self, stage: Stage) -> PathBuf {
-        self.data
+        self.pgo_data
             .join("stages")
             .join(format!("{}.inputs.json", stage.name()))
     }
@@ -302,25 +303,25 @@ impl Ctx {
     /// Builds `build` with `rustflags` in its own target folder.
     pub fn build(
         &self,
-        tc: &Toolchain,
+        toolchain: &Toolchain,
         build: Build,
         rustflags: String,
     ) -> Result<(Built, Vec<String>)> {
-        self.build_in(tc, build, rustflags, &self.target_root)
+        self.build_in(toolchain, build, rustflags, &self.target_root)
     }
 
     /// [`Ctx::build`] under another root of target folders (`tune --measure`'s mixes).
     pub fn build_in(
         &self,
-        tc: &Toolchain,
+        toolchain: &Toolchain,
         build: Build,
         rustflags: String,
         target_root: &std::path::Path,
     ) -> Result<(Built, Vec<String>)> {
-        let flags = crate::toolchain::rustflags::compose(&tc.user_rustflags, &rustflags);
+        let flags = crate::toolchain::rustflags::compose(&toolchain.user_rustflags, &rustflags);
         let out = cargo::build(
             &self.ws,
-            &tc.rustc.host,
+            &toolchain.rustc.host,
             build,
             &flags,
             target_root,
@@ -333,7 +334,7 @@ impl Ctx {
             .collect();
         let mut built = Built::new(build, out.exe, flags.join(" "));
         built.rustflags_exact = flags;
-        built.user_rustflags_source = tc.user_rustflags.source.clone();
+        built.user_rustflags_source = toolchain.user_rustflags.source.clone();
         built.hash = fsx::file_hash(&built.exe)?;
         built.compiled = out.compiled;
         Ok((built, out.diagnostics))

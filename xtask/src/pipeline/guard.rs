@@ -187,7 +187,7 @@ mod tests {
         let root = crate::toolchain::cargo::project_root();
         let cfg = crate::config::load(&root.join("profiles/quick.toml"))
             .unwrap()
-            .config;
+            .settings;
         let src = super::super::fresh::sources(&root, &[root.join("runtime")], &[]).unwrap();
         let a = fingerprint(&src, "rustc 1", &cfg).unwrap();
         assert_eq!(a, fingerprint(&src, "rustc 1", &cfg).unwrap());

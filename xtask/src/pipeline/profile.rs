@@ -132,7 +132,7 @@ pub fn commands_hash(config: &Config) -> Result<String> {
 /// The tuned weights, when `tune` made them for this config's training commands and weights
 /// (a config edited since wins: a stale tune.json is said to be ignored).
 pub fn tuned_weights(ctx: &Ctx) -> Result<Option<Vec<(String, u64)>>> {
-    let path = ctx.data.join(TUNED);
+    let path = ctx.pgo_data.join(TUNED);
     if !path.is_file() {
         return Ok(None);
     }
@@ -144,7 +144,7 @@ pub fn tuned_weights(ctx: &Ctx) -> Result<Option<Vec<(String, u64)>>> {
             path.display()
         )
     })?;
-    let config = &ctx.config.config;
+    let config = &ctx.config.settings;
     if tuned.commands == commands_hash(config)? && tuned.weights == config.train.weights() {
         // The config carries the tuned weights now: nothing to say.
         return Ok(None);
@@ -164,7 +164,7 @@ pub fn tuned_weights(ctx: &Ctx) -> Result<Option<Vec<(String, u64)>>> {
 pub fn weights(ctx: &Ctx) -> Result<Vec<(String, u64)>> {
     Ok(match tuned_weights(ctx)? {
         Some(w) => w,
-        None => ctx.config.config.train.weights(),
+        None => ctx.config.settings.train.weights(),
     })
 }
 
@@ -197,8 +197,8 @@ pub fn parse_show(text: &str, path: PathBuf, hash: String) -> Result<ProfileInfo
 }
 
 /// `llvm-profdata show` of an indexed profile, summarised.
-pub fn show(tc: &Toolchain, path: &Path) -> Result<ProfileInfo> {
-    let text = Cmd::new(tc.llvm_profdata.display().to_string())
+pub fn show(toolchain: &Toolchain, path: &Path) -> Result<ProfileInfo> {
+    let text = Cmd::new(toolchain.llvm_profdata.display().to_string())
         .arg("show")
         .arg(path.display().to_string())
         .read()?;

@@ -32,13 +32,13 @@ pub fn inputs(path: &Path, allow_stale: bool) -> Result<Inputs> {
 /// copied into pgo-data/ under its content hash, as `merge` would have left it.
 pub fn use_profile(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     path: &Path,
     allow_stale: bool,
 ) -> Result<ProfileInfo> {
     let (profile, origin) = if path.is_dir() {
         let (manifest, profile) = bundle::read(path)?;
-        let why = manifest.stale_reasons(ctx, tc)?;
+        let why = manifest.stale_reasons(ctx, toolchain)?;
         if !why.is_empty() {
             let why = why.join("; ");
             if !allow_stale {
@@ -65,8 +65,8 @@ pub fn use_profile(
             ),
         )
     };
-    let mut info = super::profile::show(tc, &profile)?;
-    let placed = ctx.data.join(format!("merged-{}.profdata", info.hash));
+    let mut info = super::profile::show(toolchain, &profile)?;
+    let placed = ctx.pgo_data.join(format!("merged-{}.profdata", info.hash));
     let tmp = fsx::temp_path(&placed);
     std::fs::copy(&profile, &tmp).map_err(|e| {
         anyhow::anyhow!(
@@ -106,9 +106,9 @@ pub fn read_inputs(args: &[String]) -> Result<Vec<(PathBuf, u64, Manifest, PathB
 
 pub fn merge_inputs_fingerprint(
     bundles: &[(PathBuf, u64, Manifest, PathBuf)],
-    tc: &Toolchain,
+    toolchain: &Toolchain,
 ) -> Result<Inputs> {
-    let mut inputs = Inputs::new().text("llvm-profdata", tc.llvm_profdata_version.clone());
+    let mut inputs = Inputs::new().text("llvm-profdata", toolchain.llvm_profdata_version.clone());
     for (i, (_, weight, _, profile)) in bundles.iter().enumerate() {
         inputs = inputs
             .file(&format!("input{i}.profile"), profile)?
@@ -121,12 +121,12 @@ pub fn merge_inputs_fingerprint(
 /// pgo-data/merged-<hash>.profdata.
 pub fn merge_bundles(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     bundles: &[(PathBuf, u64, Manifest, PathBuf)],
 ) -> Result<ProfileInfo> {
-    let tmp = fsx::temp_path(&ctx.data.join("merged.profdata"));
-    std::fs::create_dir_all(&ctx.data)?;
-    let cmd = Cmd::new(tc.llvm_profdata.display().to_string())
+    let tmp = fsx::temp_path(&ctx.pgo_data.join("merged.profdata"));
+    std::fs::create_dir_all(&ctx.pgo_data)?;
+    let cmd = Cmd::new(toolchain.llvm_profdata.display().to_string())
         .args(["merge", "-o"])
         .arg(tmp.display().to_string())
         .args(
@@ -139,9 +139,9 @@ pub fn merge_bundles(
         return Err(err.context("cannot merge the bundles' profiles"));
     }
     let hash = fsx::file_hash(&tmp)?;
-    let path = ctx.data.join(format!("merged-{hash}.profdata"));
+    let path = ctx.pgo_data.join(format!("merged-{hash}.profdata"));
     fsx::rename_content_addressed(&tmp, &path)?;
-    let mut info = super::profile::show(tc, &path)?;
+    let mut info = super::profile::show(toolchain, &path)?;
     info.origin = format!("merged from bundles {}", provenance(bundles).join(", "));
     eprintln!(
         "merge: {} ({} functions, total count {}), {}",

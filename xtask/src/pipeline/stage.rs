@@ -38,11 +38,16 @@ crate::base::stage::for_each_stage!(stage_files);
 
 /// What every build depends on: the toolchain, the sources that go into mty-bench, the
 /// binary's name, and this build's cargo profile and flags.
-pub fn build_inputs(ctx: &Ctx, tc: &Toolchain, build: Build, rustflags: &str) -> Result<Inputs> {
+pub fn build_inputs(
+    ctx: &Ctx,
+    toolchain: &Toolchain,
+    build: Build,
+    rustflags: &str,
+) -> Result<Inputs> {
     Ok(Inputs::new()
-        .text("toolchain", tc.rustc_vv.clone())
+        .text("toolchain", toolchain.rustc_vv.clone())
         .text("sources", ctx.sources_hash()?)
-        .text("binary", ctx.config.config.binary.clone())
+        .text("binary", ctx.config.settings.binary.clone())
         .text(
             &format!("{}.cargo_profile", build.name()),
             build.cargo_profile(),
@@ -55,7 +60,10 @@ pub fn build_inputs(ctx: &Ctx, tc: &Toolchain, build: Build, rustflags: &str) ->
                 .collect::<Vec<_>>()
                 .join(" "),
         )
-        .text("user_rustflags", tc.user_rustflags.flags.join("\x1f")))
+        .text(
+            "user_rustflags",
+            toolchain.user_rustflags.flags.join("\x1f"),
+        ))
 }
 
 /// Whether the stage just run was up to date (its record reused).

@@ -25,12 +25,12 @@ mod measured;
 
 pub fn run(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     timer: &mut Timer,
     skip_bad: bool,
     measure: bool,
 ) -> Result<Tuned> {
-    let cfg = &ctx.config.config;
+    let cfg = &ctx.config.settings;
     if cfg.validate.workloads.is_empty() {
         bail!(
             "`cargo xtask tune` needs validation workloads: a `[validate]` section in {} with `workloads = [...]`, \
@@ -44,45 +44,47 @@ pub fn run(
             ctx.config.path.display()
         );
     }
-    let instrumented = instrument::run(ctx, tc, timer)?;
-    let training = train::run(ctx, tc, timer, &instrumented)?;
+    let instrumented = instrument::run(ctx, toolchain, timer)?;
+    let training = train::run(ctx, toolchain, timer, &instrumented)?;
     let source = ProfileSource::Training {
         training: &training,
         skip_bad,
     };
-    let merged = merge::run(ctx, tc, timer, source)?;
-    timer.section_named("tune", || choose(ctx, tc, &instrumented, &merged, measure))
+    let merged = merge::run(ctx, toolchain, timer, source)?;
+    timer.section_named("tune", || {
+        choose(ctx, toolchain, &instrumented, &merged, measure)
+    })
 }
 
 /// The validation workloads profiled, the training workloads' profiles read, the weights
 /// chosen and kept.
 fn choose(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     instrumented: &InstrumentedBuild,
     merged: &MergedProfile,
     measure: bool,
 ) -> Result<Tuned> {
-    let cfg = &ctx.config.config;
-    let dir = ctx.data.join("validate");
+    let cfg = &ctx.config.settings;
+    let dir = ctx.pgo_data.join("validate");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut parts = Vec::new();
     for part in &merged.0.parts {
         let text = dir.join(format!("train-{}.proftext", part.workload));
         parts.push((
             part.workload.clone(),
-            insight_stage::functions(tc, &part.profile, &text)?,
+            insight_stage::functions(toolchain, &part.profile, &text)?,
         ));
     }
     let mut validation = Vec::new();
     let mut profiles = Vec::new();
     for w in &cfg.validate.workloads {
-        let profile = insight_stage::profile_workload(ctx, tc, instrumented, w, &dir)?;
+        let profile = insight_stage::profile_workload(ctx, toolchain, instrumented, w, &dir)?;
         profiles.push(profile.clone());
         let text = dir.join(format!("{}.proftext", w.name));
         validation.push((
             w.name.clone(),
-            insight_stage::functions(tc, &profile, &text)?,
+            insight_stage::functions(toolchain, &profile, &text)?,
         ));
     }
     let start: Vec<u64> = parts
@@ -106,7 +108,7 @@ fn choose(
     let measured = if measure {
         let found = measured::run(
             ctx,
-            tc,
+            toolchain,
             &merged.0.parts,
             &profiles,
             &named(&start),
@@ -148,7 +150,7 @@ fn choose(
         measured,
         check,
     };
-    let path = ctx.data.join(TUNED);
+    let path = ctx.pgo_data.join(TUNED);
     crate::base::fsx::write_atomic(&path, serde_json::to_string_pretty(&tuned)?.as_bytes())?;
     print(&tuned, &start, &path);
     Ok(tuned)

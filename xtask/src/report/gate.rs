@@ -14,7 +14,7 @@ const PGO: &str = "lto+pgo";
 /// Every reason the gate fails; empty when it passes.
 pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
     let mut out = Vec::new();
-    let check = &report.config.config.check;
+    let check = &report.config.settings.check;
     if check.workloads.is_empty() {
         out.push(
             "the config names no `check.workloads`: the gate would judge nothing (add `[check] workloads = [...]`)"
@@ -130,14 +130,14 @@ mod tests {
     #[test]
     fn passes_when_pgo_is_significantly_faster_by_the_gain() {
         let mut r = fixture();
-        r.config.config.check.min_pgo_gain_pct = 5.0;
+        r.config.settings.check.min_pgo_gain_pct = 5.0;
         assert_eq!(failures(&r, None), Vec::<String>::new());
     }
 
     #[test]
     fn fails_naming_the_figure_when_the_gain_is_not_reached() {
         let mut r = fixture();
-        r.config.config.check.min_pgo_gain_pct = 15.0;
+        r.config.settings.check.min_pgo_gain_pct = 15.0;
         let f = failures(&r, None);
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(
@@ -153,7 +153,7 @@ mod tests {
     #[test]
     fn a_config_with_nothing_to_check_fails_the_gate() {
         let mut r = fixture();
-        r.config.config.check.workloads.clear();
+        r.config.settings.check.workloads.clear();
         let f = failures(&r, None);
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(f[0].contains("names no `check.workloads`"), "{}", f[0]);
@@ -164,7 +164,7 @@ mod tests {
     #[test]
     fn fails_when_this_commit_is_significantly_slower_than_the_other() {
         let mut r = fixture();
-        r.config.config.check.min_pgo_gain_pct = 5.0;
+        r.config.settings.check.min_pgo_gain_pct = 5.0;
         let judged = |change: f64, low: f64, high: f64| crate::analysis::Judged {
             estimate: stats::Estimate {
                 change_pct: change,

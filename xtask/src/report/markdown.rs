@@ -44,7 +44,7 @@ pub fn render_markdown(report: &Report) -> String {
 /// The title and where the figures come from.
 fn header(md: &mut String, report: &Report) {
     let env = &report.environment;
-    let title = match report.config.config.binary.as_str() {
+    let title = match report.config.settings.binary.as_str() {
         "mty-bench" => "Mighty mailbox: send→recv latency".to_string(),
         other => format!("`{other}`"),
     };
@@ -135,7 +135,7 @@ fn verdict(md: &mut String, report: &Report) {
 
 /// What the timed region holds, and each workload's command line.
 fn workload(md: &mut String, report: &Report) {
-    let cfg = &report.config.config;
+    let cfg = &report.config.settings;
     let timed = match cfg.binary.as_str() {
         "mty-bench" => TIMED_REGION,
         _ => {
@@ -366,7 +366,10 @@ fn simulated(md: &mut String, report: &Report) {
 
 /// The same workload on other implementations (when measured).
 fn comparators(md: &mut String, report: &Report) {
-    if let (false, Some(cfg)) = (report.comparators.is_empty(), &report.config.config.compare) {
+    if let (false, Some(cfg)) = (
+        report.comparators.is_empty(),
+        &report.config.settings.compare,
+    ) {
         let _ = writeln!(
             md,
             "## Comparators\n\nThe same workload, capacity 8, {} messages a run ({} for the cross-thread row), {} interleaved rounds; percentiles computed by xtask from every \
@@ -410,7 +413,7 @@ fn comparators(md: &mut String, report: &Report) {
 /// How the figures were made: protocol, disturbance rule, instructions, profile, toolchain.
 fn recorded(md: &mut String, report: &Report) {
     let env = &report.environment;
-    let cfg = &report.config.config;
+    let cfg = &report.config.settings;
     let _ = writeln!(md, "## Recorded values\n");
     let m = &cfg.measure;
     protocol(md, m, report.seed);

@@ -96,7 +96,7 @@ pub fn context_line(report: &Report, root: &Path) -> String {
 /// on release, the link.
 pub fn index_row(report: &Report, page: &str) -> String {
     let env = &report.environment;
-    let check = &report.config.config.check.workloads;
+    let check = &report.config.settings.check.workloads;
     let headline = report
         .workloads
         .iter()

@@ -71,7 +71,10 @@ pub fn render_table(report: &Report) -> String {
         out.push('\n');
     }
     out.push_str(&words::apply_line(report));
-    if let (false, Some(compare)) = (report.comparators.is_empty(), &report.config.config.compare) {
+    if let (false, Some(compare)) = (
+        report.comparators.is_empty(),
+        &report.config.settings.compare,
+    ) {
         out.push('\n');
         out.push_str(&crate::measure::comparators::render(
             &report.comparators,

@@ -239,7 +239,7 @@ pub fn apply_detail(report: &Report) -> String {
     let mut detail = format!(
         "{} of the required functions ({}) lack profile data or mismatch",
         a.required_violations.len(),
-        report.config.config.apply_check.required.join(", "),
+        report.config.settings.apply_check.required.join(", "),
     );
     if !a.required_violations.is_empty() {
         let first: Vec<&str> = a

@@ -21,8 +21,8 @@ pub fn report() -> Report {
     let config = crate::config::load(&root).unwrap();
     let mut config = config;
     config.path = PathBuf::from("profiles/quick.toml");
-    config.config.measure.lockstep.sessions = 10;
-    config.config.measure.lockstep.rounds = 20;
+    config.settings.measure.lockstep.sessions = 10;
+    config.settings.measure.lockstep.rounds = 20;
     let sessions = sessions(10, 20);
     let instructions: Vec<InstructionCount> = [
         ("release", 1106.0),
@@ -53,7 +53,7 @@ pub fn report() -> Report {
         &builds(),
         &sessions,
         &instructions,
-        &config.config.measure,
+        &config.settings.measure,
         &crate::analysis::sessions::Pooled::none(&Default::default()),
     )
     .unwrap();

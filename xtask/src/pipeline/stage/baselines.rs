@@ -32,22 +32,22 @@ impl Artifacts for Baselines {
     }
 }
 
-fn inputs(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
-    Ok(super::build_inputs(ctx, tc, Build::Release, "")?
+fn inputs(ctx: &Ctx, toolchain: &Toolchain) -> Result<Inputs> {
+    Ok(super::build_inputs(ctx, toolchain, Build::Release, "")?
         .text("lto.cargo_profile", Build::Lto.cargo_profile())
         .text("lto.rustflags", ""))
 }
 
 /// What we compare against: no LTO and no PGO (`release`); fat LTO without PGO (`lto`).
-pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<Baselines> {
-    runner::run(ctx, timer, Stage::Baselines, inputs(ctx, tc)?, || {
-        let (release, _) = ctx.build(tc, Build::Release, Build::Release.rustflags(None))?;
-        let (lto, _) = ctx.build(tc, Build::Lto, Build::Lto.rustflags(None))?;
+pub fn run(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer) -> Result<Baselines> {
+    runner::run(ctx, timer, Stage::Baselines, inputs(ctx, toolchain)?, || {
+        let (release, _) = ctx.build(toolchain, Build::Release, Build::Release.rustflags(None))?;
+        let (lto, _) = ctx.build(toolchain, Build::Lto, Build::Lto.rustflags(None))?;
         Ok(Baselines { release, lto })
     })
 }
 
 /// `cargo xtask pgo baselines`.
-pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
-    run(ctx, tc, timer).map(drop)
+pub fn alone(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+    run(ctx, toolchain, timer).map(drop)
 }

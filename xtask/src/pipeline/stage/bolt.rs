@@ -42,18 +42,18 @@ impl Artifacts for BoltBuild {
 /// The relinked PGO build's inputs, the BOLT tools, the BOLT and training config.
 fn inputs(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     tools: &crate::toolchain::bolt::BoltTools,
     merged: &MergedProfile,
 ) -> Result<Inputs> {
     let flags = Build::Bolt.rustflags(Some(&merged.0.path));
-    let inputs = super::build_inputs(ctx, tc, Build::Bolt, &flags)?
+    let inputs = super::build_inputs(ctx, toolchain, Build::Bolt, &flags)?
         .text("profile", merged.0.hash.clone())
         .text("llvm-bolt", tools.version.clone())
-        .json("config.bolt", &ctx.config.config.bolt)
-        .json("config.train", &ctx.config.config.train)
-        .json("config.apply_check", &ctx.config.config.apply_check);
-    match &ctx.config.config.bolt.profile {
+        .json("config.bolt", &ctx.config.settings.bolt)
+        .json("config.train", &ctx.config.settings.train)
+        .json("config.apply_check", &ctx.config.settings.apply_check);
+    match &ctx.config.settings.bolt.profile {
         // A given profile's bytes, not only its path: a new one in the same place reruns.
         Some(given) => inputs.file("bolt.profile", given),
         None => Ok(inputs),
@@ -65,15 +65,15 @@ fn inputs(
 /// skipped stage's record of an earlier run is removed: it is not this run's build.
 pub fn run(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     timer: &mut Timer,
     merged: &MergedProfile,
     optimized: &OptimizedBuild,
 ) -> Result<Option<BoltBuild>> {
     let decided = crate::toolchain::bolt::decide(
-        ctx.config.config.bolt.enabled,
-        tc.bolt.as_ref(),
-        tc.rustc.llvm_major,
+        ctx.config.settings.bolt.enabled,
+        toolchain.bolt.as_ref(),
+        toolchain.rustc.llvm_major,
     )?;
     match decided {
         Err(why) => {
@@ -86,8 +86,8 @@ pub fn run(
                 ctx,
                 timer,
                 Stage::Bolt,
-                inputs(ctx, tc, tools, merged)?,
-                || build(ctx, tc, tools, merged, &optimized.build),
+                inputs(ctx, toolchain, tools, merged)?,
+                || build(ctx, toolchain, tools, merged, &optimized.build),
             )?;
             if super::reused(timer) {
                 eprintln!(
@@ -103,7 +103,7 @@ pub fn run(
 }
 
 fn dir(ctx: &Ctx) -> PathBuf {
-    ctx.data.join("bolt")
+    ctx.pgo_data.join("bolt")
 }
 
 fn tool(cmd: Cmd, timeout: u64, what: &str) -> Result<String> {
@@ -119,17 +119,17 @@ fn tool(cmd: Cmd, timeout: u64, what: &str) -> Result<String> {
 
 fn build(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     tools: &BoltTools,
     merged: &MergedProfile,
     pgo: &Built,
 ) -> Result<BoltBuild> {
-    let cfg = &ctx.config.config;
+    let cfg = &ctx.config.settings;
     let timeout = cfg.bolt.timeout_secs;
     let dir = dir(ctx);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // 1. Relinked with relocations.
-    let (mut built, _) = ctx.build(tc, Build::Bolt, Build::Bolt.rustflags(Some(&merged.0.path)))?;
+    let (mut built, _) = ctx.build(toolchain, Build::Bolt, Build::Bolt.rustflags(Some(&merged.0.path)))?;
     let relinked = built.exe.clone();
     bolt::require_relocations(&relinked)?;
     let relink_instructions = relink_instructions(ctx, &built, pgo);
@@ -228,7 +228,7 @@ fn build(
 /// Steps 2–4: `relinked` instrumented by BOLT, the `[train]` mix run by it, its profiles
 /// merged into `dir/merged.fdata`.
 fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<PathBuf> {
-    let cfg = &ctx.config.config;
+    let cfg = &ctx.config.settings;
     let timeout = cfg.bolt.timeout_secs;
     let raw = dir.join("raw");
     std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
@@ -290,13 +290,13 @@ fn train(ctx: &Ctx, tools: &BoltTools, relinked: &Path, dir: &Path) -> Result<Pa
 /// Instructions per message of the first measured workload on the relinked build and on
 /// the plain PGO build, when valgrind is there.
 fn relink_instructions(ctx: &Ctx, relinked: &Built, pgo: &Built) -> Option<(f64, f64)> {
-    let cfg = &ctx.config.config;
+    let cfg = &ctx.config.settings;
     let w = cfg.measure.workloads.first()?;
     let counts = crate::measure::instructions::measure(
         &[relinked.clone(), pgo.clone()],
         std::slice::from_ref(w),
         &cfg.instructions,
-        &ctx.data.join("callgrind"),
+        &ctx.pgo_data.join("callgrind"),
     );
     let (a, b) = (counts.first()?.per_message?, counts.get(1)?.per_message?);
     eprintln!(
@@ -317,8 +317,8 @@ fn fdata_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// `cargo xtask pgo bolt`: on the recorded profile and PGO build.
-pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+pub fn alone(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
     let merged = super::merge::load_merged(ctx)?;
     let optimized: OptimizedBuild = ctx.load(Stage::Optimize)?;
-    run(ctx, tc, timer, &merged, &optimized).map(drop)
+    run(ctx, toolchain, timer, &merged, &optimized).map(drop)
 }

@@ -12,21 +12,21 @@ use crate::toolchain::tools::{self, Toolchain};
 
 /// Checks the toolchain and records it.
 pub fn run(ctx: &Ctx, timer: &mut Timer) -> Result<Toolchain> {
-    let tc = timer.section(Stage::Doctor, || {
-        let tc = tools::doctor(&ctx.ws.root)?;
+    let toolchain = timer.section(Stage::Doctor, || {
+        let toolchain = tools::doctor(&ctx.ws.root)?;
         eprintln!(
             "doctor: rustc {} (LLVM {}, host {}); llvm-profdata {} ({})",
-            tc.rustc.release,
-            tc.rustc.llvm_version,
-            tc.rustc.host,
-            tc.llvm_profdata.display(),
-            tc.llvm_profdata_version
+            toolchain.rustc.release,
+            toolchain.rustc.llvm_version,
+            toolchain.rustc.host,
+            toolchain.llvm_profdata.display(),
+            toolchain.llvm_profdata_version
         );
         eprintln!(
             "doctor: the user's rustflags: {}",
-            tc.user_rustflags.describe()
+            toolchain.user_rustflags.describe()
         );
-        match &tc.bolt {
+        match &toolchain.bolt {
             Some(b) => eprintln!(
                 "doctor: llvm-bolt {} ({}), merge-fdata {}",
                 b.llvm_bolt.display(),
@@ -35,13 +35,13 @@ pub fn run(ctx: &Ctx, timer: &mut Timer) -> Result<Toolchain> {
             ),
             None => eprintln!(
                 "doctor: llvm-bolt not found (the bolt stage needs it: apt-get install {})",
-                crate::toolchain::bolt::package(tc.rustc.llvm_major)
+                crate::toolchain::bolt::package(toolchain.rustc.llvm_major)
             ),
         }
-        Ok(tc)
+        Ok(toolchain)
     })?;
-    ctx.record(Stage::Doctor, &tc)?;
-    Ok(tc)
+    ctx.record(Stage::Doctor, &toolchain)?;
+    Ok(toolchain)
 }
 
 /// Doctor's output: not fingerprinted (it always runs), never reused.
@@ -52,6 +52,6 @@ impl Artifacts for crate::toolchain::tools::Toolchain {
 }
 
 /// `cargo xtask pgo doctor`: nothing more than every command runs first.
-pub fn alone(_ctx: &Ctx, _tc: &Toolchain, _timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+pub fn alone(_ctx: &Ctx, _toolchain: &Toolchain, _timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
     Ok(())
 }

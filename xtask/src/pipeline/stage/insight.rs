@@ -37,22 +37,22 @@ impl Artifacts for InsightReport {
 
 fn inputs(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     instrumented: &InstrumentedBuild,
     merged: &MergedProfile,
 ) -> Result<Inputs> {
-    let cfg = &ctx.config.config;
+    let cfg = &ctx.config.settings;
     Inputs::new()
         .built(&instrumented.0)?
         .text("profile", merged.0.hash.clone())
-        .text("llvm-profdata", tc.llvm_profdata_version.clone())
+        .text("llvm-profdata", toolchain.llvm_profdata_version.clone())
         .json("config.measure.workloads", &cfg.measure.workloads)
         .json("config.insight", &cfg.insight)
         .text("agreement", insight::AGREEMENT_VERSION.to_string())
         .json("config.apply_check", &cfg.apply_check)
         .file(
             "previous.profdata",
-            &ctx.data.join(profile::PREVIOUS_PROFILE),
+            &ctx.pgo_data.join(profile::PREVIOUS_PROFILE),
         )
 }
 
@@ -61,7 +61,7 @@ fn inputs(
 /// was up to date.
 pub fn run(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     timer: &mut Timer,
     instrumented: &InstrumentedBuild,
     merged: &MergedProfile,
@@ -70,8 +70,8 @@ pub fn run(
         ctx,
         timer,
         Stage::Insight,
-        inputs(ctx, tc, instrumented, merged)?,
-        || insight(ctx, tc, instrumented, merged),
+        inputs(ctx, toolchain, instrumented, merged)?,
+        || insight(ctx, toolchain, instrumented, merged),
     )?;
     summarize(&found);
     Ok(found)
@@ -79,14 +79,14 @@ pub fn run(
 
 fn insight(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     instrumented: &InstrumentedBuild,
     merged: &MergedProfile,
 ) -> Result<InsightReport> {
-    let cfg = &ctx.config.config;
-    let dir = ctx.data.join("insight");
+    let cfg = &ctx.config.settings;
+    let dir = ctx.pgo_data.join("insight");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let training = functions(tc, &merged.0.path, &dir.join("training.proftext"))?;
+    let training = functions(toolchain, &merged.0.path, &dir.join("training.proftext"))?;
     let required = cfg
         .apply_check
         .required
@@ -107,14 +107,14 @@ fn insight(
     let mut parts = Vec::new();
     for part in &merged.0.parts {
         let text = dir.join(format!("train-{}.proftext", part.workload));
-        parts.push((part, functions(tc, &part.profile, &text)?));
+        parts.push((part, functions(toolchain, &part.profile, &text)?));
     }
     let mut warnings = Vec::new();
     let mut workloads = Vec::new();
     for w in &cfg.measure.workloads {
-        let profile = profile_workload(ctx, tc, instrumented, w, &dir)?;
-        let overlap_pct = overlap(tc, &merged.0.path, &profile)?;
-        let mine = functions(tc, &profile, &dir.join(format!("{}.proftext", w.name)))?;
+        let profile = profile_workload(ctx, toolchain, instrumented, w, &dir)?;
+        let overlap_pct = overlap(toolchain, &merged.0.path, &profile)?;
+        let mine = functions(toolchain, &profile, &dir.join(format!("{}.proftext", w.name)))?;
         let (hot, never_trained) =
             insight::compare_hot(&mine, &training, &cfg.apply_check.required, cfg.insight.top);
         let untrained_share_pct = insight::untrained_share(&mine, &training);
@@ -160,9 +160,9 @@ fn insight(
             agreement: Some(agreement),
         });
     }
-    let previous = ctx.data.join(profile::PREVIOUS_PROFILE);
+    let previous = ctx.pgo_data.join(profile::PREVIOUS_PROFILE);
     let previous_overlap_pct = if previous.is_file() {
-        Some(overlap(tc, &previous, &merged.0.path)?)
+        Some(overlap(toolchain, &previous, &merged.0.path)?)
     } else {
         None
     };
@@ -257,7 +257,7 @@ fn summarize(found: &InsightReport) {
 /// merges what it wrote: that workload's own profile.
 pub fn profile_workload(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     instrumented: &InstrumentedBuild,
     w: &Workload,
     dir: &Path,
@@ -270,7 +270,7 @@ pub fn profile_workload(
     std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
     let mut w = w.clone();
     ctx.resolve_drivers(std::slice::from_mut(&mut w))?;
-    let timeout = Duration::from_secs(ctx.config.config.measure.timeout_secs);
+    let timeout = Duration::from_secs(ctx.config.settings.measure.timeout_secs);
     super::train::profile_run(ctx, &instrumented.0.exe, &w, &raw, timeout)
         .with_context(|| format!("profiling the workload `{name}`"))?;
     let profraw: Vec<String> = std::fs::read_dir(&raw)?
@@ -285,7 +285,7 @@ pub fn profile_workload(
         );
     }
     let out = dir.join(format!("{name}.profdata"));
-    Cmd::new(tc.llvm_profdata.display().to_string())
+    Cmd::new(toolchain.llvm_profdata.display().to_string())
         .args(["merge", "-o"])
         .arg(out.display().to_string())
         .args(profraw)
@@ -295,8 +295,8 @@ pub fn profile_workload(
 }
 
 /// A profile's functions, via its text dump written to `text`.
-pub fn functions(tc: &Toolchain, profile: &Path, text: &Path) -> Result<Vec<FunctionCount>> {
-    Cmd::new(tc.llvm_profdata.display().to_string())
+pub fn functions(toolchain: &Toolchain, profile: &Path, text: &Path) -> Result<Vec<FunctionCount>> {
+    Cmd::new(toolchain.llvm_profdata.display().to_string())
         .args(["merge", "--text", "-o"])
         .arg(text.display().to_string())
         .arg(profile.display().to_string())
@@ -307,8 +307,8 @@ pub fn functions(tc: &Toolchain, profile: &Path, text: &Path) -> Result<Vec<Func
 }
 
 /// `llvm-profdata overlap base test`: the program-level edge overlap, in %.
-fn overlap(tc: &Toolchain, base: &Path, test: &Path) -> Result<f64> {
-    let cmd = Cmd::new(tc.llvm_profdata.display().to_string())
+fn overlap(toolchain: &Toolchain, base: &Path, test: &Path) -> Result<f64> {
+    let cmd = Cmd::new(toolchain.llvm_profdata.display().to_string())
         .arg("overlap")
         .arg(base.display().to_string())
         .arg(test.display().to_string());
@@ -322,10 +322,10 @@ fn overlap(tc: &Toolchain, base: &Path, test: &Path) -> Result<f64> {
 }
 
 /// `cargo xtask pgo insight`: on the recorded instrumented build and profile.
-pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+pub fn alone(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
     let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
     let merged = super::merge::load_merged(ctx)?;
-    run(ctx, tc, timer, &instrumented, &merged).map(drop)
+    run(ctx, toolchain, timer, &instrumented, &merged).map(drop)
 }
 
 #[cfg(test)]

@@ -27,19 +27,19 @@ impl Artifacts for InstrumentedBuild {
     }
 }
 
-fn inputs(ctx: &Ctx, tc: &Toolchain) -> Result<Inputs> {
-    super::build_inputs(ctx, tc, Build::Instrumented, &ctx.instrument_rustflags())
+fn inputs(ctx: &Ctx, toolchain: &Toolchain) -> Result<Inputs> {
+    super::build_inputs(ctx, toolchain, Build::Instrumented, &ctx.instrument_rustflags())
 }
 
 /// The instrumented build, under the SAME cargo profile as the optimised one.
-pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer) -> Result<InstrumentedBuild> {
-    runner::run(ctx, timer, Stage::Instrument, inputs(ctx, tc)?, || {
-        build(ctx, tc)
+pub fn run(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer) -> Result<InstrumentedBuild> {
+    runner::run(ctx, timer, Stage::Instrument, inputs(ctx, toolchain)?, || {
+        build(ctx, toolchain)
     })
 }
 
-fn build(ctx: &Ctx, tc: &Toolchain) -> Result<InstrumentedBuild> {
-    let (record, _) = ctx.build(tc, Build::Instrumented, ctx.instrument_rustflags())?;
+fn build(ctx: &Ctx, toolchain: &Toolchain) -> Result<InstrumentedBuild> {
+    let (record, _) = ctx.build(toolchain, Build::Instrumented, ctx.instrument_rustflags())?;
     if !contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
         bail!(
             "{} has no `__llvm_profile` symbols: -Cprofile-generate did not reach it (a RUSTC_WRAPPER or a cargo config that replaces the flags?)",
@@ -50,6 +50,6 @@ fn build(ctx: &Ctx, tc: &Toolchain) -> Result<InstrumentedBuild> {
 }
 
 /// `cargo xtask pgo instrument`.
-pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
-    run(ctx, tc, timer).map(drop)
+pub fn alone(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+    run(ctx, toolchain, timer).map(drop)
 }

@@ -48,10 +48,10 @@ impl Artifacts for LayoutVariants {
 
 /// The relinked builds by content, the toolchain (its linker), the layout config and the
 /// instruction count's (the variants are checked with it).
-fn inputs(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<Inputs> {
-    let cfg = &ctx.config.config;
+fn inputs(ctx: &Ctx, toolchain: &Toolchain, builds: &[Built]) -> Result<Inputs> {
+    let cfg = &ctx.config.settings;
     let mut inputs = Inputs::new()
-        .text("toolchain", tc.rustc_vv.clone())
+        .text("toolchain", toolchain.rustc_vv.clone())
         .json("config.layout", &cfg.layout)
         // The workloads it measures on: `check.workloads` by default, not the rest of `check`.
         .json("layout.workloads", &cfg.layout.workloads_of(&cfg.check))
@@ -70,12 +70,12 @@ fn inputs(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<Inputs> {
 /// differ from its build in layout only (`layout.rs`); `None` when `layout.variants = 0`.
 pub fn run(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     timer: &mut Timer,
     optimized: &OptimizedBuild,
     base: &Baselines,
 ) -> Result<Option<LayoutVariants>> {
-    let cfg = &ctx.config.config;
+    let cfg = &ctx.config.settings;
     let why = if cfg.layout.variants == 0 {
         Some("`layout.variants = 0`")
     } else if cfg.layout.workloads_of(&cfg.check).is_empty() {
@@ -91,15 +91,15 @@ pub fn run(
         return Ok(None);
     }
     let builds = Arms::builds(optimized, base, None, None);
-    runner::run(ctx, timer, Stage::Layout, inputs(ctx, tc, &builds)?, || {
-        variants(ctx, tc, &builds)
+    runner::run(ctx, timer, Stage::Layout, inputs(ctx, toolchain, &builds)?, || {
+        variants(ctx, toolchain, &builds)
     })
     .map(Some)
 }
 
 /// The variants of every build of `layout.builds`, from the measured `builds`.
-fn variants(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<LayoutVariants> {
-    let cfg = &ctx.config.config;
+fn variants(ctx: &Ctx, toolchain: &Toolchain, builds: &[Built]) -> Result<LayoutVariants> {
+    let cfg = &ctx.config.settings;
     let workloads = cfg.layout.workloads_of(&cfg.check).to_vec();
     let (dir, counted) = prepare(ctx, &workloads)?;
     let mut sets = Vec::new();
@@ -107,7 +107,7 @@ fn variants(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<LayoutVariant
         let base = builds.iter().find(|b| b.name() == name).with_context(|| {
             format!("`layout.builds` names `{name}`, which this run did not build")
         })?;
-        sets.push(set(ctx, tc, base, counted, &dir)?);
+        sets.push(set(ctx, toolchain, base, counted, &dir)?);
     }
     Ok(LayoutVariants { sets, workloads })
 }
@@ -115,9 +115,9 @@ fn variants(ctx: &Ctx, tc: &Toolchain, builds: &[Built]) -> Result<LayoutVariant
 /// The variants' folder, made, and the workload whose instructions per message they are
 /// checked on: the first of `workloads` that counts them, else the first measured one.
 fn prepare<'a>(ctx: &'a Ctx, workloads: &[String]) -> Result<(PathBuf, &'a Workload)> {
-    let dir = ctx.data.join("layout");
+    let dir = ctx.pgo_data.join("layout");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let measured = &ctx.config.config.measure.workloads;
+    let measured = &ctx.config.settings.measure.workloads;
     let counted = measured
         .iter()
         .find(|w| workloads.contains(&w.name) && w.instructions != Some(false))
@@ -128,12 +128,12 @@ fn prepare<'a>(ctx: &'a Ctx, workloads: &[String]) -> Result<(PathBuf, &'a Workl
 
 fn set(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     base: &Built,
     counted: &Workload,
     dir: &Path,
 ) -> Result<LayoutSet> {
-    let cfg = &ctx.config.config;
+    let cfg = &ctx.config.settings;
     let layout = &cfg.layout;
     let callgrind = dir.join("callgrind");
     let base_instructions = instructions(base, counted, ctx, &callgrind).0;
@@ -143,7 +143,7 @@ fn set(
         .unwrap_or_else(|| (stats::fresh_seed() >> 33) as u32);
     let mut variants = Vec::new();
     for (seed, arm, built, moved) in
-        shuffled(ctx, tc, base, &ctx.target_root, dir, layout.variants, first)?
+        shuffled(ctx, toolchain, base, &ctx.target_root, dir, layout.variants, first)?
     {
         let (count, note) = instructions(&built, counted, ctx, &callgrind);
         if let (Some(a), Some(b)) = (base_instructions, count) {
@@ -200,7 +200,7 @@ fn set(
 ///    ([`check_moved`]).
 pub fn shuffled(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     base: &Built,
     target_root: &Path,
     dir: &Path,
@@ -212,7 +212,7 @@ pub fn shuffled(
     let flags = &base.rustflags_exact[..base.rustflags_exact.len() - own];
     let (_, line) = crate::toolchain::cargo::relinkable(
         &ctx.ws,
-        &tc.rustc.host,
+        &toolchain.rustc.host,
         base.build,
         flags,
         target_root,
@@ -297,7 +297,7 @@ fn instructions(
     let counted = crate::measure::instructions::measure(
         std::slice::from_ref(built),
         std::slice::from_ref(workload),
-        &ctx.config.config.instructions,
+        &ctx.config.settings.instructions,
         out_dir,
     );
     match counted.into_iter().next() {
@@ -307,10 +307,10 @@ fn instructions(
 }
 
 /// `cargo xtask pgo layout`: of the recorded builds.
-pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+pub fn alone(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
     let optimized: OptimizedBuild = ctx.load(Stage::Optimize)?;
     let base: Baselines = ctx.load(Stage::Baselines)?;
-    run(ctx, tc, timer, &optimized, &base).map(drop)
+    run(ctx, toolchain, timer, &optimized, &base).map(drop)
 }
 
 #[cfg(test)]

@@ -111,7 +111,7 @@ impl Arms {
     /// The measured executables by content, the measurement's config, and the comparators'
     /// sources: `--remeasure` measures again anyway.
     fn inputs(&self, ctx: &Ctx) -> Result<Inputs> {
-        let cfg = &ctx.config.config;
+        let cfg = &ctx.config.settings;
         let mut inputs = Inputs::new()
             .json("config.measure", &cfg.measure)
             .json("config.instructions", &cfg.instructions)
@@ -159,7 +159,7 @@ impl Arms {
         let mut groups = measure::groups(&arms, measure_cfg);
         // Earlier runs of the same executables: the run component a build settling early
         // must clear too.
-        let history = History::load(&ctx.data.join("history.json"))?;
+        let history = History::load(&ctx.pgo_data.join("history.json"))?;
         let release = self.builds.iter().find(|b| b.name() == measure::BASELINE);
         for g in &mut groups {
             if let Some(release) = release {
@@ -215,7 +215,7 @@ pub fn run(ctx: &Ctx, timer: &mut Timer, arms: &Arms) -> Result<Measurements> {
 }
 
 /// `cargo xtask pgo measure`: the recorded builds.
-pub fn alone(ctx: &Ctx, _tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+pub fn alone(ctx: &Ctx, _toolchain: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
     run(ctx, timer, &Arms::recorded(ctx)?).map(drop)
 }
 
@@ -225,7 +225,7 @@ fn measure(ctx: &Ctx, arms: &Arms) -> Result<Measurements> {
         arms.against.as_ref(),
         arms.layout.as_ref(),
     );
-    let cfg = &ctx.config.config;
+    let cfg = &ctx.config.settings;
     let started = std::time::Instant::now();
     let mut measure_cfg = ctx.measure_config()?;
     // The run's seed: the config's (or `--seed`'s), else drawn now; recorded with the sessions.
@@ -251,7 +251,7 @@ fn measure(ctx: &Ctx, arms: &Arms) -> Result<Measurements> {
         &builds,
         &cfg.measure.workloads,
         &cfg.instructions,
-        &ctx.data.join("callgrind"),
+        &ctx.pgo_data.join("callgrind"),
     );
     for i in &instructions {
         match (i.per_message, &i.note) {
@@ -275,7 +275,7 @@ fn measure(ctx: &Ctx, arms: &Arms) -> Result<Measurements> {
         .filter(|b| b.build != crate::toolchain::build::Build::Oracle)
         .cloned()
         .collect();
-    let comparators = match &ctx.config.config.compare {
+    let comparators = match &ctx.config.settings.compare {
         Some(compare) => crate::measure::comparators::run_comparators(
             &ctx.ws.root,
             &ctx.target_root.join("comparators"),

@@ -49,9 +49,9 @@ pub enum ProfileSource<'a> {
     Bundles(&'a [(std::path::PathBuf, u64, Manifest, std::path::PathBuf)]),
 }
 
-fn inputs(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun, skip_bad: bool) -> Result<Inputs> {
+fn inputs(ctx: &Ctx, toolchain: &Toolchain, training: &TrainingRun, skip_bad: bool) -> Result<Inputs> {
     let mut inputs = Inputs::new()
-        .text("llvm-profdata", tc.llvm_profdata_version.clone())
+        .text("llvm-profdata", toolchain.llvm_profdata_version.clone())
         .json("weights", &profile::weights(ctx)?)
         .text("skip_bad_profiles", skip_bad.to_string())
         .text("fingerprint", training.fingerprint.clone());
@@ -65,7 +65,7 @@ fn inputs(ctx: &Ctx, tc: &Toolchain, training: &TrainingRun, skip_bad: bool) -> 
 /// Raw profiles (or stored ones) -> one indexed, content-addressed profile.
 pub fn run(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     timer: &mut Timer,
     source: ProfileSource,
 ) -> Result<MergedProfile> {
@@ -74,22 +74,22 @@ pub fn run(
             ctx,
             timer,
             Stage::Merge,
-            inputs(ctx, tc, training, skip_bad)?,
-            || merge(ctx, tc, training, skip_bad),
+            inputs(ctx, toolchain, training, skip_bad)?,
+            || merge(ctx, toolchain, training, skip_bad),
         )?,
         ProfileSource::Stored { path, allow_stale } => runner::run(
             ctx,
             timer,
             Stage::Merge,
             shipped::inputs(path, allow_stale)?,
-            || shipped::use_profile(ctx, tc, path, allow_stale).map(MergedProfile),
+            || shipped::use_profile(ctx, toolchain, path, allow_stale).map(MergedProfile),
         )?,
         ProfileSource::Bundles(bundles) => runner::run(
             ctx,
             timer,
             Stage::Merge,
-            shipped::merge_inputs_fingerprint(bundles, tc)?,
-            || shipped::merge_bundles(ctx, tc, bundles).map(MergedProfile),
+            shipped::merge_inputs_fingerprint(bundles, toolchain)?,
+            || shipped::merge_bundles(ctx, toolchain, bundles).map(MergedProfile),
         )?,
     };
     if super::reused(timer) {
@@ -107,7 +107,7 @@ pub fn run(
 /// `skip_bad`: merge the readable raw profiles when some are not (`--skip-bad-profiles`).
 fn merge(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     training: &TrainingRun,
     skip_bad: bool,
 ) -> Result<MergedProfile> {
@@ -116,7 +116,7 @@ fn merge(
     let mut good = Vec::new();
     let mut bad = Vec::new();
     for file in &training.profraw {
-        match raw_profile_problem(tc, file) {
+        match raw_profile_problem(toolchain, file) {
             None => good.push(file.clone()),
             Some(why) => bad.push(format!("{}: {why}", file.display())),
         }
@@ -141,9 +141,9 @@ fn merge(
             bad.join("\n  ")
         );
     }
-    let parts = merge_parts(ctx, tc, &good)?;
-    let tmp = fsx::temp_path(&ctx.data.join("merged.profdata"));
-    let cmd = Cmd::new(tc.llvm_profdata.display().to_string())
+    let parts = merge_parts(ctx, toolchain, &good)?;
+    let tmp = fsx::temp_path(&ctx.pgo_data.join("merged.profdata"));
+    let cmd = Cmd::new(toolchain.llvm_profdata.display().to_string())
         .args(["merge", "-o"])
         .arg(tmp.display().to_string())
         .args(
@@ -159,11 +159,11 @@ fn merge(
     // Content-addressed: cargo fingerprints the -Cprofile-use PATH, not the file's content,
     // so a new profile must get a new name or cargo would not rebuild.
     let hash = format!("{:016x}", fsx::fnv1a64(&bytes));
-    let path = ctx.data.join(format!("merged-{hash}.profdata"));
+    let path = ctx.pgo_data.join(format!("merged-{hash}.profdata"));
     fsx::rename_content_addressed(&tmp, &path)?;
     // The newest older profile becomes the previous one (the insight stage compares the two
     // trainings); the rest go.
-    let mut older: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&ctx.data)?
+    let mut older: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&ctx.pgo_data)?
         .filter_map(|e| e.ok())
         .filter(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -173,12 +173,12 @@ fn merge(
         .collect();
     older.sort();
     if let Some((_, newest)) = older.pop() {
-        fsx::rename(&newest, &ctx.data.join(PREVIOUS_PROFILE))?;
+        fsx::rename(&newest, &ctx.pgo_data.join(PREVIOUS_PROFILE))?;
     }
     for (_, old) in older {
         let _ = std::fs::remove_file(old);
     }
-    let show = Cmd::new(tc.llvm_profdata.display().to_string())
+    let show = Cmd::new(toolchain.llvm_profdata.display().to_string())
         .arg("show")
         .arg(path.display().to_string())
         .read()?;
@@ -209,15 +209,15 @@ fn merge(
 
 /// Each training workload's raw profiles merged alone into `pgo-data/train/<name>.profdata`
 /// (what `insight` and `tune` read), with its weight from the config.
-fn merge_parts(ctx: &Ctx, tc: &Toolchain, raw: &[PathBuf]) -> Result<Vec<TrainingPart>> {
+fn merge_parts(ctx: &Ctx, toolchain: &Toolchain, raw: &[PathBuf]) -> Result<Vec<TrainingPart>> {
     let tuned = tuned_weights(ctx)?;
     if tuned.is_some() {
         eprintln!(
             "merge: the weights `cargo xtask tune` chose ({}), not the config's",
-            ctx.data.join(TUNED).display()
+            ctx.pgo_data.join(TUNED).display()
         );
     }
-    let weights = tuned.unwrap_or_else(|| ctx.config.config.train.weights());
+    let weights = tuned.unwrap_or_else(|| ctx.config.settings.train.weights());
     let mut groups: Vec<(String, Vec<&PathBuf>)> = Vec::new();
     for file in raw {
         let name = workload_of(&ctx.raw_dir(), file).unwrap_or_else(|| "train".to_string());
@@ -226,13 +226,13 @@ fn merge_parts(ctx: &Ctx, tc: &Toolchain, raw: &[PathBuf]) -> Result<Vec<Trainin
             None => groups.push((name, vec![file])),
         }
     }
-    let dir = ctx.data.join("train");
+    let dir = ctx.pgo_data.join("train");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut parts = Vec::new();
     for (workload, files) in groups {
         let profile = dir.join(format!("{workload}.profdata"));
         let tmp = fsx::temp_path(&profile);
-        let merged = Cmd::new(tc.llvm_profdata.display().to_string())
+        let merged = Cmd::new(toolchain.llvm_profdata.display().to_string())
             .args(["merge", "-o"])
             .arg(tmp.display().to_string())
             .args(files.iter().map(|p| p.display().to_string()))
@@ -246,7 +246,7 @@ fn merge_parts(ctx: &Ctx, tc: &Toolchain, raw: &[PathBuf]) -> Result<Vec<Trainin
         fsx::rename(&tmp, &profile)?;
         let weight = weights
             .iter()
-            .chain(&ctx.config.config.train.weights())
+            .chain(&ctx.config.settings.train.weights())
             .find(|(n, _)| *n == workload)
             .map_or(1, |(_, w)| *w);
         parts.push(TrainingPart {
@@ -274,8 +274,8 @@ fn workload_of(raw: &Path, file: &Path) -> Option<String> {
 }
 
 /// Why llvm-profdata cannot read this raw profile, or `None` when it can.
-fn raw_profile_problem(tc: &Toolchain, file: &Path) -> Option<String> {
-    let out = Cmd::new(tc.llvm_profdata.display().to_string())
+fn raw_profile_problem(toolchain: &Toolchain, file: &Path) -> Option<String> {
+    let out = Cmd::new(toolchain.llvm_profdata.display().to_string())
         .arg("show")
         .arg(file.display().to_string())
         .output();
@@ -296,11 +296,11 @@ fn raw_profile_problem(tc: &Toolchain, file: &Path) -> Option<String> {
 }
 
 /// Why the merged profile no longer fits the sources, toolchain or training config, or `None`.
-pub fn stale(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<Option<String>> {
+pub fn stale(ctx: &Ctx, toolchain: &Toolchain, merged: &MergedProfile) -> Result<Option<String>> {
     let now = crate::pipeline::guard::fingerprint(
         &ctx.sources_hash()?,
-        &tc.rustc_vv,
-        &ctx.config.config,
+        &toolchain.rustc_vv,
+        &ctx.config.settings,
     )?;
     Ok((merged.0.fingerprint != now).then(|| {
         format!(
@@ -344,15 +344,15 @@ pub fn reweighed(ctx: &Ctx, merged: &MergedProfile) -> Result<Option<String>> {
 /// Instrument, train and merge, each reused when up to date: a profile of this tree.
 pub fn of_this_tree(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     timer: &mut Timer,
     skip_bad: bool,
 ) -> Result<MergedProfile> {
-    let instrumented = super::instrument::run(ctx, tc, timer)?;
-    let training = super::train::run(ctx, tc, timer, &instrumented)?;
+    let instrumented = super::instrument::run(ctx, toolchain, timer)?;
+    let training = super::train::run(ctx, toolchain, timer, &instrumented)?;
     run(
         ctx,
-        tc,
+        toolchain,
         timer,
         ProfileSource::Training {
             training: &training,
@@ -363,10 +363,10 @@ pub fn of_this_tree(
 
 /// `cargo xtask pgo merge`: this pgo-data's raw profiles, or with `--input` bundles trained
 /// elsewhere; with `--bundle DIR`, the result also written as a bundle.
-pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, args: &PgoArgs) -> Result<()> {
+pub fn alone(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, args: &PgoArgs) -> Result<()> {
     if !args.inputs.is_empty() {
         let bundles = shipped::read_inputs(&args.inputs)?;
-        let merged = run(ctx, tc, timer, ProfileSource::Bundles(&bundles))?;
+        let merged = run(ctx, toolchain, timer, ProfileSource::Bundles(&bundles))?;
         if let Some(dir) = &args.bundle {
             timer.section_named("bundle", || {
                 shipped::write_merged_bundle(dir, &merged.0, &bundles)
@@ -379,15 +379,15 @@ pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, args: &PgoArgs) -> Re
         training: &training,
         skip_bad: args.skip_bad_profiles,
     };
-    run(ctx, tc, timer, source)?;
+    run(ctx, toolchain, timer, source)?;
     if let Some(dir) = &args.bundle {
-        timer.section_named("bundle", || export(ctx, tc, dir))?;
+        timer.section_named("bundle", || export(ctx, toolchain, dir))?;
     }
     Ok(())
 }
 
 /// `export DIR` (and `train --bundle DIR`): this pgo-data's trained profile as a bundle.
-pub fn export(ctx: &Ctx, tc: &Toolchain, dir: &Path) -> Result<()> {
+pub fn export(ctx: &Ctx, toolchain: &Toolchain, dir: &Path) -> Result<()> {
     let merged = load_merged(ctx)?;
     if !merged.0.origin.is_empty() && !merged.0.origin.starts_with("trained") {
         bail!(
@@ -401,7 +401,7 @@ pub fn export(ctx: &Ctx, tc: &Toolchain, dir: &Path) -> Result<()> {
         )
     })?;
     let hash = crate::base::fsx::file_hash(&instrumented.0.exe)?;
-    let manifest = crate::pipeline::bundle::Manifest::new(ctx, tc, &merged.0, &hash, Vec::new())?;
+    let manifest = crate::pipeline::bundle::Manifest::new(ctx, toolchain, &merged.0, &hash, Vec::new())?;
     crate::pipeline::bundle::write(dir, &merged.0.path, &manifest)
 }
 
@@ -409,11 +409,11 @@ pub fn export(ctx: &Ctx, tc: &Toolchain, dir: &Path) -> Result<()> {
 /// build, train, merge and write the bundle, from a fresh checkout in one command.
 pub fn bundle_of_this_tree(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     timer: &mut Timer,
     args: &PgoArgs,
 ) -> Result<()> {
-    of_this_tree(ctx, tc, timer, args.skip_bad_profiles)?;
+    of_this_tree(ctx, toolchain, timer, args.skip_bad_profiles)?;
     let dir = args.bundle.as_deref().expect("called with --bundle");
-    timer.section_named("bundle", || export(ctx, tc, dir))
+    timer.section_named("bundle", || export(ctx, toolchain, dir))
 }

@@ -33,16 +33,16 @@ impl Artifacts for OptimizedBuild {
     }
 }
 
-fn inputs(ctx: &Ctx, tc: &Toolchain, merged: &MergedProfile) -> Result<Inputs> {
+fn inputs(ctx: &Ctx, toolchain: &Toolchain, merged: &MergedProfile) -> Result<Inputs> {
     let flags = Build::LtoPgo.rustflags(Some(&merged.0.path));
-    Ok(super::build_inputs(ctx, tc, Build::LtoPgo, &flags)?.text("profile", merged.0.hash.clone()))
+    Ok(super::build_inputs(ctx, toolchain, Build::LtoPgo, &flags)?.text("profile", merged.0.hash.clone()))
 }
 
 /// The PGO build, and the proof from rustc's own warnings that the profile applied (checked
 /// after the record is written, so the counts are on file either way).
 pub fn run(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     timer: &mut Timer,
     merged: &MergedProfile,
     allow_stale: bool,
@@ -51,8 +51,8 @@ pub fn run(
         ctx,
         timer,
         Stage::Optimize,
-        inputs(ctx, tc, merged)?,
-        || pgo_build(ctx, tc, Build::LtoPgo, &merged.0.path),
+        inputs(ctx, toolchain, merged)?,
+        || pgo_build(ctx, toolchain, Build::LtoPgo, &merged.0.path),
     )?;
     check_applied(&optimized, allow_stale)?;
     Ok(optimized)
@@ -61,19 +61,19 @@ pub fn run(
 /// A build with an indexed profile (`lto+pgo`, `oracle`), and rustc's PGO warnings about it.
 pub fn pgo_build(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     build: Build,
     profile: &Path,
 ) -> Result<OptimizedBuild> {
     check_indexed_profile(profile)?;
-    let (record, diagnostics) = ctx.build(tc, build, build.rustflags(Some(profile)))?;
+    let (record, diagnostics) = ctx.build(toolchain, build, build.rustflags(Some(profile)))?;
     if contains_bytes(&record.exe, PROFILE_RUNTIME_MARKER)? {
         bail!(
             "{} contains `__llvm_profile` symbols: the optimised build is instrumented",
             record.exe.display()
         );
     }
-    let required = &ctx.config.config.apply_check.required;
+    let required = &ctx.config.settings.apply_check.required;
     let apply = ApplyReport::from_messages(diagnostics.iter().map(String::as_str), required);
     eprintln!(
         "{}: {} functions without profile data, {} hash mismatches; {} of them in {}",
@@ -125,17 +125,17 @@ pub fn check_applied(optimized: &OptimizedBuild, allow_stale: bool) -> Result<()
 
 /// `cargo xtask pgo optimize`: on the recorded profile, merged again when its weights are no
 /// longer the ones in force, retrained when stale (unless `--allow-stale`).
-pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, args: &PgoArgs) -> Result<()> {
+pub fn alone(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, args: &PgoArgs) -> Result<()> {
     let merged = load_merged(ctx)?;
     let merged = match reweighed(ctx, &merged)? {
         // The training is kept; the merge runs again with the weights now in force.
         Some(why) => {
             eprintln!("{why}: merging again");
-            of_this_tree(ctx, tc, timer, args.skip_bad_profiles)?
+            of_this_tree(ctx, toolchain, timer, args.skip_bad_profiles)?
         }
         None => merged,
     };
-    let merged = match stale(ctx, tc, &merged)? {
+    let merged = match stale(ctx, toolchain, &merged)? {
         None => merged,
         Some(why) if args.allow_stale => {
             eprintln!("warning: {why}; optimizing with it anyway (--allow-stale)");
@@ -144,8 +144,8 @@ pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, args: &PgoArgs) -> Re
         Some(why) => {
             // The default retrains: a stale profile only half applies.
             eprintln!("{why}: retraining (pass --allow-stale to use it anyway)");
-            of_this_tree(ctx, tc, timer, args.skip_bad_profiles)?
+            of_this_tree(ctx, toolchain, timer, args.skip_bad_profiles)?
         }
     };
-    run(ctx, tc, timer, &merged, args.allow_stale).map(drop)
+    run(ctx, toolchain, timer, &merged, args.allow_stale).map(drop)
 }

@@ -15,9 +15,9 @@ use crate::pipeline::runner::{self, Timer};
 use crate::base::stage::Stage;
 use crate::toolchain::tools::Toolchain;
 
-fn inputs(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Result<Inputs> {
+fn inputs(ctx: &Ctx, toolchain: &Toolchain, insight: &InsightReport) -> Result<Inputs> {
     // The oracle's profile is named by its content: its flags carry the profiles' hash.
-    let mut inputs = super::build_inputs(ctx, tc, Build::Oracle, "")?;
+    let mut inputs = super::build_inputs(ctx, toolchain, Build::Oracle, "")?;
     for w in &insight.workloads {
         inputs = inputs.file(&format!("workload/{}", w.workload), &w.profile)?;
     }
@@ -28,12 +28,12 @@ fn inputs(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Result<Inputs> 
 /// attainable gain the held-out training gets. Never shipped.
 pub fn run(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     timer: &mut Timer,
     insight: &InsightReport,
 ) -> Result<OptimizedBuild> {
-    let oracle = runner::run(ctx, timer, Stage::Oracle, inputs(ctx, tc, insight)?, || {
-        build(ctx, tc, insight)
+    let oracle = runner::run(ctx, timer, Stage::Oracle, inputs(ctx, toolchain, insight)?, || {
+        build(ctx, toolchain, insight)
     })?;
     super::optimize::check_applied(&oracle, false).context("the oracle build")?;
     Ok(oracle)
@@ -43,10 +43,10 @@ pub fn run(
 /// stage's per-workload profiles). It says what a training could get at best; it is measured
 /// beside the others and never shipped. The profile is content-addressed like the training's
 /// (cargo fingerprints the path, not the content).
-fn build(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Result<OptimizedBuild> {
-    let dir = ctx.data.join("insight");
+fn build(ctx: &Ctx, toolchain: &Toolchain, insight: &InsightReport) -> Result<OptimizedBuild> {
+    let dir = ctx.pgo_data.join("insight");
     let tmp = crate::base::fsx::temp_path(&dir.join("oracle.profdata"));
-    Cmd::new(tc.llvm_profdata.display().to_string())
+    Cmd::new(toolchain.llvm_profdata.display().to_string())
         .args(["merge", "-o"])
         .arg(tmp.display().to_string())
         .args(
@@ -69,11 +69,11 @@ fn build(ctx: &Ctx, tc: &Toolchain, insight: &InsightReport) -> Result<Optimized
             let _ = std::fs::remove_file(entry.path());
         }
     }
-    super::optimize::pgo_build(ctx, tc, crate::toolchain::build::Build::Oracle, &path)
+    super::optimize::pgo_build(ctx, toolchain, crate::toolchain::build::Build::Oracle, &path)
 }
 
 /// `cargo xtask pgo oracle`: on the recorded insight profiles.
-pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+pub fn alone(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
     let insight: InsightReport = ctx.load(Stage::Insight)?;
-    run(ctx, tc, timer, &insight).map(drop)
+    run(ctx, toolchain, timer, &insight).map(drop)
 }

@@ -37,11 +37,11 @@ impl Artifacts for Rendered {
 /// The report is rendered from the outputs of every stage before it in the stage list (each
 /// one's record, which holds what it handed on) and the whole config, by this xtask.
 fn inputs(ctx: &Ctx) -> Result<Inputs> {
-    let mut inputs = Inputs::new().json("config", &ctx.config.config);
+    let mut inputs = Inputs::new().json("config", &ctx.config.settings);
     for stage in Stage::ALL.iter().take_while(|s| **s != Stage::Report) {
         inputs = inputs.file(
             &format!("stages/{}.json", stage.name()),
-            &ctx.data.join("stages").join(format!("{}.json", stage.name())),
+            &ctx.pgo_data.join("stages").join(format!("{}.json", stage.name())),
         )?;
     }
     let me = std::env::current_exe()?;
@@ -59,11 +59,11 @@ pub struct Handed<'a> {
 /// The statistics, the table, report.json, report.md, the plots, history. Renders from the
 /// recorded outputs of the stages before it; when up to date, report.json is read back and
 /// its table shown again.
-pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, handed: Handed) -> Result<Report> {
+pub fn run(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, handed: Handed) -> Result<Report> {
     let so_far = timer.runs.clone();
     let mut made = None;
     let rendered = runner::run(ctx, timer, Stage::Report, inputs(ctx)?, || {
-        let (report, rendered) = render(ctx, tc, so_far, handed)?;
+        let (report, rendered) = render(ctx, toolchain, so_far, handed)?;
         made = Some(report);
         Ok(rendered)
     })?;
@@ -79,7 +79,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, handed: Handed) -> Resu
         );
         // A CI job that reuses the report still shows the page.
         if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
-            let page = ctx.data.join("report.md");
+            let page = ctx.pgo_data.join("report.md");
             let markdown = std::fs::read_to_string(&page)
                 .with_context(|| format!("cannot read {}", page.display()))?;
             fsx::append_line(Path::new(&summary), &markdown)?;
@@ -91,7 +91,7 @@ pub fn run(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, handed: Handed) -> Resu
 /// The report of the recorded outputs, with the timing of the stages run so far.
 fn render(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     stages: Vec<StageRun>,
     handed: Handed,
 ) -> Result<(Report, Rendered)> {
@@ -113,7 +113,7 @@ fn render(
     // The BOLT build, when this pgo-data has one (a skipped stage removes its record).
     let bolt: Option<BoltBuild> = ctx.load_optional(Stage::Bolt)?;
     let builds = measured.builds.clone();
-    let cfg = &ctx.config.config;
+    let cfg = &ctx.config.settings;
     let workload_names: Vec<String> = cfg
         .measure
         .workloads
@@ -126,7 +126,7 @@ fn render(
     measure_cfg.seed = Some(measured.seed);
     // Earlier runs' layouts and estimates of the same executables pool with this run's;
     // this run's are kept for the next.
-    let history_path = ctx.data.join("history.json");
+    let history_path = ctx.pgo_data.join("history.json");
     let mut history = History::load(&history_path)?;
     let layout_seeds = measured
         .layout
@@ -192,7 +192,7 @@ fn render(
             .map(|d| d.as_secs())
             .unwrap_or(0),
         config: ctx.config.clone(),
-        environment: report::environment(&ctx.ws.root, tc),
+        environment: report::environment(&ctx.ws.root, toolchain),
         profile: merged.0.clone(),
         apply_check: optimized.apply.clone(),
         insight,
@@ -215,21 +215,21 @@ fn render(
         layout: measured.layout.clone(),
     };
     // Everything below is rendered from `report`, the same value report.json holds.
-    let path = ctx.data.join("report.json");
+    let path = ctx.pgo_data.join("report.json");
     fsx::write_json(&path, &report)?;
     let markdown = crate::report::markdown::render_markdown(&report);
-    fsx::write_atomic(&ctx.data.join("report.md"), markdown.as_bytes())?;
+    fsx::write_atomic(&ctx.pgo_data.join("report.md"), markdown.as_bytes())?;
     fsx::write_atomic(
-        &ctx.data.join("latency.svg"),
+        &ctx.pgo_data.join("latency.svg"),
         crate::report::plot::render_svg(&report).as_bytes(),
     )?;
     // The verdicts as a picture: report.md's first.
     fsx::write_atomic(
-        &ctx.data.join("verdicts.svg"),
+        &ctx.pgo_data.join("verdicts.svg"),
         crate::report::plot::verdicts::render_verdicts_svg(&report).as_bytes(),
     )?;
     // One session round by round, and every session's ratio.
-    let rounds = ctx.data.join("rounds.svg");
+    let rounds = ctx.pgo_data.join("rounds.svg");
     match crate::report::plot::rounds::render_rounds_svg(&report) {
         Some(svg) => fsx::write_atomic(&rounds, svg.as_bytes())?,
         // No session recorded: an old picture would belong to another run.
@@ -238,11 +238,11 @@ fn render(
         None => {}
     }
     fsx::write_json(
-        &ctx.data.join("benchmark.json"),
+        &ctx.pgo_data.join("benchmark.json"),
         &report::benchmark_entries(&report),
     )?;
     fsx::append_line(
-        &ctx.data.join("history.jsonl"),
+        &ctx.pgo_data.join("history.jsonl"),
         &report::history_line(&report),
     )?;
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
@@ -251,7 +251,7 @@ fn render(
     println!("\n{}", report::table::render_table(&report));
     println!(
         "wrote {}/{{report.json, report.md, verdicts.svg, latency.svg{}, benchmark.json}}, appended history.jsonl",
-        ctx.data.display(),
+        ctx.pgo_data.display(),
         if report.sessions.is_empty() {
             ""
         } else {
@@ -266,8 +266,8 @@ fn render(
 }
 
 /// `cargo xtask pgo report`, then `--publish` and the gate.
-pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, args: &PgoArgs) -> Result<()> {
-    let report = run(ctx, tc, timer, Handed::default())?;
+pub fn alone(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, args: &PgoArgs) -> Result<()> {
+    let report = run(ctx, toolchain, timer, Handed::default())?;
     publish_and_gate(ctx, args, &report)
 }
 
@@ -275,7 +275,7 @@ pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, args: &PgoArgs) -> Re
 /// (`--check` / `--baseline`).
 pub fn publish_and_gate(ctx: &Ctx, flags: &PgoArgs, report: &Report) -> Result<()> {
     if flags.publish {
-        let written = crate::report::publish::publish(&ctx.ws.root, &ctx.data, report)?;
+        let written = crate::report::publish::publish(&ctx.ws.root, &ctx.pgo_data, report)?;
         println!("published {}", written.display());
     }
     if !flags.gates() {

@@ -32,7 +32,7 @@ impl Artifacts for TrainingRun {
 fn inputs(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<Inputs> {
     Ok(Inputs::new()
         .built(&instrumented.0)?
-        .json("config.train", &ctx.config.config.train.commands())
+        .json("config.train", &ctx.config.settings.train.commands())
         // Raw profiles in a folder per training workload (a training before them is redone).
         .text("raw_layout", "per-workload folders".to_string()))
 }
@@ -40,16 +40,16 @@ fn inputs(ctx: &Ctx, instrumented: &InstrumentedBuild) -> Result<Inputs> {
 /// The training mix, run through that very executable.
 pub fn run(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     timer: &mut Timer,
     instrumented: &InstrumentedBuild,
 ) -> Result<TrainingRun> {
     runner::run(ctx, timer, Stage::Train, inputs(ctx, instrumented)?, || {
-        train(ctx, tc, instrumented)
+        train(ctx, toolchain, instrumented)
     })
 }
 
-fn train(ctx: &Ctx, tc: &Toolchain, instrumented: &InstrumentedBuild) -> Result<TrainingRun> {
+fn train(ctx: &Ctx, toolchain: &Toolchain, instrumented: &InstrumentedBuild) -> Result<TrainingRun> {
     let raw = ctx.raw_dir();
     std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
     // Start from nothing: a profile from an earlier build must not be merged into this one.
@@ -62,7 +62,7 @@ fn train(ctx: &Ctx, tc: &Toolchain, instrumented: &InstrumentedBuild) -> Result<
             let _ = std::fs::remove_dir(entry.path());
         }
     }
-    let train = &ctx.config.config.train;
+    let train = &ctx.config.settings.train;
     let bar = ProgressBar::new(train.workloads.len() as u64)
         .with_prefix("train")
         .with_style(
@@ -105,8 +105,8 @@ fn train(ctx: &Ctx, tc: &Toolchain, instrumented: &InstrumentedBuild) -> Result<
     );
     let fingerprint = crate::pipeline::guard::fingerprint(
         &ctx.sources_hash()?,
-        &tc.rustc_vv,
-        &ctx.config.config,
+        &toolchain.rustc_vv,
+        &ctx.config.settings,
     )?;
     Ok(TrainingRun {
         profraw,
@@ -158,7 +158,7 @@ pub fn profraw_files(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// `cargo xtask pgo train`: on the recorded instrumented build (with `--bundle`:
 /// `merge::bundle_of_this_tree`).
-pub fn alone(ctx: &Ctx, tc: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
+pub fn alone(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, _args: &PgoArgs) -> Result<()> {
     let instrumented: InstrumentedBuild = ctx.load(Stage::Instrument)?;
-    run(ctx, tc, timer, &instrumented).map(drop)
+    run(ctx, toolchain, timer, &instrumented).map(drop)
 }

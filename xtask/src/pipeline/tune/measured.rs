@@ -244,25 +244,25 @@ fn smallest_gain(m: &Mix) -> f64 {
 /// [`ROUNDS`]), and says which to keep: [`choose`] on the last round's figures.
 pub fn run(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     parts: &[TrainingPart],
     validation: &[PathBuf],
     config: &Weights,
     agreement: &Weights,
 ) -> Result<Measured> {
-    let dir = ctx.data.join("tune");
+    let dir = ctx.pgo_data.join("tune");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut round = candidates(config, agreement);
-    let config_built = built(ctx, tc, parts, &round.remove(0), &dir)?;
-    let layouts = layouts_of(ctx, tc, &config_built, &dir)?;
+    let config_built = built(ctx, toolchain, parts, &round.remove(0), &dir)?;
+    let layouts = layouts_of(ctx, toolchain, &config_built, &dir)?;
     let config_exe = dir.join(CONFIG);
     fsx::copy_atomic(&config_built.exe, &config_exe)?;
-    let (lto, _) = ctx.build(tc, Build::Lto, Build::Lto.rustflags(None))?;
-    let beside = Beside {
+    let (lto, _) = ctx.build(toolchain, Build::Lto, Build::Lto.rustflags(None))?;
+    let beside = References {
         config: config_exe,
         layouts,
         lto: dir.join(LTO),
-        oracle: oracle(ctx, tc, validation, &dir)?,
+        oracle: oracle(ctx, toolchain, validation, &dir)?,
     };
     fsx::copy_atomic(&lto.exe, &beside.lto)?;
     let mut seen = vec![config.clone()];
@@ -270,7 +270,7 @@ pub fn run(
     let mut config_capture = Vec::new();
     for r in 1..=ROUNDS {
         seen.extend(round.iter().map(|(_, w)| w.clone()));
-        let (measured, captures) = measure_round(ctx, tc, parts, &dir, &beside, &round, r)?;
+        let (measured, captures) = measure_round(ctx, toolchain, parts, &dir, &beside, &round, r)?;
         let next = match leader(&measured, &captures) {
             Some(lead) if r < ROUNDS => neighbours(config, lead, &seen),
             _ => Vec::new(),
@@ -305,11 +305,11 @@ pub fn run(
 /// the layout floor as well as the min effect.
 fn layouts_of(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     config: &Built,
     dir: &Path,
 ) -> Result<Vec<(String, PathBuf)>> {
-    let layout = &ctx.config.config.layout;
+    let layout = &ctx.config.settings.layout;
     if layout.variants == 0 {
         return Ok(Vec::new());
     }
@@ -320,7 +320,7 @@ fn layouts_of(
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let shuffled = crate::pipeline::stage::layout::shuffled(
         ctx,
-        tc,
+        toolchain,
         config,
         &ctx.target_root.join("tune"),
         &out,
@@ -335,18 +335,18 @@ fn layouts_of(
 
 /// The validation oracle: lto+pgo from the validation workloads' own profiles, merged with
 /// equal weights (as the pipeline's oracle merges the measured workloads').
-fn oracle(ctx: &Ctx, tc: &Toolchain, validation: &[PathBuf], dir: &Path) -> Result<PathBuf> {
+fn oracle(ctx: &Ctx, toolchain: &Toolchain, validation: &[PathBuf], dir: &Path) -> Result<PathBuf> {
     eprintln!("tune: the validation oracle: the validation workloads' own profiles");
     let inputs: Vec<(u64, &Path)> = validation.iter().map(|p| (1, p.as_path())).collect();
-    let profile = merge(tc, &inputs, dir, "oracle")?;
+    let profile = merge(toolchain, &inputs, dir, "oracle")?;
     let exe = dir.join(ORACLE);
-    fsx::copy_atomic(&build(ctx, tc, &profile)?.exe, &exe)?;
+    fsx::copy_atomic(&build(ctx, toolchain, &profile)?.exe, &exe)?;
     Ok(exe)
 }
 
 /// The executables every round measures beside its mixes: the config's mix (the baseline)
 /// and its layouts, lto and the validation oracle.
-struct Beside {
+struct References {
     config: PathBuf,
     /// The config's mix relinked in other function orders: (arm, executable).
     layouts: Vec<(String, PathBuf)>,
@@ -358,7 +358,7 @@ struct Beside {
 /// build there: copy it).
 fn built(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     parts: &[TrainingPart],
     (label, weights): &(String, Weights),
     dir: &Path,
@@ -381,8 +381,8 @@ fn built(
             (w, p.profile.as_path())
         })
         .collect();
-    let profile = merge(tc, &inputs, dir, "mix")?;
-    build(ctx, tc, &profile)
+    let profile = merge(toolchain, &inputs, dir, "mix")?;
+    build(ctx, toolchain, &profile)
 }
 
 /// One round: `round`'s mixes built and measured against the config's in the same sessions,
@@ -390,17 +390,17 @@ fn built(
 /// its capture, and the config's captures.
 fn measure_round(
     ctx: &Ctx,
-    tc: &Toolchain,
+    toolchain: &Toolchain,
     parts: &[TrainingPart],
     dir: &Path,
-    beside: &Beside,
+    beside: &References,
     round: &[(String, Weights)],
     number: u32,
 ) -> Result<(Vec<Mix>, Captures)> {
     let mut arms = Vec::new();
     for mix in round {
         let exe = dir.join(&mix.0);
-        fsx::copy_atomic(&built(ctx, tc, parts, mix, dir)?.exe, &exe)?;
+        fsx::copy_atomic(&built(ctx, toolchain, parts, mix, dir)?.exe, &exe)?;
         arms.push((mix.0.clone(), exe));
     }
     let arm = |name: &str, exe: &Path| MeasuredArm {
@@ -512,9 +512,14 @@ fn print(mixes: &[Mix], config: &[(String, Option<f64>)], chosen: &str, last: u3
 
 /// `inputs` (weight, profile) merged, content-addressed in `dir` as `<stem>-<hash>.profdata`
 /// (cargo fingerprints `-Cprofile-use`'s path, not the file).
-fn merge(tc: &Toolchain, inputs: &[(u64, &Path)], dir: &Path, stem: &str) -> Result<PathBuf> {
+fn merge(
+    toolchain: &Toolchain,
+    inputs: &[(u64, &Path)],
+    dir: &Path,
+    stem: &str,
+) -> Result<PathBuf> {
     let tmp = fsx::temp_path(&dir.join(format!("{stem}.profdata")));
-    let merged = Cmd::new(tc.llvm_profdata.display().to_string())
+    let merged = Cmd::new(toolchain.llvm_profdata.display().to_string())
         .args(["merge", "-o"])
         .arg(tmp.display().to_string())
         .args(
@@ -534,10 +539,10 @@ fn merge(tc: &Toolchain, inputs: &[(u64, &Path)], dir: &Path, stem: &str) -> Res
 }
 
 /// lto+pgo from `profile`, built under `target/pgo/tune/`.
-fn build(ctx: &Ctx, tc: &Toolchain, profile: &Path) -> Result<Built> {
+fn build(ctx: &Ctx, toolchain: &Toolchain, profile: &Path) -> Result<Built> {
     let build = Build::LtoPgo;
     let (built, _) = ctx.build_in(
-        tc,
+        toolchain,
         build,
         build.rustflags(Some(profile)),
         &ctx.target_root.join("tune"),

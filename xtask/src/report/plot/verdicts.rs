@@ -82,7 +82,7 @@ pub fn render_verdicts_svg(report: &Report) -> String {
         s,
         r#"<rect width="{width}" height="{height}" fill="white"/>"#
     );
-    let min_effect = report.config.config.measure.min_effect_pct;
+    let min_effect = report.config.settings.measure.min_effect_pct;
     let mut y0 = 0.0;
     for ((workload, rows, aa, layout), h) in panels.iter().zip(&heights) {
         panel(&mut s, y0, workload, rows, (*aa, *layout, min_effect));
