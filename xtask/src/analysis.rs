@@ -16,9 +16,11 @@ use crate::measure::session::Metric;
 use crate::measure::{BASELINE, BASELINE_AGAIN};
 use stats::median;
 
+pub mod against;
 pub mod history;
 pub mod insight;
 pub mod outputs;
+pub mod ratios;
 pub mod sessions;
 pub mod workloads;
 use stats::{self, Estimate, Verdict};

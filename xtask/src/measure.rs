@@ -13,6 +13,7 @@ pub mod instructions;
 pub mod lockstep;
 pub mod machine;
 pub mod process_arm;
+pub mod progress;
 pub mod schedule;
 pub mod service;
 pub mod service_arm;
@@ -21,5 +22,6 @@ pub mod stops;
 pub mod workload;
 
 pub use arms::{AB_NEW, BASELINE, BASELINE_AGAIN, MeasuredArm, arms, layout_arm, layout_arms_of};
-pub use schedule::{Group, groups, run_groups, run_lockstep, session_seed};
+pub use progress::{Group, groups};
+pub use schedule::{run_groups, run_lockstep, session_seed};
 pub use stops::{ComparisonStop, Role, StopReason, Stopping, spend};

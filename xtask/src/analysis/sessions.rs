@@ -6,6 +6,7 @@
 use anyhow::{Result, bail};
 
 use super::history::{History, LayoutRecord, RunRecord};
+use super::ratios::{difference, round_ratios, watched};
 use super::{
     BASELINE, Comparison, LayoutFloor, LayoutGain, MachineState, Row, WorkloadAnalysis, capture,
     judge_rows, median_distribution,
@@ -228,62 +229,6 @@ fn machine_state<'a>(
     (Some(state), if left_out { kept } else { sessions.to_vec() })
 }
 
-/// The per-round log ratios of `cand` to the baseline, session by session, on `metric`: the
-/// sessions `cand` ran in (an arm leaves once its comparisons have stopped: a prefix of them).
-pub fn round_ratios(sessions: &[&Session], cand: &str, metric: Metric) -> Result<Vec<Vec<f64>>> {
-    ratios(sessions, cand, BASELINE, metric)
-}
-
-/// ln(`cand` / `base`) on `metric`, round by round (pair by pair), session by session: the
-/// sessions in which both ran (in pairs: ran as a pair, or each beside a third arm). An arm
-/// leaves once its comparisons have stopped, and a comparison's pairs end when it stops, so
-/// these are a prefix of the sessions `cand` ran in; a later session where it ran without
-/// `base` (another comparison kept it) ends them.
-fn ratios(sessions: &[&Session], cand: &str, base: &str, metric: Metric) -> Result<Vec<Vec<f64>>> {
-    let mine: Vec<&&Session> = sessions.iter().filter(|s| s.arm(cand).is_some()).collect();
-    let Some(first) = mine.first() else {
-        bail!(
-            "no session of `{}` has the arm `{cand}`",
-            sessions.first().map_or("", |s| s.workload.as_str())
-        );
-    };
-    let out: Vec<Vec<f64>> = mine
-        .iter()
-        .map_while(|s| s.round_log_ratios(cand, base, metric))
-        .collect();
-    if out.is_empty() {
-        bail!(
-            "session {} of `{}` has no arm `{base}` beside `{cand}`",
-            first.session,
-            first.workload
-        );
-    }
-    Ok(out)
-}
-
-/// `cand` against release as the stopping rule watched it: the sessions up to its stop, at
-/// the error it spends (`measure::spend`).
-fn watched(
-    sessions: &[&Session],
-    stops: &[measure::Stopping],
-    cand: &str,
-    metric: Metric,
-    pilot: usize,
-) -> Result<Estimate> {
-    let workload = sessions.first().map_or("", |s| s.workload.as_str());
-    let spend = measure::spend(stops, workload, cand, BASELINE);
-    let mine: Vec<&Session> = sessions
-        .iter()
-        .filter(|s| s.session < spend.through)
-        .copied()
-        .collect();
-    stats::compare_sessions_at(
-        &spend.units(round_ratios(&mine, cand, metric)?),
-        spend.pilot_or(pilot),
-        spend.alpha,
-    )
-}
-
 fn analyze_sessions(
     workload: &str,
     builds: &[String],
@@ -455,12 +400,6 @@ fn analyze_sessions(
     })
 }
 
-/// ln(a / b) round by round: ln(a / release) − ln(b / release), or in pairs, pair by pair
-/// where a and b ran as pairs.
-fn difference(sessions: &[&Session], a: &str, b: &str) -> Result<Vec<Vec<f64>>> {
-    ratios(sessions, a, b, Metric::PRIMARY)
-}
-
 /// Release's layout variants against release (`stats::layout`), pooled with earlier
 /// runs' layouts of the same release executable, when there are at least two in all; the
 /// gains and BOLT's comparison are filled in later.
@@ -618,53 +557,4 @@ fn session_row(
         vs_release,
         distribution,
     }
-}
-
-/// `--against`: per workload, each of this tree's builds against the other commit's build of
-/// the same name (`pairs`: this tree's arm, the other commit's arm), ln(ours / theirs) round by
-/// round in the same sessions, judged against the workload's A/A floor like every verdict.
-pub fn against(
-    analysed: &[WorkloadAnalysis],
-    sessions: &[Session],
-    pairs: &[(String, String)],
-    cfg: &Measure,
-    stops: &[measure::Stopping],
-) -> Result<Vec<super::AgainstResult>> {
-    let mut out = Vec::new();
-    for w in analysed {
-        // The sessions the workload's own analysis kept (a multi-thread workload's disturbed
-        // ones left out, as its stopping rule left them out).
-        let left_out: &[u32] = match &w.machine {
-            Some(m) if m.left_out => &m.disturbed,
-            _ => &[],
-        };
-        let mine: Vec<&Session> = sessions
-            .iter()
-            .filter(|s| s.workload == w.workload && !left_out.contains(&s.session))
-            .collect();
-        let pilot = cfg.lockstep.min_sessions.clamp(2, mine.len().max(2) as u32) as usize;
-        for (ours, theirs) in pairs {
-            let spend = measure::spend(stops, &w.workload, ours, theirs);
-            let upto: Vec<&Session> = mine
-                .iter()
-                .filter(|s| s.session < spend.through)
-                .copied()
-                .collect();
-            // ln(ours / theirs) = ln(ours / release) − ln(theirs / release), round by round
-            // (in pairs, of ours with theirs).
-            let diff = difference(&upto, ours, theirs)?;
-            // Two commits' builds are laid out differently: the layout floor applies, and
-            // the run components either build carries.
-            let estimate =
-                stats::compare_sessions_at(&spend.units(diff), spend.pilot_or(pilot), spend.alpha)?
-                    .with_arm(Component::plus(w.extra(ours), w.extra(theirs)).as_ref());
-            out.push(super::AgainstResult {
-                workload: w.workload.clone(),
-                build: ours.clone(),
-                against: theirs.clone(),
-                primary: super::judged(estimate, cfg.min_effect_pct, w.layout.as_ref()),
-            });
-        }
-    }
-    Ok(out)
 }

@@ -763,7 +763,7 @@ fn pair_ratios_end_where_the_candidate_ran_without_release() {
         &[&[90.0, 90.0], &[91.0, 89.0]],
     );
     without.session = 1;
-    let got = super::sessions::round_ratios(
+    let got = super::ratios::round_ratios(
         &[&with, &without, &with],
         "a",
         crate::measure::session::Metric::Median,
@@ -771,7 +771,7 @@ fn pair_ratios_end_where_the_candidate_ran_without_release() {
     .unwrap();
     assert_eq!(got, [vec![0.9f64.ln(), 0.8f64.ln()]]);
     let err =
-        super::sessions::round_ratios(&[&without], "a", crate::measure::session::Metric::Median)
+        super::ratios::round_ratios(&[&without], "a", crate::measure::session::Metric::Median)
             .unwrap_err();
     assert!(
         format!("{err}").contains("session 1 of `w` has no arm `release` beside `a`"),

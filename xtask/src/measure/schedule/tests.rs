@@ -3,14 +3,17 @@
 use std::path::PathBuf;
 
 use super::*;
+use crate::config::Workload;
 use crate::measure::arms::{AB_NEW, BASELINE_AGAIN, arms};
 use crate::measure::stops::Spend;
-use crate::measure::stops::{Unit, spend};
+use crate::measure::stops::{ComparisonStop, Role, StopReason, Unit, spend};
 use crate::measure::workload::parse_line;
 use crate::testing::fixtures::LINE;
 use crate::testing::fixtures::measure_config;
+use crate::toolchain::build::Build;
 use crate::toolchain::build::Built;
 use stats::median;
+use stats::sequential;
 
 /// An arm in sh that serves the protocol: ready, a batch of `median` ns for every `g`
 /// (a shell expression, evaluated once per process: its per-process effect), mty-bench's

@@ -173,7 +173,7 @@ fn render(
             Some(report::Against {
                 rev: theirs.rev.clone(),
                 commit: theirs.commit.clone(),
-                results: crate::analysis::sessions::against(
+                results: crate::analysis::against::against(
                     &workloads,
                     &measured.sessions,
                     &pairs,
