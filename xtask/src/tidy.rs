@@ -16,16 +16,20 @@ fn root() -> PathBuf {
 /// Every `.rs` file of xtask's `src/`, by module path (`main` for the crate root,
 /// `report::markdown` for `src/report/markdown.rs`).
 fn modules() -> BTreeMap<String, PathBuf> {
-    let src = root().join("xtask/src");
+    modules_in(&root().join("xtask/src"))
+}
+
+/// Every `.rs` file under a crate's `src/`, by module path (`main` or `lib` for a root).
+fn modules_in(src: &Path) -> BTreeMap<String, PathBuf> {
     let mut out = BTreeMap::new();
-    let mut stack = vec![src.clone()];
+    let mut stack = vec![src.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
-                let rel = path.strip_prefix(&src).unwrap().with_extension("");
+                let rel = path.strip_prefix(src).unwrap().with_extension("");
                 let name = rel
                     .components()
                     .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -38,9 +42,33 @@ fn modules() -> BTreeMap<String, PathBuf> {
     out
 }
 
+/// Every crate of the workspace (the root manifest's `members`): its folder and its files.
+fn crates() -> Vec<(String, BTreeMap<String, PathBuf>)> {
+    let manifest: toml::Value =
+        toml::from_str(&std::fs::read_to_string(root().join("Cargo.toml")).unwrap()).unwrap();
+    let members = manifest["workspace"]["members"]
+        .as_array()
+        .expect("the workspace lists its members");
+    let crates: Vec<(String, BTreeMap<String, PathBuf>)> = members
+        .iter()
+        .map(|m| {
+            let dir = m.as_str().unwrap().to_string();
+            let files = modules_in(&root().join(&dir).join("src"));
+            (dir, files)
+        })
+        .collect();
+    assert!(
+        crates.len() >= 8,
+        "the workspace lists {} crates",
+        crates.len()
+    );
+    crates
+}
+
 /// Test-only code: a module's `tests` (inline or in `<module>/tests.rs`), and the fixtures.
 fn test_only(module: &str) -> bool {
-    module.ends_with("::tests") || ["testing", "tidy"].contains(&top(module))
+    let last = module.rsplit("::").next().unwrap_or(module);
+    last == "tests" || last.ends_with("_tests") || ["testing", "tidy"].contains(&top(module))
 }
 
 /// The text without its `#[cfg(test)]` items (a `mod tests { … }` block, a `mod x;` line).
@@ -104,7 +132,12 @@ fn matching_brace(text: &str) -> usize {
 /// The paths a file names: every `crate::…`, `super::…` and child-module path of its `use`
 /// items (braces expanded) and of inline paths, as module paths relative to the crate.
 fn references(module: &str, text: &str, all: &BTreeMap<String, PathBuf>) -> BTreeSet<String> {
-    let code = without_tests(text);
+    // Comments aside: a doc link (`[`crate::ring::Ring`]`) is no import.
+    let code: String = without_tests(text)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut paths: Vec<String> = Vec::new();
     // `use` items, braces expanded.
     let mut rest = code.as_str();
@@ -180,7 +213,7 @@ fn references(module: &str, text: &str, all: &BTreeMap<String, PathBuf>) -> BTre
 
 fn child(parent: Option<&str>, name: &str) -> String {
     match parent {
-        None | Some("main") => name.to_string(),
+        None | Some("main" | "lib") => name.to_string(),
         Some(p) => format!("{p}::{name}"),
     }
 }
@@ -276,12 +309,16 @@ fn top(module: &str) -> &str {
 
 /// The import arrows between xtask's files (tests aside).
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
-    let all = modules();
+    graph_of(&modules())
+}
+
+/// The import arrows between one crate's files (tests aside).
+fn graph_of(all: &BTreeMap<String, PathBuf>) -> BTreeMap<String, BTreeSet<String>> {
     all.iter()
         .filter(|(m, _)| !test_only(m))
         .map(|(m, path)| {
             let text = std::fs::read_to_string(path).unwrap();
-            let refs = references(m, &text, &all)
+            let refs = references(m, &text, all)
                 .into_iter()
                 .filter(|t| !test_only(t))
                 .collect();
@@ -317,9 +354,10 @@ fn no_module_imports_from_a_layer_above_its_own() {
     assert!(arrows > 50, "the parser found only {arrows} import arrows");
 }
 
+/// No crate's files import each other in a circle: each crate's graph is layered, each file
+/// standing on the files it imports (xtask's layers are named below).
 #[test]
-fn the_import_graph_has_no_circle() {
-    let graph = graph();
+fn no_crates_imports_go_round_in_a_circle() {
     // Depth-first search; a node met again on the current path closes a circle.
     fn visit(
         node: &str,
@@ -345,12 +383,73 @@ fn the_import_graph_has_no_circle() {
         done.insert(node.to_string());
         None
     }
-    let mut done = BTreeSet::new();
-    for node in graph.keys() {
-        if let Some(circle) = visit(node, &graph, &mut Vec::new(), &mut done) {
-            panic!("the imports go round in a circle: {}", circle.join(" -> "));
+    let mut arrows = 0;
+    for (dir, files) in crates() {
+        let graph = graph_of(&files);
+        arrows += graph.values().map(BTreeSet::len).sum::<usize>();
+        let mut done = BTreeSet::new();
+        for node in graph.keys() {
+            if let Some(circle) = visit(node, &graph, &mut Vec::new(), &mut done) {
+                panic!(
+                    "{dir}: the imports go round in a circle: {}",
+                    circle.join(" -> ")
+                );
+            }
         }
     }
+    assert!(arrows > 80, "the parser found only {arrows} import arrows");
+}
+
+/// A circle is found: the checker on a made-up crate of two files importing each other.
+#[test]
+fn a_circle_is_found() {
+    let dir = std::env::temp_dir().join(format!("xtask-tidy-circle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("main.rs"), "//! m\nmod a;\nmod b;\n").unwrap();
+    std::fs::write(dir.join("a.rs"), "//! a\nuse crate::b::B;\npub struct A;\n").unwrap();
+    std::fs::write(dir.join("b.rs"), "//! b\nuse crate::a::A;\npub struct B;\n").unwrap();
+    let graph = graph_of(&modules_in(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        graph["a"].contains("b") && graph["b"].contains("a"),
+        "{graph:?}"
+    );
+}
+
+/// Files stay short enough to read: no source file but tests (and this one) over
+/// [`MAX_LINES`] lines, in any crate; xtask's `src/` holds at most [`MAX_TOP`] files at its
+/// top level, the rest in the folders of their layers.
+#[test]
+fn files_stay_short_and_xtask_keeps_its_folders() {
+    const MAX_LINES: usize = 600;
+    const MAX_TOP: usize = 12;
+    let mut long = Vec::new();
+    for (dir, files) in crates() {
+        for (module, path) in files {
+            if test_only(&module) {
+                continue;
+            }
+            let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+            if lines > MAX_LINES {
+                long.push(format!("{dir}/src/{module}: {lines} lines"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "files over {MAX_LINES} lines (split them by what they do): {long:?}"
+    );
+    let top: Vec<String> = std::fs::read_dir(root().join("xtask/src"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        top.len() <= MAX_TOP,
+        "xtask/src has {} files at its top level, more than {MAX_TOP} (put them in their layer's folder): {top:?}",
+        top.len()
+    );
 }
 
 /// The checker itself, on made-up files: a child reaching its parent's item, braces, a
