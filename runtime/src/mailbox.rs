@@ -329,7 +329,7 @@ impl<M: ByteSize> MailboxSender<M> {
     /// (the drop has run), the message is dropped here, with its slot and bytes, as the drop
     /// would have. Nothing comes back, so the send's future carries no message out of here:
     /// a `Closed(msg)` returned from this point made the lto+pgo build copy the message more
-    /// on every send, single lane included (6-13 % slower,
+    /// on every send, single lane included (measurably slower:
     /// `docs/results/2026-12-02-mailbox-closing.md`).
     #[inline]
     fn push(&self, permit: mpsc::Permit<'_, Envelope<M>>, envelope: Envelope<M>) {

@@ -289,7 +289,7 @@ mod models {
     }
 
     /// Two waiters and a release: served in order of arrival, the budget never exceeded.
-    /// Bounded at 2 preemptions: three threads run for minutes unbounded. The bound still
+    /// Bounded at 2 preemptions: unbounded, three threads take far longer than the suite allows. The bound still
     /// catches a lost wake-up: with `Waiter::poll` trying before it marks itself waiting, the
     /// model deadlocks (docs/results/2026-12-03-test-suite-time.md).
     #[test]

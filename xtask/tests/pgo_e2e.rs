@@ -450,7 +450,7 @@ fn calibration_detects_a_large_injection_and_not_a_zero_one() {
     let _quiet = own_program::hold_own_run();
     // Ten sessions, not quick.toml's four: with four, the interval rests on a t of 3 degrees
     // of freedom, and one disturbed session (a busy CI machine) can widen it past the 30 %
-    // injected (seen once: ±15 %).
+    // injected.
     let config = config_variant(
         &run.tmp.join("calibrate.toml"),
         "sessions = 4 ",
@@ -488,8 +488,7 @@ fn calibration_detects_a_large_injection_and_not_a_zero_one() {
     assert_eq!(large["agree_pct"], 100.0, "{large}");
     // Not that the two intervals overlap: each run injects its own median's 30 %, and on a
     // busy machine two runs' medians (and so their sizes) differ by more than ten sessions'
-    // intervals are wide (seen on CI-like runs: means of 33.8 % detected for 33.8 % injected,
-    // the intervals apart). Each run's estimate against its own size is checked below.
+    // intervals are wide. Each run's estimate against its own size is checked below.
     assert!(large["intervals_overlap"].is_boolean(), "{large}");
     for r in rows {
         let verdict = r["detected"]["verdict"].as_str().unwrap();
@@ -569,7 +568,7 @@ fn ab_measures_two_executables_in_the_same_sessions() {
 
 /// A deliberately unrepresentative training (bare tokio only): the insight stage says the
 /// mailbox's functions were never trained, in the terminal and in its record. (The
-/// program-level edge overlap stays near 50 % here: the tokio semaphore both share carries
+/// program-level edge overlap stays high here: the tokio semaphore both share carries
 /// much of the count; the never-trained share and functions are the sharper signal.)
 #[test]
 fn an_unrepresentative_training_is_warned_about() {
@@ -630,9 +629,10 @@ fn an_unrepresentative_training_is_warned_about() {
 /// The code measured is the code trained. The training runs whole runs of mty-bench's
 /// workloads; a lockstep batch and an `--untimed` run (the instruction count) must spend
 /// their per-message work in functions a whole run runs too. A mode with a loop of its own
-/// is cold to PGO and optimised for size: it once made lto+pgo measure 9 % slower than
-/// release in lockstep while whole runs were 25-30 % faster (then this found the lockstep and
-/// untimed loops inlined into `tokio::…::Context::enter` copies no whole run executed).
+/// is cold to PGO and optimised for size: it once made lto+pgo measure slower than release in
+/// lockstep while whole runs had it much faster (docs/findings.md, "The code measured must be
+/// the code trained"; this found the lockstep and untimed loops inlined into
+/// `tokio::…::Context::enter` copies no whole run executed).
 #[test]
 fn every_mode_runs_the_code_a_whole_run_trains() {
     let run = good_run();

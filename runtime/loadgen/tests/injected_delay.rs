@@ -110,7 +110,7 @@ fn every_answer_carries_the_injected_delay() {
     );
     assert_eq!(v["requests"], 100, "{v}");
     assert_eq!(v["errors"], 0, "{v}");
-    // No answer can come before the delay; a quiet machine gives about 3.1 ms.
+    // No answer can come before the delay, whatever the machine adds.
     assert!(ms(&v, "p50_ns") >= 3.0, "{v}");
     assert!(v["achieved_rps"].as_f64().unwrap() > 80.0, "{v}");
 }

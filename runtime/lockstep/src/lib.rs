@@ -1,9 +1,9 @@
 //! The lockstep protocol (`mty-lockstep`): how `cargo xtask pgo` measures a program, batch by
 //! batch, against other builds of it.
 //!
-//! Why batches: the VMs this runs on switch between two speeds every second or so, so separate
-//! whole-process runs land in one state or the other at random and disagree by more than the
-//! effect measured. Builds that take turns in short batches see the same state within a round.
+//! Why batches: a machine's speed can change between runs (docs/findings.md, "Why lockstep
+//! exists"), so separate whole-process runs land in one state or another at random and
+//! disagree by more than the effect measured. Builds that take turns in short batches see the same state within a round.
 //! Any program that links this crate and serves the protocol can be measured that way.
 //!
 //! # The protocol

@@ -1,8 +1,8 @@
 //! Quantiles of a clock that advances in steps.
 //!
-//! The clock advances in steps (10 ns on the VMs this runs on: an iteration reads as 130 or
-//! 140 ns, never between), so a batch's nearest-rank median jumps between two values, and a
-//! ratio of two of them by 7 %. [`grouped_quantile`] interpolates within the step instead: it
+//! The clock advances in steps (docs/findings.md): an iteration reads as one step or the next,
+//! never between, so a batch's nearest-rank median jumps between two values, and a ratio of
+//! two of them by a whole step's share. [`grouped_quantile`] interpolates within the step instead: it
 //! moves smoothly with the share of values on either side of a step, which is what a small
 //! change in the true time changes.
 

@@ -1,7 +1,7 @@
 //! The stand-in must wait, wake and hand on slots as tokio's bounded channel does, or the
 //! mailbox models built on it would check nothing. Loom models of the stand-in itself:
 //! `RUSTFLAGS="--cfg mty_loom" cargo test -p mty-runtime --lib --release --target-dir
-//! target/loom sync::mpsc` (about ten seconds).
+//! target/loom sync::mpsc`.
 
 use std::future::poll_fn;
 use std::pin::pin;
@@ -79,7 +79,7 @@ fn reserve_waits_for_a_slot_freed_by_recv() {
 }
 
 /// Two reservers wait on a full channel; each gets a slot as the receiver frees them.
-/// Bounded: every interleaving takes minutes; 4 preemptions, under a second.
+/// Bounded at 4 preemptions: every interleaving would take far longer than the suite allows.
 #[test]
 fn two_waiting_reservers_both_get_a_slot() {
     model(Some(4), || {

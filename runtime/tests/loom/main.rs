@@ -145,8 +145,8 @@ fn try_send_racing_the_switch_keeps_the_capacity() {
 /// the clone's message in the shared lane while the ring's is still there (the stash). Then
 /// two more `try_send`s: with one received, at most one may succeed (before the fix the stash
 /// held its message outside the capacity, and both did). Bounded at 4 preemptions: 6,066
-/// interleavings in 0.6 s, against 1,426,934 in 122 s for all of them; with the fix reverted
-/// (the stash given no permit) it fails at every bound from 1 to 4.
+/// interleavings of the 1,426,934 there are (times: docs/results/2026-12-03-test-suite-time.md);
+/// with the fix reverted (the stash given no permit) it fails at every bound from 1 to 4.
 #[test]
 fn the_stash_holds_a_slot_when_a_clone_arrives_between_two_pops() {
     model(Some(4), || {

@@ -444,8 +444,8 @@ pub struct Compare {
     /// Measured messages per run of every same-thread row.
     pub messages: u64,
     /// Measured messages per run of the cross-thread row (at most `messages`): one thread
-    /// wake-up per message makes it about 300 times slower per message, and a few thousand
-    /// samples give its percentiles.
+    /// wake-up per message makes it far slower per message, and a few thousand samples give
+    /// its percentiles.
     pub cross_thread_messages: u64,
     /// Messages before measuring.
     pub warmup: u64,

@@ -46,8 +46,8 @@ impl Profile {
 
 /// Parses a callgrind output file. Checks that the self costs add up to the file's own
 /// totals, event by event; an error says which event and both sums. (`summary:`, the
-/// whole run's cost, can exceed `totals:` by a few instructions run after the last dump:
-/// seen here, 2 of 13.9 million. They are the same in the N- and 2N-message runs, so they
+/// whole run's cost, can exceed `totals:` by a few instructions run after the last dump.
+/// They are the same in the N- and 2N-message runs, so they
 /// cancel in the difference.)
 pub fn parse(text: &str) -> Result<Profile, String> {
     let mut profile = Profile::default();

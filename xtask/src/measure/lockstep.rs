@@ -5,9 +5,9 @@
 //! before takes its turns), then all moved onto the same core; then, round after round, xtask
 //! tells each arm in a seeded random order to run one batch and waits for its answer before
 //! telling the next.
-//! This VM's speed flips between two states about once a second: runs of separate processes
-//! (50 ms each) land in one state or the other at random, while arms that take turns in
-//! ~1 ms batches see the same state within a round. Several sessions of new processes sample
+//! A machine's speed can flip between states (docs/findings.md, "Why lockstep exists"): runs
+//! of separate processes land in one state or another at random, while arms that take turns
+//! in short batches see the same state within a round. Several sessions of new processes sample
 //! the per-process effects (addresses, heap layout) that a single session would freeze.
 //!
 //! The protocol, over each arm's stdin and stdout pipes (one line each way):

@@ -265,8 +265,8 @@ mod tests {
         assert!(total(&beside) > 40.0, "{beside:?}");
         // An arm: its time is the session's own. What is left on the measured core is other
         // load (other tests beside this one, the hypervisor's steal) that the neighbour's
-        // watch saw too, so the arm's reading stays well below the neighbour's: a fixed
-        // bound failed at 35 % on a VM with 32 % steal.
+        // watch saw too, so the arm's reading is held against the neighbour's rather than a
+        // fixed bound, which the hypervisor's steal alone can exceed.
         assert!(
             as_arm.measured_pct + 25.0 < total(&beside),
             "{as_arm:?} against {beside:?}"

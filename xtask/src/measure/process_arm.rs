@@ -11,7 +11,8 @@
 //! affinity). It is started by `posix_spawn` (a vfork: no hook between fork and exec), so what
 //! a run's time holds of its start does not grow with how long ago this arm last ran: a fork
 //! copies the arm's page tables, and an arm that ran less often (a candidate beside release,
-//! which runs in every pair) forked slower, an A/A arm 1.2 % slower on `/bin/true`. The arm
+//! which runs in every pair) forked slower, enough to move an A/A arm on a short command
+//! (docs/findings.md, "Whole processes are compared in adjacent pairs"). The arm
 //! leads a process group of its own, which its runs join and the session kills whole, so a
 //! session that kills a hung arm kills its command too (and the command's own children,
 //! should it be a wrapper that starts the real program). One run before the `ready` line warms the

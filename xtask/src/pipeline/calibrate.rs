@@ -11,10 +11,9 @@
 //!
 //! Why added nanoseconds and not extra work: a dependent multiply-add chain inside the timed
 //! region was tried first. Unfenced, the out-of-order core ran it beside the round trip's own
-//! waits (a chain costing 17 % of a round trip alone added 4 %, one seeded by the received
-//! message added nothing measurable: the clock read does not wait for it); fenced with
-//! `lfence`, the fence alone cost 11 ns, 8.6 % of a round trip, so no size under that could be
-//! made. Added nanoseconds are exact at every size; what they check is the protocol and the
+//! waits (a chain added a fraction of its own cost, and one seeded by the received message
+//! added nothing measurable: the clock read does not wait for it); fenced with `lfence`, the
+//! fence alone cost a sizeable share of a round trip, so no size under it could be made. Added nanoseconds are exact at every size; what they check is the protocol and the
 //! statistics against this machine's noise, which is what the calibration is for.
 
 use std::fmt::Write as _;

@@ -214,7 +214,7 @@ fn numbers(md: &mut String, report: &Report) {
         let _ = writeln!(
             md,
             "![lockstep: one session round by round, and every session](rounds.svg)\n\n\
-             Why lockstep: this VM's speed flips between two states about once a second. In `rounds.svg` the arms' batch medians jump \
+             Why lockstep: a machine's speed can flip between states while the builds are measured. In `rounds.svg` the arms' batch medians jump \
              together when it does (top), while their ratio to release's batch of the same round stays put (middle); whole sessions \
              of new processes differ by a per-process effect (bottom), so sessions are the unit of the intervals.\n"
         );

@@ -184,7 +184,8 @@ pub struct Speeds {
 }
 
 /// How far apart two speeds must be to be named (log space, 2 %): closer modes are within a
-/// verdict's threshold of each other, and a session's own spread is 1–6 %.
+/// verdict's threshold of each other, and within a session's own spread (docs/findings.md,
+/// "A session's spread is its processes', not its rounds'").
 pub const SPEEDS_APART: f64 = 0.02;
 
 /// Whether session values fall into two speeds: a mixture of two normals (fitted by EM) is

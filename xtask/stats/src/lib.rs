@@ -195,8 +195,8 @@ pub fn capture_nested(
         .filter(|x| x.is_finite())
         .collect();
     oracle_gains.sort_by(f64::total_cmp);
-    // A share of a gain that may be none is no figure (a quick run once read 20,233 %
-    // [−8,485, 9,857] of an oracle gain of 0.1 %).
+    // A share of a gain that may be none is no figure: divided by a gain near 0, the share
+    // and its interval run to absurd values.
     if ratios.is_empty() || quantile_sorted(&oracle_gains, 0.025) <= 0.0 {
         bail!(
             "the oracle's gain over the reference ({go:.1} %) is not distinguishable from 0: no share to give"

@@ -147,8 +147,9 @@ pub fn sd(values: &[f64]) -> f64 {
 
 /// The share of sessions trimmed from each end: the estimate is the 20 % trimmed mean of the
 /// session values. Session values are skewed and heavy-tailed (a process that drew a bad
-/// layout or state sits 3 to 5 sd out), and a plain mean's t interval then undercovers at the
-/// session counts used here (93 % at ±1 % on recorded tokio sessions, one comparison 90 %);
+/// layout or state sits several sd out), and a plain mean's t interval then undercovers at the
+/// session counts used here (simulated on recorded sessions: docs/findings.md, "Sessions are
+/// skewed: a trimmed mean keeps the interval honest");
 /// the trimmed mean with its winsorized spread (Tukey and McLaughlin; Yuen) keeps 95 %.
 pub const TRIM: f64 = 0.2;
 
@@ -156,8 +157,8 @@ pub const TRIM: f64 = 0.2;
 /// of freedom are one fewer). The standard error is Tukey and McLaughlin's, the winsorized sd
 /// over `(1 − 2·TRIM)·√n` (Wilcox's form: the nominal trim, h = n − 2·⌊TRIM·n⌋); below five
 /// values nothing is trimmed and it is the plain mean's `s/√n`. (Yuen's `(n − 1)·s_w² /
-/// (h·(h − 1))` is up to 9 % narrower at 12 sessions; with it the simulated coverage fell to
-/// 92.4 % on one comparison.)
+/// (h·(h − 1))` is up to 9 % narrower at 12 sessions; with it the simulated coverage fell
+/// below 95 % on one comparison.)
 pub fn trimmed(values: &[f64]) -> (f64, f64, usize) {
     let n = values.len();
     assert!(n >= 1, "a trimmed mean of no values");

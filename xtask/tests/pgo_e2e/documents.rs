@@ -164,8 +164,8 @@ fn the_instructions_are_broken_down_by_function_and_add_up() {
             .iter()
             .map(|f| f["per_message"].as_f64().unwrap())
             .sum();
-        // The files' totals leave out the few instructions after the last dump (2 in every
-        // file here), the same in both runs: they cancel, to float rounding.
+        // The files' totals leave out the few instructions after the last dump, the same in
+        // both runs: they cancel, to float rounding.
         assert!((sum - total).abs() < 0.01, "{sum} against {total}: {c}");
         let (w, b) = (
             c["workload"].as_str().unwrap(),

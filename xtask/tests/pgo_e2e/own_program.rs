@@ -5,7 +5,7 @@
 //! `-Ctarget-cpu=x86-64-v3`: every build must carry it (each executable says what it was
 //! compiled to assume), as `cargo build` there would, and the profile still applies. Release
 //! is relinked in four other function orders: the layout floor of a whole-process workload
-//! whose runs take about 50 ms (40,000 held-out records).
+//! (40,000 held-out records a run).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -202,8 +202,8 @@ pub fn commit_all(dir: &Path, message: &str) -> String {
 static OWN_RUN: Slot = Mutex::new(None);
 
 /// The small workspace's good run (`cargo mty pgo` on its pgo.toml), shared by the tests
-/// that need a pipeline's artifacts but not Mighty's: its builds take seconds, not the
-/// half-minute of each fat-LTO build of `mty-bench`. Its tests take turns as on [`good_run`].
+/// that need a pipeline's artifacts but not Mighty's: its builds are quick next to each
+/// fat-LTO build of `mty-bench`. Its tests take turns as on [`good_run`].
 pub fn own_run() -> Turn {
     turn(&OWN_RUN, make_own_run)
 }
@@ -446,8 +446,8 @@ fn a_registry_crates_program_is_built_trained_and_measured_whole_process() {
     // The command's own figure is its processing time: of the order of the run's wall time.
     // The two are measured in different sessions, and the other test thread may be building
     // beside some of them, so they are compared within a factor of two: what this catches is
-    // the wrong number read (another key, another unit), not the process's start (about 1 ms
-    // of 62; the own clock once read 62.5 ms against a wall of 61.5 ms).
+    // the wrong number read (another key, another unit), not the process's start, a small
+    // part of a run.
     let median = |w: usize| {
         report["workloads"][w]["rows"][0]["median_ns"]
             .as_f64()

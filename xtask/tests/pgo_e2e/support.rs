@@ -172,8 +172,8 @@ pub fn xtask_with(
 
 /// How long one xtask run of a test may take before it is killed and the test fails: a
 /// hang must fail the run with what it printed, not hold CI until its own deadline. The good
-/// run on a cold target directory is the longest (a few minutes here);
-/// `MTY_TEST_XTASK_TIMEOUT_SECS` changes it (900 s by default: nine times a cold good run here).
+/// run on a cold target directory is the longest; `MTY_TEST_XTASK_TIMEOUT_SECS` changes it
+/// (900 s by default, several times a cold good run: docs/results/2026-12-03-test-suite-time.md).
 fn xtask_deadline() -> std::time::Duration {
     let secs = std::env::var("MTY_TEST_XTASK_TIMEOUT_SECS")
         .ok()

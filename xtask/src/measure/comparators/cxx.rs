@@ -2,7 +2,7 @@
 //! the executable records the compiler (path and version), the arguments, and every file
 //! the last compile read (g++'s own `-MD` list: the source and each header, asio's
 //! included) with its size and modification time. A cold run still compiles (asio's
-//! channel takes about five seconds here); a rerun of the report does not.
+//! channel is slow to compile); a rerun of the report does not.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -97,7 +97,8 @@ pub type Captures = Vec<(String, Option<f64>)>;
 ///
 /// of those, the one whose smallest capture is the largest; `None` (keep the config's) when
 /// there is none. Where the smallest capture is need not be where the gain is: the smallest
-/// is often the noisiest workload's (a contended one's capture scatters by ±20 points), and
+/// is often the noisiest workload's (a contended one's capture scatters widely:
+/// docs/findings.md, "Tune by measuring captures, in rounds, past the layout floor"), and
 /// requiring the gain there would keep every real gain elsewhere out. Without any capture
 /// (no oracle gain anywhere) it falls back to the gains: [`choose_by_gain`].
 pub fn choose<'a>(mixes: &'a [Mix], config: &[(String, Option<f64>)]) -> Option<&'a Mix> {

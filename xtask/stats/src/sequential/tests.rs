@@ -131,15 +131,15 @@ fn recorded() -> Recorded {
 
 /// What a file does in the simulation (log space): every arm runs from a fresh copy of its
 /// file every session, so each arm's file moves each session's value by an effect drawn anew.
-/// A build against a copy of itself moved by 0.3 % at most, and the sessions' spread did not
-/// grow with per-session copies (docs/results/2026-12-04-fresh-copies.md).
+/// The most a build moved against a copy of itself in the recorded runs, and the sessions'
+/// spread did not grow with per-session copies (docs/results/2026-12-04-fresh-copies.md).
 const FILE_SD: f64 = 0.003;
 
 /// The run component's truth (log space): what every session of one run shares for one build.
-/// Four runs of the same executables with per-session copies: one build of nine on the
-/// single-thread workloads, `try_send`'s lto, scattered beyond its intervals (about 1 % sd);
-/// the others showed none (p 0.5 to 0.9). Drawn at 1 % for `try_send`'s lto, none for the
-/// others (docs/results/2026-12-04-fresh-copies.md).
+/// Runs of the same executables with per-session copies showed a run component for one
+/// single-thread build, `try_send`'s lto, and none for the others
+/// (docs/results/2026-12-04-fresh-copies.md). Drawn at 1 % for `try_send`'s lto, none for the
+/// others.
 const RUN_SD_ONE: f64 = 0.010;
 
 /// How one simulated run treats its comparisons.
@@ -665,8 +665,8 @@ struct RecordedComparison {
 /// Whole-process pairs keep their coverage, resampled from recorded ones: each comparison's
 /// sessions less its own trimmed mean, pooled (so the sessions' own components, and the
 /// pairs' tails, are the recorded ones), drawn with replacement as whole sessions, scaled
-/// as recorded or three times as wide (this VM kind's noisy hours: a pair's robust sd 3–5 %
-/// where the recordings' is about 1.3 %), an effect added; the rule as `measure::judge` runs
+/// as recorded or three times as wide (as wide as pairs in a noisy hour:
+/// docs/results/2026-12-04-whole-process-pairs.md), an effect added; the rule as `measure::judge` runs
 /// it on a first run ([`whole_process_stop`]: a pilot of 4 sessions of 6 pairs, ±1 %, pairs
 /// the unit as with `measure.fresh_copies`; and, for comparison, with the pooling test). The
 /// truth is what the 20 % trimmed mean estimates in that population: the effect plus the
