@@ -16,7 +16,7 @@ use crate::measure::session::Metric;
 use crate::measure::{BASELINE, BASELINE_AGAIN};
 use stats::median;
 
-pub mod against;
+pub mod commits;
 pub mod history;
 pub mod insight;
 pub mod outputs;

@@ -3,4 +3,4 @@
 
 pub mod exec;
 pub mod fsx;
-pub mod stage;
+pub mod stages;

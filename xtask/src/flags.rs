@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 
 /// The PGO pipeline and its companions, for this workspace or another (`--manifest-path`).
 #[derive(Debug, Parser)]

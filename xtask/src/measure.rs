@@ -13,13 +13,13 @@ pub mod instructions;
 pub mod lockstep;
 pub mod machine;
 pub mod process_arm;
+pub mod program;
 pub mod progress;
 pub mod schedule;
 pub mod service;
 pub mod service_arm;
 pub mod session;
 pub mod stops;
-pub mod workload;
 
 pub use arms::{AB_NEW, BASELINE, BASELINE_AGAIN, MeasuredArm, arms, layout_arm, layout_arms_of};
 pub use progress::{Group, groups};

@@ -21,7 +21,7 @@ mod shipped;
 mod stage;
 mod tune;
 
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 use crate::flags::{
     AbArgs, CalibrateArgs, CommonFlags, ExportArgs, MeasureFlags, PgoArgs, RunFlags, TuneArgs,
 };

@@ -8,7 +8,7 @@ pub mod plot;
 pub mod publish;
 pub mod table;
 pub mod words;
-pub mod workloads;
+pub mod workload_ratios;
 
 use std::path::{Path, PathBuf};
 
@@ -73,7 +73,7 @@ pub struct Report {
     /// The stages of the run that wrote this report, before the report itself: which ran
     /// and which were reused (up to date), with their fingerprints and seconds.
     #[serde(default)]
-    pub stages: Vec<crate::base::stage::StageRun>,
+    pub stages: Vec<crate::base::stages::StageRun>,
     /// The BOLT stage's record, when it ran: its profile, BOLT's report, the proof.
     #[serde(default)]
     pub bolt: Option<crate::analysis::outputs::BoltBuild>,

@@ -535,7 +535,7 @@ fn session_row(
             .collect();
         median(&per_session).unwrap_or(f64::NAN)
     };
-    let totals: Vec<&crate::measure::workload::WorkloadLine> = sessions
+    let totals: Vec<&crate::measure::program::WorkloadLine> = sessions
         .iter()
         .filter_map(|s| {
             let i = s.arms.iter().position(|a| a == build)?;

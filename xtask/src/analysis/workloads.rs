@@ -204,7 +204,7 @@ mod tests {
             let t = tail.as_ref().expect("reported");
             assert!(t.ci_low_pct > 7.9 && t.ci_high_pct < 8.6, "{t:?}");
         }
-        let line = crate::report::workloads::render_table(&got);
+        let line = crate::report::workload_ratios::versus_lines(&got);
         assert!(line.contains("mailbox / tokio on release"), "{line}");
         assert!(line.contains("instructions per message 1.114×"), "{line}");
     }
@@ -217,7 +217,7 @@ mod tests {
         }
         let got = analyze(&s, &[], &versus_config(), &[]).unwrap();
         assert!(got[0].p99.is_some() && got[0].p999.is_none(), "{got:?}");
-        let line = crate::report::workloads::render_table(&got);
+        let line = crate::report::workload_ratios::versus_lines(&got);
         assert!(line.contains("p99.9 not reported"), "{line}");
     }
 

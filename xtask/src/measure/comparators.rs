@@ -78,7 +78,7 @@ pub fn nearest_rank(sorted: &[u64], q: f64) -> u64 {
 
 pub fn parse_values(stdout: &str) -> Result<ValuesLine> {
     let parsed: ValuesLine =
-        crate::measure::workload::parse_last_line(stdout, "a JSON line with `values_ns`")?;
+        crate::measure::program::parse_last_line(stdout, "a JSON line with `values_ns`")?;
     if parsed.values_ns.is_empty() {
         bail!("it reported no values");
     }

@@ -27,8 +27,8 @@ use anyhow::{Context, Result, bail};
 use indicatif::ProgressBar;
 
 use crate::config::{Measure, Mode, Workload};
+use crate::measure::program::parse_line;
 use crate::measure::session::{Arm, Batch, Session, Timing};
-use crate::measure::workload::parse_line;
 use stats::SplitMix64;
 
 mod arm;
@@ -134,7 +134,7 @@ pub fn spawn(
     // are of one length, so the offset alone sets how much longer `argv[0]` is.)
     let mut shift = || {
         if cfg.shift_heap {
-            rng.below(crate::measure::workload::MAX_SHIFT)
+            rng.below(crate::measure::program::MAX_SHIFT)
         } else {
             0
         }
@@ -165,8 +165,8 @@ pub fn spawn(
         let exe = copies.as_ref().map_or(&arm.exe, |c| &c.exes[i]);
         let cmd = match workload.mode {
             // Paths already resolved against the workspace (`Ctx::measure_config`).
-            Mode::Lockstep => crate::measure::workload::with_setting(
-                crate::measure::workload::pinned_shifted(exe, core, shifts[i])
+            Mode::Lockstep => crate::measure::program::with_setting(
+                crate::measure::program::pinned_shifted(exe, core, shifts[i])
                     .args(arm.args.iter().cloned()),
                 workload,
             ),

@@ -82,7 +82,7 @@ impl Spec {
 pub fn command(spec: &Spec, core: Option<usize>) -> Result<Cmd> {
     let me = std::env::current_exe().context("cannot find xtask's own executable")?;
     let json = serde_json::to_string(spec).expect("paths and strings serialize");
-    Ok(crate::measure::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
+    Ok(crate::measure::program::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
 }
 
 /// `cargo-mty __process-arm SPEC --lockstep N`: exits 0 after `q` or when the coordinator is gone,
@@ -170,7 +170,7 @@ fn serve(
     let mut shift = move || {
         shifts
             .as_mut()
-            .map_or(0, |rng| rng.below(crate::measure::workload::MAX_SHIFT))
+            .map_or(0, |rng| rng.below(crate::measure::program::MAX_SHIFT))
     };
     run_once(spec, shift()).context("its warm-up run failed")?;
     let warm_up = children_usage();
@@ -255,7 +255,7 @@ fn run_once(spec: &Spec, shift: usize) -> Result<f64> {
 
 /// One run of `spec`'s command from the executable `exe`.
 fn run_file(spec: &Spec, exe: &Path, shift: usize) -> Result<f64> {
-    let mut cmd = Command::new(crate::measure::workload::shifted(exe, shift));
+    let mut cmd = Command::new(crate::measure::program::shifted(exe, shift));
     cmd.args(&spec.args)
         .envs(&spec.env)
         .stdout(if spec.pipe_stdout || spec.metric.is_some() {
@@ -322,7 +322,7 @@ fn run_file(spec: &Spec, exe: &Path, shift: usize) -> Result<f64> {
 /// The number under `key` in the JSON object of the last non-empty line of `stdout`.
 pub(crate) fn metric(stdout: &str, key: &str) -> Result<f64> {
     let line: serde_json::Value =
-        crate::measure::workload::parse_last_line(stdout, "a JSON object")?;
+        crate::measure::program::parse_last_line(stdout, "a JSON object")?;
     match line.get(key).and_then(serde_json::Value::as_f64) {
         Some(v) if v > 0.0 && v.is_finite() => Ok(v),
         Some(v) => bail!("`{key}` is {v}: a sample must be a positive number of ns"),
@@ -427,7 +427,7 @@ mod tests {
             // Three runs of a shell: each at least a spawn's worth, the batch longer than two.
             assert!(median > 10_000.0 && elapsed > 2.0 * median, "{turn}");
         }
-        let closing: crate::measure::workload::WorkloadLine =
+        let closing: crate::measure::program::WorkloadLine =
             serde_json::from_value(lines[3].clone()).expect("a report xtask parses");
         assert!(closing.median_ns > 10_000 && closing.max_ns >= closing.median_ns);
         assert_eq!(lines[3]["runs"], 6);

@@ -536,7 +536,7 @@ pub fn run_once(
     timeout: Duration,
 ) -> Result<Option<Stopped>> {
     if w.mode != crate::config::Mode::Service {
-        let mut cmd = crate::measure::workload::command(exe, w, root);
+        let mut cmd = crate::measure::program::command(exe, w, root);
         for (k, v) in env {
             cmd = cmd.env(k, v);
         }

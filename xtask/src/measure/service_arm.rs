@@ -26,7 +26,7 @@ pub const SUBCOMMAND: &str = "__service-arm";
 pub fn command(spec: &Spec, core: Option<usize>) -> Result<crate::base::exec::Cmd> {
     let me = std::env::current_exe().context("cannot find xtask's own executable")?;
     let json = serde_json::to_string(spec).expect("paths and strings serialize");
-    Ok(crate::measure::workload::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
+    Ok(crate::measure::program::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
 }
 
 /// The CPUs this thread may run on.
@@ -230,7 +230,7 @@ fn serve(
             let primary = read(metric)?;
             // The driver's own tail, where its last line has one; else the primary figure.
             let last: Option<serde_json::Value> =
-                crate::measure::workload::parse_last_line(&stdout, "a JSON object").ok();
+                crate::measure::program::parse_last_line(&stdout, "a JSON object").ok();
             let tail = |key: &str| {
                 if key == metric || last.as_ref().is_none_or(|l| l.get(key).is_none()) {
                     Ok(primary)

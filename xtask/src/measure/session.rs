@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::measure::workload::WorkloadLine;
+use crate::measure::program::WorkloadLine;
 
 /// A figure of a batch that a comparison judges, with its extraction. A new metric is a
 /// variant here, its place in [`Metric::ALL`], its name and its extraction in

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{fresh, guard};
 use crate::base::fsx;
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 use crate::config::{self, LoadedConfig};
 use crate::flags::CommonFlags;
 use crate::toolchain::build::{Build, Built};

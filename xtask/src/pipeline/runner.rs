@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use super::ctx::Ctx;
 use super::fresh::{Artifacts, Inputs, Recorded, missing_artifact};
-use crate::base::stage::{Outcome, Stage, StageRun};
+use crate::base::stages::{Outcome, Stage, StageRun};
 
 /// Times each stage; prints a table of them at the end, even when the pipeline failed.
 #[derive(Default)]

@@ -2,7 +2,7 @@
 //! (`inputs`), its run (`run`: the work, or the recorded output while those inputs are
 //! unchanged), its own check, its output type and what it prints. `alone` runs it on the
 //! recorded outputs of the stages before it (`cargo xtask pgo <STAGE>`). The modules are
-//! declared from the stage list in `crate::base::stage`: a new stage is its file, a line there
+//! declared from the stage list in `crate::base::stages`: a new stage is its file, a line there
 //! and its call in `pipeline()`.
 
 use std::path::Path;
@@ -12,13 +12,13 @@ use anyhow::Result;
 use super::ctx::Ctx;
 use super::fresh::Inputs;
 use super::runner::Timer;
-use crate::base::stage::Outcome;
-use crate::base::stage::Stage;
+use crate::base::stages::Outcome;
+use crate::base::stages::Stage;
 use crate::flags::PgoArgs;
 use crate::toolchain::build::Build;
 use crate::toolchain::tools::Toolchain;
 
-/// A stage's module, and its `alone`, for each line of the stage list (`crate::base::stage`).
+/// A stage's module, and its `alone`, for each line of the stage list (`crate::base::stages`).
 macro_rules! stage_files {
     ($($variant:ident $file:ident $help:literal;)*) => {
         $(pub mod $file;)*
@@ -34,7 +34,7 @@ macro_rules! stage_files {
         }
     };
 }
-crate::base::stage::for_each_stage!(stage_files);
+crate::base::stages::for_each_stage!(stage_files);
 
 /// What every build depends on: the toolchain, the sources that go into mty-bench, the
 /// binary's name, and this build's cargo profile and flags.

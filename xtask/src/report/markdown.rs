@@ -4,7 +4,7 @@
 mod bolt;
 mod functions;
 mod recorded;
-mod sessions;
+mod stopping;
 
 use std::fmt::Write as _;
 
@@ -31,10 +31,10 @@ pub fn render_markdown(report: &Report) -> String {
     if let Some(b) = &report.bolt {
         bolt::render(&mut md, b);
     }
-    crate::report::workloads::render_markdown(&mut md, &report.versus);
+    crate::report::workload_ratios::versus_markdown(&mut md, &report.versus);
     comparators(&mut md, report);
     recorded::render(&mut md, report);
-    sessions::render(&mut md, &report.stopped);
+    stopping::render(&mut md, &report.stopped);
     recorded::raw_nanos(&mut md, report);
     interpretation(&mut md, report);
     md

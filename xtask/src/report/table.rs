@@ -58,7 +58,7 @@ pub fn render_table(report: &Report) -> String {
         }
         out.push('\n');
     }
-    out.push_str(&super::workloads::render_table(&report.versus));
+    out.push_str(&super::workload_ratios::versus_lines(&report.versus));
     if let Some(a) = &report.against {
         let _ = writeln!(
             out,

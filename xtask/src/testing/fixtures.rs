@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use crate::analysis::outputs::ProfileInfo;
 use crate::config::{Measure, Versus, Workload};
 use crate::measure::instructions::InstructionCount;
+use crate::measure::program::parse_line;
 use crate::measure::session::{Batch, Session};
-use crate::measure::workload::parse_line;
 use crate::report::{Environment, Report, SCHEMA};
 use crate::toolchain::build::{Build, Built};
 use crate::toolchain::warnings::{ApplyReport, CrateCounts};
@@ -205,11 +205,11 @@ pub fn full_report() -> Report {
     let mut r = report();
     r.profile.origin = "bundle /ci/bundles/merged: trained at commit 0123456789ab with rustc 1.95.0, 1 training workload(s)".into();
     r.stages = [
-        ("instrument", crate::base::stage::Outcome::Skipped),
-        ("merge", crate::base::stage::Outcome::Reused),
-        ("measure", crate::base::stage::Outcome::Ran),
+        ("instrument", crate::base::stages::Outcome::Skipped),
+        ("merge", crate::base::stages::Outcome::Reused),
+        ("measure", crate::base::stages::Outcome::Ran),
     ]
-    .map(|(stage, outcome)| crate::base::stage::StageRun {
+    .map(|(stage, outcome)| crate::base::stages::StageRun {
         stage: stage.into(),
         seconds: 1.0,
         outcome,

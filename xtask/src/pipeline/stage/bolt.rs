@@ -27,7 +27,7 @@ use crate::analysis::outputs::BoltBuild;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::runner::{self, Timer};
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 use crate::toolchain::tools::Toolchain;
 
 impl Artifacts for BoltBuild {

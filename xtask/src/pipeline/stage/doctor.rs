@@ -7,7 +7,7 @@ use crate::flags::PgoArgs;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::Artifacts;
 use crate::pipeline::runner::Timer;
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 use crate::toolchain::tools::{self, Toolchain};
 
 /// Checks the toolchain and records it.

@@ -15,7 +15,7 @@ use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::profile;
 use crate::pipeline::runner::{self, Timer};
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 
 use crate::config::Workload;
 use crate::base::exec::Cmd;

@@ -12,7 +12,7 @@ use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::profile::{PROFILE_RUNTIME_MARKER, contains_bytes};
 use crate::pipeline::runner::{self, Timer};
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 use crate::toolchain::tools::Toolchain;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -30,7 +30,7 @@ use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::runner::{self, Timer};
 use crate::toolchain::relink::{self, Moved};
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 use crate::toolchain::tools::Toolchain;
 
 /// The linker flag of a variant, `{seed}` replaced by its seed.

@@ -21,7 +21,7 @@ use crate::pipeline::profile::{
 };
 use crate::pipeline::runner::{self, Timer};
 use crate::pipeline::shipped;
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 use crate::toolchain::tools::Toolchain;
 
 /// An indexed profile produced by `merge` from this run's training.

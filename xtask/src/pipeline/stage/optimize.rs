@@ -14,7 +14,7 @@ use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::profile::{PROFILE_RUNTIME_MARKER, check_indexed_profile, contains_bytes};
 use crate::pipeline::runner::{self, Timer};
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 use crate::toolchain::tools::Toolchain;
 use crate::toolchain::warnings::ApplyReport;
 

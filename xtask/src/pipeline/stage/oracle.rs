@@ -12,7 +12,7 @@ use crate::analysis::outputs::InsightReport;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::Inputs;
 use crate::pipeline::runner::{self, Timer};
-use crate::base::stage::Stage;
+use crate::base::stages::Stage;
 use crate::toolchain::tools::Toolchain;
 
 fn inputs(ctx: &Ctx, toolchain: &Toolchain, insight: &InsightReport) -> Result<Inputs> {

@@ -17,7 +17,7 @@ use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::runner::{self, Timer};
 use crate::report::{self, Report};
-use crate::base::stage::{Stage, StageRun};
+use crate::base::stages::{Stage, StageRun};
 use crate::toolchain::tools::Toolchain;
 
 /// What the report stage records: where report.json is, and its content hash (the other
@@ -173,7 +173,7 @@ fn render(
             Some(report::Against {
                 rev: theirs.rev.clone(),
                 commit: theirs.commit.clone(),
-                results: crate::analysis::against::against(
+                results: crate::analysis::commits::against(
                     &workloads,
                     &measured.sessions,
                     &pairs,

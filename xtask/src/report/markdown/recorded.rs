@@ -100,10 +100,10 @@ pub(super) fn render(md: &mut String, report: &Report) {
             .iter()
             .map(|s| {
                 let outcome = match s.outcome {
-                    crate::base::stage::Outcome::Ran => "ran",
-                    crate::base::stage::Outcome::Reused => "reused (up to date)",
-                    crate::base::stage::Outcome::Skipped => "skipped",
-                    crate::base::stage::Outcome::Failed => "failed",
+                    crate::base::stages::Outcome::Ran => "ran",
+                    crate::base::stages::Outcome::Reused => "reused (up to date)",
+                    crate::base::stages::Outcome::Skipped => "skipped",
+                    crate::base::stages::Outcome::Failed => "failed",
                 };
                 format!("{} {outcome}", s.stage)
             })

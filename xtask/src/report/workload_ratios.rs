@@ -1,5 +1,5 @@
 //! `measure.versus`'s answer in words: workload against workload on the same build, as the
-//! terminal's lines and report.md's section.
+//! terminal's lines and report.md's section, each ratio with its interval.
 
 use std::fmt::Write as _;
 
@@ -7,7 +7,7 @@ use crate::analysis::workloads::VersusResult;
 use stats::Estimate;
 
 /// "1.04× [1.03, 1.05]".
-pub fn describe(e: &Estimate) -> String {
+pub fn ratio(e: &Estimate) -> String {
     let r = |pct: f64| 1.0 + pct / 100.0;
     format!(
         "{:.3}× [{:.3}, {:.3}]",
@@ -17,18 +17,17 @@ pub fn describe(e: &Estimate) -> String {
     )
 }
 
-fn tail(e: &Option<Estimate>) -> String {
-    e.as_ref()
-        .map_or_else(|| "not reported".to_string(), describe)
+fn ratio_or_none(e: &Option<Estimate>) -> String {
+    e.as_ref().map_or_else(|| "not reported".to_string(), ratio)
 }
 
-fn instr(r: &VersusResult) -> String {
+fn instructions_ratio(r: &VersusResult) -> String {
     r.instructions_ratio
         .map_or_else(|| "not counted".to_string(), |x| format!("{x:.3}×"))
 }
 
 /// The terminal lines (none when nothing was compared).
-pub fn render_table(results: &[VersusResult]) -> String {
+pub fn versus_lines(results: &[VersusResult]) -> String {
     let mut out = String::new();
     for r in results {
         let _ = writeln!(
@@ -37,17 +36,17 @@ pub fn render_table(results: &[VersusResult]) -> String {
             r.subject,
             r.reference,
             r.build,
-            describe(&r.median),
-            tail(&r.p99),
-            tail(&r.p999),
-            instr(r)
+            ratio(&r.median),
+            ratio_or_none(&r.p99),
+            ratio_or_none(&r.p999),
+            instructions_ratio(r)
         );
     }
     out
 }
 
 /// report.md's section (none when nothing was compared).
-pub fn render_markdown(md: &mut String, results: &[VersusResult]) {
+pub fn versus_markdown(md: &mut String, results: &[VersusResult]) {
     let Some(first) = results.first() else {
         return;
     };
@@ -70,10 +69,10 @@ pub fn render_markdown(md: &mut String, results: &[VersusResult]) {
             r.subject,
             r.reference,
             r.build,
-            describe(&r.median),
-            tail(&r.p99),
-            tail(&r.p999),
-            instr(r)
+            ratio(&r.median),
+            ratio_or_none(&r.p99),
+            ratio_or_none(&r.p999),
+            instructions_ratio(r)
         );
     }
     md.push('\n');
