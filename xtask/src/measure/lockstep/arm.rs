@@ -40,7 +40,7 @@ impl RunningArm {
                     if tries < 50
                         && e.chain().any(|c| {
                             c.downcast_ref::<std::io::Error>()
-                                .is_some_and(|io| io.raw_os_error() == Some(26))
+                                .is_some_and(|io| io.raw_os_error() == Some(libc::ETXTBSY))
                         }) =>
                 {
                     tries += 1;
