@@ -1,6 +1,14 @@
-//! The command line.
+//! The command line, read by clap (derive).
+//!
+//! clap reads the words and each value (through a parser of ours, which says what is wrong
+//! with a bad one); [`parse`] checks the flags that depend on each other and words what clap
+//! refused. The messages are this program's own, not clap's: the tests, and whoever reads
+//! the tail of its stderr, match them. No `--help`: any mistake prints [`USAGE`].
 
 use std::path::PathBuf;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Parser, Subcommand};
 
 use crate::generator::Mix;
 
@@ -42,32 +50,65 @@ pub enum Run {
     Lockstep { batch: u64, warmup: u64 },
 }
 
+/// The words as clap reads them, before [`parse`] makes a [`Command`] of them.
+#[derive(Parser)]
+#[command(
+    name = "agent-pipeline",
+    disable_help_flag = true,
+    disable_help_subcommand = true,
+    disable_version_flag = true
+)]
+struct Cli {
+    /// `None`: no arguments at all.
+    #[command(subcommand)]
+    command: Option<Verb>,
+}
+
+/// Each flag takes the next word as its value whatever it starts with (`allow_hyphen_values`):
+/// `--repeat -1` is a bad number, not a missing one.
+#[derive(Subcommand)]
+enum Verb {
+    /// Pushes the records through the pipeline.
+    Run {
+        /// The records (JSON lines); stdin without it.
+        #[arg(long, allow_hyphen_values = true)]
+        input: Option<PathBuf>,
+        /// Every record this many times (1 without it); whole runs only.
+        #[arg(long, allow_hyphen_values = true, value_parser = at_least_one("--repeat"))]
+        repeat: Option<u64>,
+        /// Serve the lockstep protocol, each batch this many records.
+        #[arg(long, allow_hyphen_values = true, value_parser = at_least_one("--lockstep"))]
+        lockstep: Option<u64>,
+        /// Records streamed before the lockstep protocol starts (1000 without it).
+        #[arg(long, allow_hyphen_values = true, value_parser = number("--warmup"))]
+        warmup: Option<u64>,
+    },
+    /// Writes deterministic records to stdout.
+    Gen {
+        #[arg(long, allow_hyphen_values = true, value_parser = number("--seed"))]
+        seed: u64,
+        #[arg(long, allow_hyphen_values = true, value_parser = number("--records"))]
+        records: u64,
+        #[arg(long, allow_hyphen_values = true, value_parser = mix)]
+        mix: Mix,
+    },
+}
+
 /// Parses the arguments after the program name.
 pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> {
-    let mut args = args.into_iter();
-    let command = args.next().ok_or("no command: `run` or `gen`")?;
-    let mut flags = Flags::default();
-    while let Some(flag) = args.next() {
-        let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));
-        let slot = match (command.as_str(), flag.as_str()) {
-            ("run", "--input") => &mut flags.input,
-            ("run", "--repeat") => &mut flags.repeat,
-            ("run", "--lockstep") => &mut flags.lockstep,
-            ("run", "--warmup") => &mut flags.warmup,
-            ("gen", "--seed") => &mut flags.seed,
-            ("gen", "--records") => &mut flags.records,
-            ("gen", "--mix") => &mut flags.mix,
-            ("run" | "gen", _) => return Err(format!("`{command}` takes no `{flag}`")),
-            _ => return Err(format!("unknown command `{command}`: `run` or `gen`")),
-        };
-        if slot.replace(value()?).is_some() {
-            return Err(format!("`{flag}` given twice"));
-        }
-    }
-    match command.as_str() {
-        "run" => {
-            let input = flags.input.map(PathBuf::from);
-            let how = match (flags.lockstep, flags.repeat, flags.warmup) {
+    let args: Vec<String> = args.into_iter().collect();
+    let words = std::iter::once("agent-pipeline").chain(args.iter().map(String::as_str));
+    let cli = Cli::try_parse_from(words).map_err(|err| refusal(&err, args.first()))?;
+    match cli.command {
+        None => Err("no command: `run` or `gen`".into()),
+        Some(Verb::Gen { seed, records, mix }) => Ok(Command::Gen { seed, records, mix }),
+        Some(Verb::Run {
+            input,
+            repeat,
+            lockstep,
+            warmup,
+        }) => {
+            let how = match (lockstep, repeat, warmup) {
                 (Some(_), Some(_), _) => {
                     return Err("`--repeat` is for whole runs; lockstep cycles through the \
                                 input for as long as it is asked"
@@ -75,53 +116,64 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
                 }
                 (None, _, Some(_)) => return Err("`--warmup` goes with `--lockstep`".into()),
                 (Some(batch), None, warmup) => Run::Lockstep {
-                    batch: at_least_one("--lockstep", &batch)?,
-                    warmup: warmup.map_or(Ok(1000), |w| number("--warmup", &w))?,
+                    batch,
+                    warmup: warmup.unwrap_or(1000),
                 },
                 (None, repeat, None) => Run::Whole {
-                    repeat: repeat.map_or(Ok(1), |r| at_least_one("--repeat", &r))?,
+                    repeat: repeat.unwrap_or(1),
                 },
             };
             Ok(Command::Run { input, how })
         }
-        "gen" => {
-            let required = |value: Option<String>, flag: &str| {
-                value.ok_or_else(|| format!("`gen` needs `{flag}`"))
-            };
-            let seed = number("--seed", &required(flags.seed, "--seed")?)?;
-            let records = number("--records", &required(flags.records, "--records")?)?;
-            let mix = required(flags.mix, "--mix")?;
-            let mix = Mix::parse(&mix)
-                .ok_or_else(|| format!("`--mix` is `train` or `heldout`, not `{mix}`"))?;
-            Ok(Command::Gen { seed, records, mix })
-        }
-        _ => Err(format!("unknown command `{command}`: `run` or `gen`")),
     }
 }
 
-/// Each flag's value as given, at most once.
-#[derive(Default)]
-struct Flags {
-    input: Option<String>,
-    repeat: Option<String>,
-    lockstep: Option<String>,
-    warmup: Option<String>,
-    seed: Option<String>,
-    records: Option<String>,
-    mix: Option<String>,
+/// What clap refused, in the words of this program: a value's own parser says what is wrong
+/// with it; the rest names the flag (the command, for one that does not exist).
+fn refusal(err: &clap::Error, command: Option<&String>) -> String {
+    let command = command.map_or("", String::as_str);
+    if !matches!(command, "run" | "gen") {
+        return format!("unknown command `{command}`: `run` or `gen`");
+    }
+    // The flag clap names (`--repeat <REPEAT>`, or the first of those missing), alone.
+    let flag = match err.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => arg.as_str(),
+        Some(ContextValue::Strings(args)) => args.first().map_or("", String::as_str),
+        _ => "",
+    };
+    let flag = flag.split(' ').next().unwrap_or_default();
+    match err.kind() {
+        ErrorKind::ValueValidation => match std::error::Error::source(err) {
+            Some(why) => why.to_string(),
+            None => err.to_string(),
+        },
+        ErrorKind::InvalidValue => format!("`{flag}` needs a value"),
+        ErrorKind::ArgumentConflict => format!("`{flag}` given twice"),
+        ErrorKind::MissingRequiredArgument => format!("`{command}` needs `{flag}`"),
+        ErrorKind::UnknownArgument => format!("`{command}` takes no `{flag}`"),
+        _ => err.to_string(),
+    }
 }
 
-fn number(flag: &str, value: &str) -> Result<u64, String> {
-    value
-        .parse()
-        .map_err(|_| format!("`{flag}` takes a whole number, not `{value}`"))
+/// `flag`'s value as a whole number, or why not.
+fn number(flag: &'static str) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync {
+    move |value| {
+        value
+            .parse()
+            .map_err(|_| format!("`{flag}` takes a whole number, not `{value}`"))
+    }
 }
 
-fn at_least_one(flag: &str, value: &str) -> Result<u64, String> {
-    match number(flag, value)? {
+/// `flag`'s value as a whole number of at least 1, or why not.
+fn at_least_one(flag: &'static str) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync {
+    move |value| match number(flag)(value)? {
         0 => Err(format!("`{flag}` must be at least 1")),
         n => Ok(n),
     }
+}
+
+fn mix(value: &str) -> Result<Mix, String> {
+    Mix::parse(value).ok_or_else(|| format!("`--mix` is `train` or `heldout`, not `{value}`"))
 }
 
 #[cfg(test)]

@@ -1,6 +1,13 @@
 //! The command-line protocol every workload shares.
+//!
+//! Hand-written rather than clap: clap made every fat-LTO build of this binary (the pipeline
+//! makes several a run, instrumented and not) clearly slower and the binary larger, for a
+//! command line that xtask writes (docs/results/2026-12-05-clap-build-cost.md). The example
+//! program, whose command line people type, uses clap.
 
 use std::fmt;
+
+use crate::shared::{CAPACITY, PHASES, Phase, PolicyArg};
 
 pub const USAGE: &str = "\
 usage: mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
@@ -63,27 +70,19 @@ pub enum Workload {
 }
 
 impl Workload {
+    const ALL: [Workload; 4] = [
+        Workload::AgentSendLatency,
+        Workload::TokioMpscSendLatency,
+        Workload::AgentSendContended,
+        Workload::Train,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Workload::AgentSendLatency => "agent_send_latency",
             Workload::TokioMpscSendLatency => "tokio_mpsc_send_latency",
             Workload::AgentSendContended => "agent_send_contended",
             Workload::Train => "train",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PolicyArg {
-    Block,
-    Fail,
-}
-
-impl PolicyArg {
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyArg::Block => "block",
-            PolicyArg::Fail => "fail",
         }
     }
 }
@@ -116,7 +115,7 @@ pub struct Args {
     /// `agent_send_contended`: each runtime thread pinned to a CPU of its own.
     pub pin_workers: bool,
     /// `train` only: the one phase to run (`--phase`; every phase when not given).
-    pub phase: Option<crate::train::Phase>,
+    pub phase: Option<Phase>,
     /// The channel's capacity in messages (`--capacity`).
     pub capacity: usize,
 }
@@ -134,23 +133,19 @@ impl Args {
     /// A mailbox of `capacity` and `budget` bytes with the admission design and lane asked
     /// for (the policy is the caller's).
     pub fn mailbox(&self, capacity: usize, budget: usize) -> mty_runtime::Mailbox {
-        let mailbox =
-            mty_runtime::Mailbox::new(capacity, budget).single_sender_lane(self.single_lane);
-        match self.admission {
-            Some(admission) => mailbox.admission(admission),
-            None => mailbox,
-        }
+        crate::shared::mailbox(capacity, budget, self.admission, self.single_lane)
     }
 
+    /// The arguments after the program name. A flag given again takes its later value:
+    /// xtask appends `--messages N --warmup 0 --untimed` to a workload's own arguments.
     pub fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, ArgError> {
-        let workload = match argv.next().as_deref() {
-            Some("agent_send_latency") => Workload::AgentSendLatency,
-            Some("tokio_mpsc_send_latency") => Workload::TokioMpscSendLatency,
-            Some("agent_send_contended") => Workload::AgentSendContended,
-            Some("train") => Workload::Train,
-            Some(other) => return Err(ArgError(format!("unknown workload `{other}`"))),
-            None => return Err(ArgError("no workload given".into())),
-        };
+        let name = argv
+            .next()
+            .ok_or_else(|| ArgError("no workload given".into()))?;
+        let workload = Workload::ALL
+            .into_iter()
+            .find(|w| w.name() == name)
+            .ok_or_else(|| ArgError(format!("unknown workload `{name}`")))?;
         let mut args = Args {
             workload,
             messages: 200_000,
@@ -172,7 +167,7 @@ impl Args {
             single_lane: true,
             pin_workers: false,
             phase: None,
-            capacity: crate::latency::CAPACITY,
+            capacity: CAPACITY,
         };
         while let Some(flag) = argv.next() {
             let mut value = || {
@@ -188,9 +183,8 @@ impl Args {
                 "--capacity" => args.capacity = number(&flag, &value()?)?,
                 "--phase" => {
                     let name = value()?;
-                    args.phase = Some(crate::train::Phase::parse(&name).ok_or_else(|| {
-                        let names: Vec<&str> =
-                            crate::train::PHASES.iter().map(|p| p.name()).collect();
+                    args.phase = Some(Phase::parse(&name).ok_or_else(|| {
+                        let names: Vec<&str> = PHASES.iter().map(|p| p.name()).collect();
                         ArgError(format!(
                             "`--phase` takes one of {}, not `{name}`",
                             names.join(", ")
@@ -204,37 +198,16 @@ impl Args {
                 "--workers" => args.workers = number(&flag, &value()?)?,
                 "--budget-bytes" => args.budget_bytes = Some(number(&flag, &value()?)?),
                 "--admission" => {
-                    args.admission = match value()?.as_str() {
-                        "locked" => Some(mty_runtime::Admission::Locked),
-                        "atomic" => Some(mty_runtime::Admission::Atomic),
-                        other => {
-                            return Err(ArgError(format!(
-                                "`--admission` takes `locked` or `atomic`, not `{other}`"
-                            )));
-                        }
-                    }
+                    let locked = ("locked", mty_runtime::Admission::Locked);
+                    let atomic = ("atomic", mty_runtime::Admission::Atomic);
+                    args.admission = Some(either(&flag, &value()?, locked, atomic)?);
                 }
                 "--single-lane" => {
-                    args.single_lane = match value()?.as_str() {
-                        "on" => true,
-                        "off" => false,
-                        other => {
-                            return Err(ArgError(format!(
-                                "`--single-lane` takes `on` or `off`, not `{other}`"
-                            )));
-                        }
-                    }
+                    args.single_lane = either(&flag, &value()?, ("on", true), ("off", false))?;
                 }
                 "--policy" => {
-                    args.policy = match value()?.as_str() {
-                        "block" => PolicyArg::Block,
-                        "fail" => PolicyArg::Fail,
-                        other => {
-                            return Err(ArgError(format!(
-                                "`--policy` takes `block` or `fail`, not `{other}`"
-                            )));
-                        }
-                    }
+                    let (block, fail) = (("block", PolicyArg::Block), ("fail", PolicyArg::Fail));
+                    args.policy = either(&flag, &value()?, block, fail)?;
                 }
                 other => return Err(ArgError(format!("unknown flag `{other}`"))),
             }
@@ -276,6 +249,20 @@ impl Args {
             }
         }
         Ok(args)
+    }
+}
+
+/// `text` as the value named `a.0` or the one named `b.0`, or why neither.
+fn either<T>(flag: &str, text: &str, a: (&str, T), b: (&str, T)) -> Result<T, ArgError> {
+    if text == a.0 {
+        Ok(a.1)
+    } else if text == b.0 {
+        Ok(b.1)
+    } else {
+        let (a, b) = (a.0, b.0);
+        Err(ArgError(format!(
+            "`{flag}` takes `{a}` or `{b}`, not `{text}`"
+        )))
     }
 }
 
@@ -330,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_training_phase_is_named_and_only_for_train() {
-        for phase in crate::train::PHASES {
+        for phase in PHASES {
             let a = parse(&format!("train --phase {}", phase.name())).unwrap();
             assert_eq!(a.phase, Some(phase));
         }

@@ -21,7 +21,7 @@ use mty_lockstep::{Summary, Usage, clock_overhead_ns, new_histogram};
 use mty_runtime::{MailboxReceiver, MailboxSender, SmallPayload};
 
 use crate::args::Args;
-use crate::latency::{LatencyReport, report, serve_lockstep};
+use crate::report::{LatencyReport, report, serve_lockstep};
 
 /// `mty-bench agent_send_contended`.
 pub fn run(args: &Args) -> LatencyReport {

@@ -9,10 +9,17 @@
 //! mty-bench <workload> [--messages N] [--warmup N] [--policy block|fail] [--payload-bytes N]
 //! ```
 //! Each run prints one JSON line on stdout.
+//!
+//! The modules in layers, each importing only those below it: `shared` (capacity, policy,
+//! the training phases, the mailbox constructor), `args` (the command line), `report` (what
+//! the latency workloads print), the workloads `latency` and `contended`, then `train`, the
+//! training mix, which runs them.
 
 mod args;
 mod contended;
 mod latency;
+mod report;
+mod shared;
 mod train;
 
 use std::process::ExitCode;

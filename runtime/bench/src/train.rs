@@ -15,9 +15,9 @@ use std::time::Instant;
 use mty_runtime::{Mailbox, MailboxSender, Policy, SendError, SmallPayload, spawn_agent};
 use serde::Serialize;
 
-use crate::args::{Args, PolicyArg};
-use crate::contended;
-use crate::latency::{self, CAPACITY};
+use crate::args::Args;
+use crate::shared::{CAPACITY, PHASES, Phase, PolicyArg};
+use crate::{contended, latency};
 
 #[derive(Debug, Serialize)]
 pub struct TrainReport {
@@ -30,65 +30,6 @@ pub struct TrainReport {
     /// `try_send` calls refused with `Full`.
     pub refused_full: u64,
     pub elapsed_ms: u64,
-}
-
-/// A part of the training mix, run alone with `--phase`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// Round trips of empty messages through the mailbox, Block and Fail: the fast path
-    /// the latency workloads take.
-    MailboxEmpty,
-    /// Round trips of inline and heap payloads through the mailbox, Block and Fail.
-    MailboxPayloads,
-    /// Round trips through bare tokio mpsc (`send` and `try_send`), empty and with a payload.
-    Tokio,
-    /// Four Block senders against a byte budget that fills, on one thread and on two; the
-    /// channel's count never binds, so they wait in the mailbox's own admission.
-    Pressure,
-    /// Four Block senders against a channel whose count fills (capacity 8, bytes unbounded),
-    /// on one thread and on two: they wait in tokio's semaphore, a path bare tokio's round
-    /// trips never take.
-    PressureCount,
-    /// The measured contended workload's own code (`contended.rs`) with other inputs: six
-    /// senders of 24-byte messages, a budget of four of them, on two pinned workers (the
-    /// measured workload has four senders of 32 bytes, its validation workload five of 48).
-    /// A phase of its own code path left the harness's sender tasks, 8 % of that workload's
-    /// count, untrained: PGO compiled them as cold.
-    Contended,
-    /// Fail policy: fill the mailbox until it refuses, then drain it.
-    FillAndDrain,
-    /// Agents: a handler per message, stopped explicitly and by dropping every sender.
-    Agents,
-}
-
-pub const PHASES: [Phase; 8] = [
-    Phase::MailboxEmpty,
-    Phase::MailboxPayloads,
-    Phase::Tokio,
-    Phase::Pressure,
-    Phase::PressureCount,
-    Phase::Contended,
-    Phase::FillAndDrain,
-    Phase::Agents,
-];
-
-impl Phase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::MailboxEmpty => "mailbox-empty",
-            Phase::MailboxPayloads => "mailbox-payloads",
-            Phase::Tokio => "tokio",
-            Phase::Pressure => "pressure",
-            Phase::PressureCount => "pressure-count",
-            Phase::Contended => "contended",
-            Phase::FillAndDrain => "fill-and-drain",
-            Phase::Agents => "agents",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Phase> {
-        PHASES.into_iter().find(|p| p.name() == name)
-    }
 }
 
 pub fn run(args: &Args) -> TrainReport {
