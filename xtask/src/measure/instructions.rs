@@ -1,7 +1,7 @@
 //! Instructions per message from `valgrind --tool=callgrind`: a deterministic metric that
 //! repeats to the instruction, beside wall-clock latency. Setup cost is removed by running N
 //! and 2N messages and dividing the difference by N. The same runs carry callgrind's branch
-//! and cache simulators (hardware counters are not available in this VM): conditional and
+//! and cache simulators (hardware counters, which a VM seldom gives, are not needed): conditional and
 //! indirect branches and their mispredictions, I1 / D1 / LL misses, per message. The cache
 //! geometry is given (32 KiB 8-way L1s, 8 MiB 16-way LL, 64-byte lines) so the figures do not
 //! depend on what valgrind guesses of the host.

@@ -339,7 +339,7 @@ fn simulated(md: &mut String, report: &Report) {
     let _ = writeln!(
         md,
         "## What each build does per message (callgrind, simulated)\n\n\
-         Hardware counters are not available in this VM; these are callgrind's branch and cache simulators \
+         Not hardware counters (a VM seldom gives them): these are callgrind's branch and cache simulators \
          (32 KiB 8-way L1s, 8 MiB 16-way LL) on the same `--untimed` runs as the instruction counts, differenced between N and 2N messages.\n\n\
          | workload | build | instructions | cond. branches | mispredicted | indirect | mispredicted | I1 misses | D1 misses | LL misses |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|"

@@ -10,7 +10,7 @@ use crate::analysis::{
 };
 use crate::measure::session::Metric;
 use crate::measure::stops::Unit;
-use crate::measure::{ComparisonStop, StopReason, Stopping};
+use crate::measure::{ComparisonStop, Role, StopReason, Stopping};
 use crate::report::{Against, Report};
 use crate::toolchain::warnings::ApplyReport;
 use stats::{Estimate, Verdict, sequential};
@@ -491,10 +491,9 @@ pub fn stop(c: &ComparisonStop) -> String {
     }
 }
 
-/// "48 sessions in 3.4 s: the count planned for ±1 % (the pilot of 12 asked for 48)": the
-/// count the pilot's spread asks for, not a promise that every interval came out within the
-/// target (the interval is also the whole sample's, and a pilot may underestimate).
-pub fn stopping(s: &Stopping) -> String {
+/// Why a workload's sessions stopped: "the count planned for ±1 % (the pilot of 12 asked for
+/// 48)", "session cap (the pilot of 4 asked for 900)".
+pub fn stop_reason(s: &Stopping) -> String {
     let asked = match s.needed {
         Some(n) => format!(" (the pilot of {} asked for {n})", s.pilot),
         None => String::new(),
@@ -508,6 +507,13 @@ pub fn stopping(s: &Stopping) -> String {
         StopReason::TimeCap => "time cap".to_string(),
         StopReason::Fixed => "fixed count (no target)".to_string(),
     };
+    format!("{why}{asked}")
+}
+
+/// "48 sessions in 3.4 s: the count planned for ±1 % (the pilot of 12 asked for 48)": the
+/// count the pilot's spread asks for, not a promise that every interval came out within the
+/// target (the interval is also the whole sample's, and a pilot may underestimate).
+pub fn stopping(s: &Stopping) -> String {
     let settled = s
         .comparisons
         .iter()
@@ -522,7 +528,20 @@ pub fn stopping(s: &Stopping) -> String {
         String::new()
     };
     format!(
-        "{} sessions in {:.1} s: {why}{asked}{early}",
-        s.sessions, s.secs
+        "{} sessions in {:.1} s: {}{early}",
+        s.sessions,
+        s.secs,
+        stop_reason(s)
     )
+}
+
+/// What a watched comparison was for.
+pub fn role(r: Role) -> &'static str {
+    match r {
+        Role::Verdict => "verdict",
+        Role::Measured => "verdict, measured to its target",
+        Role::Null => "null",
+        Role::Layout => "layout floor",
+        Role::Oracle => "capture",
+    }
 }

@@ -1,5 +1,5 @@
-//! The `insight` stage: why PGO did what it did, from the profiles themselves (no hardware
-//! counters in this VM). What the merged training profile holds; each measured workload
+//! The `insight` stage: why PGO did what it did, from the profiles themselves (hardware
+//! counters need not exist where it runs). What the merged training profile holds; each measured workload
 //! profiled on its own on the instrumented binary (into `pgo-data/insight/`, never merged into
 //! the training profile) and compared with the training; and the overlap of this training with
 //! the previous run's, so a user sees whether two trainings agree.

@@ -140,16 +140,16 @@ fn protocol(md: &mut String, m: &crate::config::Measure, seed: u64) {
          every turn order are drawn per session from the run's seed ({seed}; `--seed {seed}` replays them), and so is each \
          arm's heap offset where `measure.shift_heap` is on (its path run with 0–2047 more leading slashes). Per session, the \
          median over rounds of ln(arm batch / release batch of the same round) (robust to the machine's speed flips); the \
-         estimate is the 20 % trimmed mean over sessions. Sessions stop by Stein's two-stage rule: a pilot of {} sessions, then \
+         estimate is the {trim:.0} % trimmed mean over sessions. Sessions stop by Stein's two-stage rule: a pilot of {} sessions, then \
          as many as its spread asks for a 95 % interval of ±{} % (a workload's own target where it has one) on every median \
-         comparison (at most {} sessions, {} s a workload); lto and lto+pgo run to theirs (or 5 % of their estimate), never \
+         comparison (at most {} sessions, {} s a workload); lto and lto+pgo run to theirs (or {share:.0} % of their estimate), never \
          stopping early. A build's interval also carries a run component where earlier runs of the same executables \
          scattered beyond their intervals (ARCHITECTURE.md, \"The statistical model\"); the null arm is a diagnostic whose \
          interval should hold 0. \
          Verdicts only beyond max({} %, and for a build laid out differently from release the layout floor where measured: \
          release relinked in random function orders, this run's and earlier runs' of the same executable, the farther bound \
          of the 95 % prediction interval of another layout's shift; from fewer than {} layouts, no more than the farthest \
-         layout measured). The clock ticks in steps (10 ns here: a message reads 130 or 140 ns, never between), so a batch's \
+         layout measured). The clock ticks in steps (a message reads one step or the next, never between), so a batch's \
          median, p95 and p99 are interpolated within the step that holds them, as for grouped data; `--messages` is not used \
          in this mode.",
         match (l.share_core, m.pin_core) {
@@ -167,6 +167,8 @@ fn protocol(md: &mut String, m: &crate::config::Measure, seed: u64) {
         l.max_secs,
         m.min_effect_pct,
         crate::analysis::LayoutFloor::VETO_LAYOUTS,
+        trim = 100.0 * stats::sequential::TRIM,
+        share = 100.0 * crate::measure::stops::MEASURED_SHARE,
     );
     for line in m.workloads.iter().filter_map(|w| w.own_lockstep_line(l)) {
         let _ = writeln!(md, "{line}");

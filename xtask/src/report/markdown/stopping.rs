@@ -3,6 +3,9 @@
 
 use std::fmt::Write as _;
 
+use crate::report::words;
+use stats::sequential;
+
 /// How many sessions each workload ran, why it stopped, and where the measured core's time
 /// went.
 pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
@@ -19,20 +22,7 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
     );
     for s in stopped {
         let t = &s.timing;
-        let asked = s
-            .needed
-            .map_or(String::new(), |n| format!(" (asked for {n})"));
-        let why = match s.reason {
-            crate::measure::StopReason::Target => {
-                format!("target ±{} %{asked}", s.target_half_width_pct)
-            }
-            crate::measure::StopReason::Settled => {
-                "its last comparison settled at a look".to_string()
-            }
-            crate::measure::StopReason::SessionCap => format!("session cap{asked}"),
-            crate::measure::StopReason::TimeCap => format!("time cap{asked}"),
-            crate::measure::StopReason::Fixed => "fixed count".to_string(),
-        };
+        let why = words::stop_reason(s);
         let _ = writeln!(
             md,
             "| `{}` | {} | {why} | {:.1} s | {:.1} s | {} | {:.1} s | {:.1} s | {:.1} s | {:.1} s | {:.1} s |",
@@ -61,19 +51,15 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
         md,
         "Each comparison stopped on its own: at the count its pilot planned for its target, or earlier, at a look (the pilot, then \
          each doubling), once its interval lay beyond every threshold its verdict could face by more than its half-width; an \
-         arm left the sessions when every comparison needing it had stopped. An interval spends 4 % of error at its planned \
-         count and less at a look, 5 % in all (`xtask/stats/src/sequential.rs`).\n\n\
+         arm left the sessions when every comparison needing it had stopped. An interval spends {:.0} % of error at its planned \
+         count and less at a look, {:.0} % in all (`xtask/stats/src/sequential.rs`).\n\n\
          | workload | comparison | for | sessions | stopped on |\n\
-         |---|---|---|---:|---|"
+         |---|---|---|---:|---|",
+        100.0 * sequential::ALPHA_PLANNED,
+        100.0 * sequential::ALPHA
     );
     for (workload, c) in stops {
-        let role = match c.role {
-            crate::measure::Role::Verdict => "verdict",
-            crate::measure::Role::Measured => "verdict, measured to its target",
-            crate::measure::Role::Null => "null",
-            crate::measure::Role::Layout => "layout floor",
-            crate::measure::Role::Oracle => "capture",
-        };
+        let role = words::role(c.role);
         let _ = writeln!(
             md,
             "| `{workload}` | {} vs {} | {role} | {}{} | {} |",
@@ -85,7 +71,7 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
             } else {
                 String::new()
             },
-            crate::report::words::stop(c)
+            words::stop(c)
         );
     }
     let _ = writeln!(md);
