@@ -4,7 +4,7 @@
 //! ([`Progress`]), and how a finished group is recorded ([`stopping`]).
 
 use crate::config::{Measure, Workload};
-use crate::measure::session::{Arm, Session, Timing};
+use crate::measure::session::{Arm, Metric, Session, Timing};
 use crate::toolchain::build::Build;
 use stats::sequential;
 
@@ -104,7 +104,10 @@ impl Watched {
             .filter(|s| limit_pct.is_none_or(|l| s.machine.is_none_or(|m| m.measured_pct <= l)));
         for s in kept {
             match self.unit {
-                Unit::Session => self.vals.extend(s.median_log_ratio(&self.cand, &self.base)),
+                Unit::Session => {
+                    self.vals
+                        .extend(s.median_log_ratio(&self.cand, &self.base, Metric::PRIMARY))
+                }
                 Unit::Turn | Unit::Pair => self.vals.extend(
                     s.round_log_ratios(
                         &self.cand,

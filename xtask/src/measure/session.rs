@@ -130,11 +130,11 @@ pub struct Session {
 }
 
 impl Session {
-    /// The session's value for `cand` against `base`: the median over its rounds of
-    /// ln(cand batch median / base batch median); `None` without both arms. The report's
-    /// estimate takes the same value per session (`stats::compare_sessions`).
-    pub fn median_log_ratio(&self, cand: &str, base: &str) -> Option<f64> {
-        stats::median(&self.round_log_ratios(cand, base, Metric::Median)?)
+    /// The session's value for `cand` against `base` on `metric`: the median over its rounds
+    /// of ln(cand's figure / base's); `None` without both arms. The report's estimate takes
+    /// the same value per session (`stats::compare_sessions`).
+    pub fn median_log_ratio(&self, cand: &str, base: &str, metric: Metric) -> Option<f64> {
+        stats::median(&self.round_log_ratios(cand, base, metric)?)
     }
 
     /// Round by round, ln(metric of cand's batch / metric of base's); `None` without both
@@ -216,5 +216,21 @@ impl Timing {
     /// The measured core's time: what a session adds to the stage's.
     pub fn critical_secs(&self) -> f64 {
         self.waited_secs + self.move_secs + self.turns_secs + self.close_secs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metric;
+
+    /// A metric's name is its key in report.json (serde's) and its word in the report, and
+    /// [`Metric::ALL`] lists every variant in the order a comparison keeps them.
+    #[test]
+    fn a_metrics_name_is_its_key_and_all_is_in_order() {
+        for m in Metric::ALL {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.name(), "{m:?}");
+        }
+        assert!(Metric::ALL.windows(2).all(|w| w[0] < w[1]));
+        assert!(Metric::ALL.contains(&Metric::PRIMARY));
     }
 }

@@ -14,8 +14,9 @@ use serde::Serialize;
 use super::ctx::Ctx;
 use crate::analysis::{self, Judged};
 use crate::base::fsx;
-use crate::measure::session::Session;
+use crate::measure::session::{Metric, Session};
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
+use crate::report::words;
 
 /// NEW's arm (a comparison measured to its target, never settled early).
 const NEW: &str = measure::AB_NEW;
@@ -140,23 +141,16 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
         .collect::<Result<_>>()?;
     println!("\nnew against old, paired in the same sessions:");
     for w in &workloads {
-        let e = &w.new_vs_old.estimate;
+        let per = if per_run.contains(&w.workload) {
+            "per run".to_string()
+        } else {
+            format!("per message ({})", words::metric(Metric::PRIMARY))
+        };
         println!(
-            "  {:<26} {:+.2} % [{:+.2}, {:+.2}] {}  ({}; A/A {:+.2} % [{:+.2}, {:+.2}], threshold {:.1} %, {} sessions)",
+            "  {:<26} {}  ({per}; A/A {}; {} sessions)",
             w.workload,
-            e.change_pct,
-            e.ci_low_pct,
-            e.ci_high_pct,
-            if per_run.contains(&w.workload) {
-                "per run"
-            } else {
-                "per message (median)"
-            },
-            crate::report::words::verdict(w.new_vs_old.verdict),
-            w.aa.estimate.change_pct,
-            w.aa.estimate.ci_low_pct,
-            w.aa.estimate.ci_high_pct,
-            w.new_vs_old.threshold_pct,
+            words::judged_against(&w.new_vs_old),
+            words::estimate(&w.aa.estimate),
             w.sessions,
         );
     }

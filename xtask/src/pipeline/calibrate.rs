@@ -56,7 +56,7 @@ pub struct CalibrationRow {
     pub wall_secs: f64,
     /// How many sessions the stopping rule ran and why it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<String>,
+    pub stopped: Option<crate::measure::Stopping>,
 }
 
 /// One size over the repeats: do the verdicts agree, do the intervals overlap.
@@ -194,7 +194,7 @@ pub fn run(ctx: &Ctx, toolchain: &Toolchain, repeat: u32) -> Result<Calibration>
                 aa: w.aa.primary().estimate.clone(),
                 seed,
                 wall_secs: start.elapsed().as_secs_f64(),
-                stopped: stopped.first().map(crate::report::words::stopping),
+                stopped: stopped.first().cloned(),
             };
             eprintln!("calibrate: {}", row_line(&row));
             rows.push(row);
@@ -292,15 +292,11 @@ fn row_line(r: &CalibrationRow) -> String {
         r.injected_pct,
         crate::report::words::estimate(&r.detected.estimate),
         format!(
-            "{} (±{:.1} %)",
+            "{} ({})",
             crate::report::words::verdict(r.detected.verdict),
-            r.detected.threshold_pct
+            crate::report::words::threshold(&r.detected)
         ),
-        if r.aa.holds_zero() {
-            "holds 0"
-        } else {
-            "OFF 0"
-        },
+        crate::report::words::zero(&r.aa),
         r.wall_secs
     )
 }
@@ -335,7 +331,12 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
     for r in &c.rows {
         let _ = writeln!(out, "  {}", row_line(r));
         if let Some(stopped) = &r.stopped {
-            let _ = writeln!(out, "  {:<6} stopped after {stopped}", "");
+            let _ = writeln!(
+                out,
+                "  {:<6} stopped after {}",
+                "",
+                crate::report::words::stopping(stopped)
+            );
         }
     }
     if !c.replication.is_empty() {
@@ -352,7 +353,7 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
                 .collect();
             let _ = writeln!(
                 out,
-                "  {:>5.1}%: {} (agree {:.0} %); mean {:+.2} % for {:.2} % injected; intervals {}; A/A off 0 in {}",
+                "  {:>5.1}%: {} (agree {:.0} %); mean {:+.2} % for {:.2} % injected; intervals {}; A/A does NOT hold 0 in {}",
                 r.target_pct,
                 said.join(", "),
                 r.agree_pct,

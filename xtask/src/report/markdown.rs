@@ -76,7 +76,10 @@ fn verdict(md: &mut String, report: &Report) {
         md,
         "- **The profile: {}** (rustc's missing-profile and hash-mismatch warnings): {}.",
         crate::report::words::apply_verdict(&report.apply_check),
-        crate::report::words::apply_detail(report)
+        crate::report::words::apply_detail(
+            &report.apply_check,
+            &report.config.settings.apply_check.required
+        )
     );
     for w in &report.workloads {
         let builds: Vec<String> = w

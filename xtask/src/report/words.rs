@@ -53,6 +53,15 @@ pub fn estimate(e: &Estimate) -> String {
     format!("{x:.1} % {word}, 95 % CI [{a:.1}, {b:.1}]{settled}")
 }
 
+/// Whether an interval holds 0, as the null arm's should.
+pub fn zero(e: &Estimate) -> &'static str {
+    if e.holds_zero() {
+        "holds 0"
+    } else {
+        "does NOT hold 0"
+    }
+}
+
 /// What a comparison was judged against: "±1.0 %, min effect".
 pub fn threshold(j: &Judged) -> String {
     format!("±{:.1} %, {}", j.threshold_pct, bound(j.bound))
@@ -119,9 +128,9 @@ pub fn nulls_line(w: &WorkloadAnalysis) -> String {
                 e.ci_low_pct,
                 e.ci_high_pct,
                 if e.holds_zero() {
-                    ""
+                    String::new()
                 } else {
-                    " (does NOT hold 0)"
+                    format!(" ({})", zero(e))
                 }
             )
         })
@@ -228,8 +237,7 @@ pub fn apply_verdict(a: &ApplyReport) -> String {
 }
 
 /// What the apply check rests on: rustc's warnings for the required code and everywhere.
-pub fn apply_detail(report: &Report) -> String {
-    let a = &report.apply_check;
+pub fn apply_detail(a: &ApplyReport, required: &[String]) -> String {
     let crates = a
         .per_crate
         .iter()
@@ -239,7 +247,7 @@ pub fn apply_detail(report: &Report) -> String {
     let mut detail = format!(
         "{} of the required functions ({}) lack profile data or mismatch",
         a.required_violations.len(),
-        report.config.settings.apply_check.required.join(", "),
+        required.join(", "),
     );
     if !a.required_violations.is_empty() {
         let first: Vec<&str> = a
@@ -273,7 +281,10 @@ pub fn apply_line(report: &Report) -> String {
         report.profile.functions,
         report.profile.total_count,
         apply_verdict(&report.apply_check),
-        apply_detail(report)
+        apply_detail(
+            &report.apply_check,
+            &report.config.settings.apply_check.required
+        )
     );
     if !report.profile.origin.is_empty() {
         let _ = writeln!(line, "  origin: {}", report.profile.origin);

@@ -14,6 +14,7 @@ use crate::pipeline::ctx::Ctx;
 use crate::pipeline::fresh::{Artifacts, Inputs};
 use crate::pipeline::profile::{PROFILE_RUNTIME_MARKER, check_indexed_profile, contains_bytes};
 use crate::pipeline::runner::{self, Timer};
+use crate::report::words;
 use crate::base::stages::Stage;
 use crate::toolchain::tools::Toolchain;
 use crate::toolchain::warnings::ApplyReport;
@@ -54,7 +55,7 @@ pub fn run(
         inputs(ctx, toolchain, merged)?,
         || pgo_build(ctx, toolchain, Build::LtoPgo, &merged.0.path),
     )?;
-    check_applied(&optimized, allow_stale)?;
+    check_applied(&optimized, &ctx.config.settings.apply_check.required, allow_stale)?;
     Ok(optimized)
 }
 
@@ -76,12 +77,10 @@ pub fn pgo_build(
     let required = &ctx.config.settings.apply_check.required;
     let apply = ApplyReport::from_messages(diagnostics.iter().map(String::as_str), required);
     eprintln!(
-        "{}: {} functions without profile data, {} hash mismatches; {} of them in {}",
+        "{}: the profile: {}; {}",
         build.name(),
-        apply.missing_total,
-        apply.mismatch_total,
-        apply.required_violations.len(),
-        required.join(", ")
+        words::apply_verdict(&apply),
+        words::apply_detail(&apply, required)
     );
     Ok(OptimizedBuild {
         build: record,
@@ -91,30 +90,19 @@ pub fn pgo_build(
 
 /// Fails unless the profile applied to every `apply_check.required` function; with
 /// `allow_stale`, hash mismatches alone (a stale profile) only warn.
-pub fn check_applied(optimized: &OptimizedBuild, allow_stale: bool) -> Result<()> {
+pub fn check_applied(optimized: &OptimizedBuild, required: &[String], allow_stale: bool) -> Result<()> {
     let a = &optimized.apply;
     if a.applied() {
         return Ok(());
     }
     if allow_stale && a.applied_but_stale() {
-        eprintln!(
-            "warning: {} required function(s) have a stale profile (hash mismatch); proceeding (--allow-stale)",
-            a.required_mismatched
-        );
+        eprintln!("warning: the profile: {}", words::apply_verdict(a));
         return Ok(());
     }
-    let shown: Vec<&str> = a
-        .required_violations
-        .iter()
-        .take(10)
-        .map(String::as_str)
-        .collect();
     bail!(
-        "the profile did NOT apply to the measured code: {} required function(s) lack profile data or mismatch \
-         (first: {}){}. Was the profile trained on this same executable, source and cargo profile? \
-         Rerun the whole `cargo xtask pgo`.",
-        a.required_violations.len(),
-        shown.join(", "),
+        "the profile did NOT apply to the measured code: {}{}. Was the profile trained on this same executable, \
+         source and cargo profile? Rerun the whole `cargo xtask pgo`.",
+        words::apply_detail(a, required),
         if a.unusable.is_empty() {
             String::new()
         } else {

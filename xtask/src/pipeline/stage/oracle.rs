@@ -35,7 +35,7 @@ pub fn run(
     let oracle = runner::run(ctx, timer, Stage::Oracle, inputs(ctx, toolchain, insight)?, || {
         build(ctx, toolchain, insight)
     })?;
-    super::optimize::check_applied(&oracle, false).context("the oracle build")?;
+    super::optimize::check_applied(&oracle, &ctx.config.settings.apply_check.required, false).context("the oracle build")?;
     Ok(oracle)
 }
 

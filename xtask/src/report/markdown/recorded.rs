@@ -54,24 +54,18 @@ pub(super) fn render(md: &mut String, report: &Report) {
         "- Instructions per message: `valgrind --tool=callgrind`, runs of N and 2N messages (N = {}), differenced.",
         cfg.instructions.messages
     );
-    let a = &report.apply_check;
     let _ = writeln!(
         md,
-        "- Profile: `{}` ({} functions, max function count {}, total count {}), {}: {} of the required functions ({}) \
-         lack profile data; in all crates {} functions without profile data, {} hash mismatches.",
+        "- Profile: `{}` ({} functions, max function count {}, total count {}): {}; {}.",
         report.profile.path.display(),
         report.profile.functions,
         report.profile.max_function_count,
         report.profile.total_count,
-        if a.applied() {
-            "applied"
-        } else {
-            "NOT applied"
-        },
-        a.required_violations.len(),
-        cfg.apply_check.required.join(", "),
-        a.missing_total,
-        a.mismatch_total
+        crate::report::words::apply_verdict(&report.apply_check),
+        crate::report::words::apply_detail(
+            &report.apply_check,
+            &report.config.settings.apply_check.required
+        )
     );
     if !report.profile.origin.is_empty() {
         let _ = writeln!(md, "- Profile origin: {}.", report.profile.origin);
