@@ -3,6 +3,7 @@
 //! benchmark-history entries. The plot is in `plot.rs`.
 
 pub mod gate;
+pub mod lines;
 pub mod markdown;
 pub mod plot;
 pub mod publish;

@@ -150,9 +150,9 @@ fn a_floor_of_few_layouts_does_not_veto_a_gain_beyond_every_layout() {
     floor.floor_pct = 0.4;
     assert_eq!(super::threshold(1.0, Some(&floor)), (1.0, Bound::MinEffect));
     assert!(
-        crate::report::words::layout_floor(&floor).starts_with("layout floor ±0.4 % (8 layouts"),
+        crate::report::lines::layout_floor(&floor).starts_with("layout floor ±0.4 % (8 layouts"),
         "{}",
-        crate::report::words::layout_floor(&floor)
+        crate::report::lines::layout_floor(&floor)
     );
 }
 
@@ -316,7 +316,7 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
         runs.iter()
             .all(|r| r.release_hash == "r" && r.run_seed == 99 && r.fresh)
     );
-    let line = crate::report::words::nulls_line(&alone);
+    let line = crate::report::lines::nulls_line(&alone);
     assert!(
         line.contains("run component: none estimated (no earlier run of these executables"),
         "{line}"
@@ -340,7 +340,7 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
     let (_, t) = two.runs.iter().find(|(b, _)| b == "lto+pgo").unwrap();
     assert!(t.seen() && t.carried.is_none(), "{t:?}");
     assert!((width(&two, "lto+pgo") - width(&alone, "lto+pgo")).abs() < 1e-9);
-    let line = crate::report::words::nulls_line(&two);
+    let line = crate::report::lines::nulls_line(&two);
     assert!(
         line.contains(
             "lto+pgo scatters beyond its intervals (2 runs, p 0.00): not carried until 4 runs"
@@ -371,7 +371,7 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
         width(&alone, "lto+pgo")
     );
     assert!((width(&scattered, "lto") - width(&alone, "lto")).abs() < 1e-9);
-    let line = crate::report::words::nulls_line(&scattered);
+    let line = crate::report::lines::nulls_line(&scattered);
     assert!(
         line.contains(&format!(
             "lto+pgo CARRIES sd {:.2} % (4 runs scatter beyond their intervals",
@@ -421,7 +421,7 @@ fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
         (m.median_pct, m.max_pct, m.setup_median_pct),
         (2.0, 45.0, Some(4.0))
     );
-    let line = crate::report::words::machine(m, shared.sessions);
+    let line = crate::report::lines::machine(m, shared.sessions);
     assert!(
         line.contains("2 of 10 sessions disturbed (over 10 %): 4, 8"),
         "{line}"
@@ -435,9 +435,9 @@ fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
     assert!(m.left_out && !m.unjudged);
     assert_eq!(spread.sessions, 8);
     assert!(
-        crate::report::words::machine(m, 10).contains("the disturbed sessions are left out"),
+        crate::report::lines::machine(m, 10).contains("the disturbed sessions are left out"),
         "{}",
-        crate::report::words::machine(m, 10)
+        crate::report::lines::machine(m, 10)
     );
     // A pilot of 12: too few undisturbed sessions, so no verdict is given.
     cfg.lockstep.min_sessions = 12;
@@ -446,9 +446,9 @@ fn disturbed_sessions_are_named_and_left_out_of_a_multi_thread_workload() {
     assert!(m.unjudged && !m.left_out);
     assert_eq!(busy.sessions, 10);
     assert!(
-        crate::report::words::machine(m, 10).contains("its verdicts are not judged"),
+        crate::report::lines::machine(m, 10).contains("its verdicts are not judged"),
         "{}",
-        crate::report::words::machine(m, 10)
+        crate::report::lines::machine(m, 10)
     );
     let verdicts: Vec<Verdict> = busy
         .rows
@@ -501,18 +501,18 @@ fn gains_over_layouts_and_bolt_against_random_layouts() {
         "{lto:?}"
     );
     assert!(
-        crate::report::words::layout_gain(lto)
+        crate::report::lines::layout_gain(lto)
             .contains("depends on its layout: within layout luck (range over 3 layouts"),
         "{}",
-        crate::report::words::layout_gain(lto)
+        crate::report::lines::layout_gain(lto)
     );
     let pgo = gain("lto+pgo");
     assert_eq!(pgo.verdict, Some(Verdict::Faster), "{pgo:?}");
     assert!(
-        crate::report::words::layout_gain(pgo)
-            .starts_with("lto+pgo is faster than release whatever the layout"),
+        crate::report::lines::layout_gain(pgo)
+            .starts_with("lto+pgo against release: faster whatever the layout"),
         "{}",
-        crate::report::words::layout_gain(pgo)
+        crate::report::lines::layout_gain(pgo)
     );
     // BOLT (12 % faster) against each of lto+pgo's random layouts (9.5 %, 10.5 %).
     assert_eq!(l.bolt_vs_layouts.len(), 2);
@@ -526,7 +526,7 @@ fn gains_over_layouts_and_bolt_against_random_layouts() {
         "{b:?}"
     );
     // The floor's line and the report's lines say all of it.
-    let lines = crate::report::words::layout_lines(w);
+    let lines = crate::report::lines::layout_lines(w);
     assert!(lines[0].starts_with("layout floor ±"), "{lines:?}");
     assert!(
         lines
@@ -660,7 +660,7 @@ fn lockstep_sessions_give_the_known_ratios_through_state_flips() {
     assert_eq!(pgo.primary().verdict, Verdict::Faster);
     assert_eq!(w.rows[0].runs, 10);
     assert_eq!(
-        crate::report::words::basis(w),
+        crate::report::lines::basis(w),
         "10 sessions × 20 rounds (lockstep)"
     );
     // The rows' figures: medians over sessions of medians over rounds; the flips put
@@ -703,7 +703,7 @@ fn the_instruction_capture_needs_an_oracle_that_saves_instructions() {
     let i = w.instruction_capture().unwrap();
     assert!((i.pct - 60.0).abs() < 1e-9, "{i:?}");
     assert!(
-        crate::report::words::capture(&w)
+        crate::report::lines::capture(&w)
             .unwrap()
             .contains("the oracle saves, 60 %")
     );
@@ -738,7 +738,7 @@ fn a_build_of_two_speeds_is_named_with_its_modes() {
     .remove(0);
     let names: Vec<&str> = w.speeds.iter().map(|(b, _)| b.as_str()).collect();
     assert_eq!(names, ["lto"], "{:?}", w.speeds);
-    let lines = crate::report::words::speeds(&w);
+    let lines = crate::report::lines::speeds(&w);
     assert!(
         lines[0].starts_with(
             "lto's sessions fall into two speeds: 65 % of them at -1.1 % against release, 35 % at +6.9 %"

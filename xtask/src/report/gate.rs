@@ -88,10 +88,12 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
                     let limit = now.primary().threshold_pct;
                     if b - a > limit {
                         out.push(format!(
-                            "`{}` {}: median against release went from {a:+.1} % to {b:+.1} % ({:+.1} points), beyond the noise threshold of {limit:.1} %",
+                            "`{}` {}: {} against release went from {a:+.1} % to {b:+.1} % ({:+.1} points), beyond its threshold ({})",
                             w.workload,
                             row.build,
-                            b - a
+                            crate::report::words::metric(crate::measure::session::Metric::PRIMARY),
+                            b - a,
+                            crate::report::words::threshold(now.primary())
                         ));
                     }
                 }
@@ -234,7 +236,7 @@ mod tests {
         assert_eq!(f.len(), 2, "{f:?}");
         assert_eq!(
             f[0],
-            "`agent_send_latency` lto+pgo: median against release went from -20.0 % to -10.2 % (+9.8 points), beyond the noise threshold of 1.0 %"
+            "`agent_send_latency` lto+pgo: median against release went from -20.0 % to -10.2 % (+9.8 points), beyond its threshold (±1.0 %, min effect)"
         );
         assert!(
             f[1].contains("917.0 instructions/message is 1.9 % above the baseline's 900.0"),

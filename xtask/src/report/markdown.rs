@@ -8,7 +8,7 @@ mod stopping;
 
 use std::fmt::Write as _;
 
-use crate::report::words::floor_line;
+use crate::report::lines::floor_line;
 use crate::report::{Report, fmt_instr};
 
 /// The timed region, stated once for the page.
@@ -99,22 +99,16 @@ fn verdict(md: &mut String, report: &Report) {
             "- `{}`, median against release: {}; {}; {}.{}",
             w.workload,
             builds.join("; "),
-            crate::report::words::nulls_line(w),
-            match &w.layout {
-                Some(l) => format!("layout floor ±{:.1} %", l.floor_pct),
-                None => "layout floor not measured on this workload".to_string(),
-            },
+            crate::report::lines::nulls_line(w),
+            crate::report::words::layout_floor_short(w.layout.as_ref().map(|l| l.floor_pct)),
             w.capture
                 .as_ref()
-                .map(|c| format!(
-                    " The training gets {:.0} % [{:.0}, {:.0}] of the oracle's gain over lto.",
-                    c.pct, c.ci_low_pct, c.ci_high_pct
-                ))
+                .map(|c| format!(" {}", crate::report::words::capture_short(c)))
                 .unwrap_or_default()
         );
     }
     for w in &report.workloads {
-        let lines = crate::report::words::layout_lines(w);
+        let lines = crate::report::lines::layout_lines(w);
         if !lines.is_empty() {
             let _ = writeln!(md, "- `{}`, layouts:", w.workload);
             for line in lines {
@@ -128,7 +122,7 @@ fn verdict(md: &mut String, report: &Report) {
             "- **{}**, median, in the same sessions:",
             crate::report::words::against_title(a)
         );
-        for line in crate::report::words::against_lines(a) {
+        for line in crate::report::lines::against_lines(a) {
             let _ = writeln!(md, "  - {line}");
         }
     }
@@ -171,7 +165,7 @@ fn numbers(md: &mut String, report: &Report) {
             md,
             "### {}\n\n{}. {}.\n",
             w.workload,
-            crate::report::words::basis(w),
+            crate::report::lines::basis(w),
             floor_line(report, w)
         );
         let _ = writeln!(
@@ -199,16 +193,16 @@ fn numbers(md: &mut String, report: &Report) {
             );
         }
         md.push('\n');
-        for line in crate::report::words::speeds(w) {
+        for line in crate::report::lines::speeds(w) {
             let _ = writeln!(md, "Two speeds: {line}.\n");
         }
-        if let Some(line) = crate::report::words::capture(w) {
+        if let Some(line) = crate::report::lines::capture(w) {
             let _ = writeln!(
                 md,
                 "Against the attainable: {line}. (`oracle` is never shipped: it was trained on the measured workload.)\n"
             );
         }
-        if let Some(line) = crate::report::words::bolt(w) {
+        if let Some(line) = crate::report::lines::bolt(w) {
             let _ = writeln!(md, "BOLT on top of PGO, paired round by round: {line}.\n");
         }
     }

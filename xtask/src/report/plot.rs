@@ -388,7 +388,10 @@ mod tests {
                 .count(),
             rows
         );
-        assert!(svg.contains("layout floor not measured here"), "{svg}");
+        assert!(
+            svg.contains("layout floor not measured on this workload"),
+            "{svg}"
+        );
         let floor = report
             .workloads
             .last()

@@ -110,7 +110,7 @@ pub fn index_row(report: &Report, page: &str) -> String {
                 .find(|r| r.build == "lto+pgo")
                 .and_then(|r| r.vs_release.as_ref())
                 .map_or("—".to_string(), |c| {
-                    crate::report::words::estimate(&c.primary().estimate).replace("95 % CI ", "")
+                    crate::report::words::estimate_short(&c.primary().estimate)
                 });
             let named = if w.workload == "agent_send_latency" {
                 gain
@@ -122,20 +122,13 @@ pub fn index_row(report: &Report, page: &str) -> String {
         }
         None => ("—".into(), "—".into()),
     };
-    let versus =
-        report
-            .versus
-            .iter()
-            .find(|v| v.build == "release")
-            .map_or("—".to_string(), |v| {
-                let e = &v.median;
-                format!(
-                    "{:.3}× [{:.3}, {:.3}]",
-                    e.ratio,
-                    1.0 + e.ci_low_pct / 100.0,
-                    1.0 + e.ci_high_pct / 100.0
-                )
-            });
+    let versus = report
+        .versus
+        .iter()
+        .find(|v| v.build == "release")
+        .map_or("—".to_string(), |v| {
+            crate::report::words::ratio(&v.median)
+        });
     let mut row = String::new();
     let _ = write!(
         row,

@@ -15,8 +15,8 @@ pub fn render_table(report: &Report) -> String {
             out,
             "{}: {}; {}",
             w.workload,
-            words::basis(w),
-            words::floor_line(report, w)
+            crate::report::lines::basis(w),
+            crate::report::lines::floor_line(report, w)
         );
         let _ = writeln!(
             out,
@@ -41,16 +41,16 @@ pub fn render_table(report: &Report) -> String {
                 let _ = writeln!(out, "  {:<12} {}", row.build, words::other_metrics(c));
             }
         }
-        for line in words::speeds(w) {
+        for line in crate::report::lines::speeds(w) {
             let _ = writeln!(out, "  {line}");
         }
-        if let Some(line) = words::capture(w) {
+        if let Some(line) = crate::report::lines::capture(w) {
             let _ = writeln!(out, "  {line}");
         }
-        if let Some(line) = words::bolt(w) {
+        if let Some(line) = crate::report::lines::bolt(w) {
             let _ = writeln!(out, "  {line}");
         }
-        for line in words::layout_lines(w) {
+        for line in crate::report::lines::layout_lines(w) {
             let _ = writeln!(out, "  {line}");
         }
         if let Some(note) = w.rows.iter().find_map(|r| r.instructions_note.as_deref()) {
@@ -65,12 +65,12 @@ pub fn render_table(report: &Report) -> String {
             "{}, median, in the same sessions:",
             words::against_title(a)
         );
-        for line in words::against_lines(a) {
+        for line in crate::report::lines::against_lines(a) {
             let _ = writeln!(out, "  {line}");
         }
         out.push('\n');
     }
-    out.push_str(&words::apply_line(report));
+    out.push_str(&crate::report::lines::apply_line(report));
     if let (false, Some(compare)) = (
         report.comparators.is_empty(),
         &report.config.settings.compare,

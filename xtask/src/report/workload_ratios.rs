@@ -6,19 +6,11 @@ use std::fmt::Write as _;
 use crate::analysis::workloads::VersusResult;
 use stats::Estimate;
 
-/// "1.04× [1.03, 1.05]".
-pub fn ratio(e: &Estimate) -> String {
-    let r = |pct: f64| 1.0 + pct / 100.0;
-    format!(
-        "{:.3}× [{:.3}, {:.3}]",
-        e.ratio,
-        r(e.ci_low_pct),
-        r(e.ci_high_pct)
-    )
-}
+use crate::report::words;
 
 fn ratio_or_none(e: &Option<Estimate>) -> String {
-    e.as_ref().map_or_else(|| "not reported".to_string(), ratio)
+    e.as_ref()
+        .map_or_else(|| "not reported".to_string(), words::ratio)
 }
 
 fn instructions_ratio(r: &VersusResult) -> String {
@@ -36,7 +28,7 @@ pub fn versus_lines(results: &[VersusResult]) -> String {
             r.subject,
             r.reference,
             r.build,
-            ratio(&r.median),
+            words::ratio(&r.median),
             ratio_or_none(&r.p99),
             ratio_or_none(&r.p999),
             instructions_ratio(r)
@@ -69,7 +61,7 @@ pub fn versus_markdown(md: &mut String, results: &[VersusResult]) {
             r.subject,
             r.reference,
             r.build,
-            ratio(&r.median),
+            words::ratio(&r.median),
             ratio_or_none(&r.p99),
             ratio_or_none(&r.p999),
             instructions_ratio(r)

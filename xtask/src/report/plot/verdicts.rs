@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{color, nice_ticks, text_width};
-use crate::report::Report;
+use crate::report::{Report, words};
 
 const WIDTH: f64 = 760.0;
 const LEFT: f64 = 110.0;
@@ -202,10 +202,10 @@ fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], floors: (f64, Op
     // The key.
     let ky = top + h + 46.0;
     let mut x = LEFT;
-    let mut key = vec![(AA_FILL, format!("A/A reach ±{aa:.1} %"))];
+    let mut key = vec![(AA_FILL, words::aa_reach(aa))];
     key.push(match layout {
-        Some(l) => (LAYOUT_FILL, format!("layout floor ±{l:.1} %")),
-        None => ("none", "layout floor not measured here".to_string()),
+        Some(_) => (LAYOUT_FILL, words::layout_floor_short(layout)),
+        None => ("none", words::layout_floor_short(None)),
     });
     for (fill, label) in key {
         let _ = writeln!(
@@ -225,7 +225,8 @@ fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], floors: (f64, Op
     );
     let _ = writeln!(
         s,
-        r#"<text x="{:.1}" y="{ky:.1}">min effect ±{min_effect:.1} %</text>"#,
-        x + 20.0
+        r#"<text x="{:.1}" y="{ky:.1}">{}</text>"#,
+        x + 20.0,
+        words::min_effect(min_effect)
     );
 }
