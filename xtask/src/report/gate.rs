@@ -40,8 +40,9 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
         let needed = check.min_pgo_gain_pct.max(c.primary().threshold_pct);
         if e.ci_high_pct >= -needed {
             out.push(format!(
-                "`{name}`: PGO median is {} against release; the gate needs the whole interval beyond {needed:.1} % faster \
+                "`{name}`: PGO {} is {} against release; the gate needs the whole interval beyond {needed:.1} % faster \
                  (min_pgo_gain_pct {:.1} %, threshold {})",
+                crate::report::words::primary(),
                 crate::report::words::estimate(e),
                 check.min_pgo_gain_pct,
                 crate::report::words::threshold(c.primary())

@@ -96,8 +96,9 @@ fn verdict(md: &mut String, report: &Report) {
             .collect();
         let _ = writeln!(
             md,
-            "- `{}`, median against release: {}; {}; {}.{}",
+            "- `{}`, {} against release: {}; {}; {}.{}",
             w.workload,
+            crate::report::words::primary(),
             builds.join("; "),
             crate::report::lines::nulls_line(w),
             crate::report::words::layout_floor_short(w.layout.as_ref().map(|l| l.floor_pct)),
@@ -119,8 +120,9 @@ fn verdict(md: &mut String, report: &Report) {
     if let Some(a) = &report.against {
         let _ = writeln!(
             md,
-            "- **{}**, median, in the same sessions:",
-            crate::report::words::against_title(a)
+            "- **{}**, {}, in the same sessions:",
+            crate::report::words::against_title(a),
+            crate::report::words::primary()
         );
         for line in crate::report::lines::against_lines(a) {
             let _ = writeln!(md, "  - {line}");
@@ -170,7 +172,8 @@ fn numbers(md: &mut String, report: &Report) {
         );
         let _ = writeln!(
             md,
-            "| build | median ({unit}) | p95 ({unit}) | p99 ({unit}) | instructions/message | median vs release | verdict |"
+            "| build | median ({unit}) | p95 ({unit}) | p99 ({unit}) | instructions/message | {} vs release | verdict |",
+            crate::report::words::primary()
         );
         let _ = writeln!(md, "|---|---:|---:|---:|---:|---|---|");
         for row in &w.rows {

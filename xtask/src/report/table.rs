@@ -20,8 +20,13 @@ pub fn render_table(report: &Report) -> String {
         );
         let _ = writeln!(
             out,
-            "  {:<12} {:>8} {:>8} {:>8} {:>10}  median vs release (verdict beyond ±threshold)",
-            "build", "median", "p95", "p99", "instr/msg"
+            "  {:<12} {:>8} {:>8} {:>8} {:>10}  {} vs release (verdict beyond ±threshold)",
+            "build",
+            "median",
+            "p95",
+            "p99",
+            "instr/msg",
+            words::primary()
         );
         for row in &w.rows {
             let delta = match &row.vs_release {
@@ -62,8 +67,9 @@ pub fn render_table(report: &Report) -> String {
     if let Some(a) = &report.against {
         let _ = writeln!(
             out,
-            "{}, median, in the same sessions:",
-            words::against_title(a)
+            "{}, {}, in the same sessions:",
+            words::against_title(a),
+            words::primary()
         );
         for line in crate::report::lines::against_lines(a) {
             let _ = writeln!(out, "  {line}");

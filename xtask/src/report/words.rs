@@ -23,6 +23,11 @@ pub fn verdict(v: Verdict) -> &'static str {
     }
 }
 
+/// The primary metric's word: what the verdicts lead with.
+pub fn primary() -> &'static str {
+    metric(Metric::PRIMARY)
+}
+
 /// A metric's word: its name ([`Metric::name`]).
 pub fn metric(m: Metric) -> &'static str {
     m.name()
@@ -45,6 +50,19 @@ pub fn estimate(e: &Estimate) -> String {
         _ => String::new(),
     };
     format!("{x:.1} % {word}, 95 % CI [{a:.1}, {b:.1}]{settled}")
+}
+
+/// A signed change with its interval, where the record keeps no [`Estimate`]:
+/// "−1.23 % [−1.80, −0.66]" (negative: faster).
+pub fn signed(change_pct: f64, low_pct: f64, high_pct: f64) -> String {
+    format!("{change_pct:+.2} % [{low_pct:+.2}, {high_pct:+.2}]")
+}
+
+/// A share of the oracle's gain, or why there is none: "capture 66 %".
+pub fn capture_pct(pct: Option<f64>) -> String {
+    pct.map_or("no oracle gain".to_string(), |c| {
+        format!("capture {c:.0} %")
+    })
 }
 
 /// The direction of a change: "faster" below 0, "slower" above.

@@ -25,6 +25,7 @@ use crate::measure::{self, BASELINE, MeasuredArm};
 use crate::pipeline::ab;
 use crate::pipeline::ctx::Ctx;
 use crate::pipeline::profile::{Change, Measured, Mix};
+use crate::report::words;
 use crate::toolchain::build::{Build, Built};
 use crate::toolchain::tools::Toolchain;
 
@@ -474,16 +475,14 @@ fn measure_round(
 }
 
 fn print(mixes: &[Mix], config: &[(String, Option<f64>)], chosen: &str, last: u32) {
-    let share = |c: Option<f64>| {
-        c.map_or("no oracle gain".to_string(), |c| {
-            format!("capture {c:.0} %")
-        })
-    };
     eprintln!("tune: the config's mix on the validation workloads (last round):");
     for (w, c) in config {
-        eprintln!("    {w:<26} {}", share(*c));
+        eprintln!("    {w:<26} {}", words::capture_pct(*c));
     }
-    eprintln!("tune: each mix against the config's, median per message (negative: faster):");
+    eprintln!(
+        "tune: each mix against the config's, {} per message (negative: faster):",
+        words::primary()
+    );
     for m in mixes {
         let mark = if m.label == chosen && m.round == last {
             "  ← kept"
@@ -493,14 +492,12 @@ fn print(mixes: &[Mix], config: &[(String, Option<f64>)], chosen: &str, last: u3
         eprintln!("  round {}: {}{mark}", m.round, m.label);
         for c in &m.against_config {
             eprintln!(
-                "    {:<26} {:+.2} % [{:+.2}, {:+.2}] (threshold ±{:.1} %; {} sessions; {})",
+                "    {:<26} {} (threshold ±{:.1} %; {} sessions; {})",
                 c.workload,
-                c.change_pct,
-                c.ci_low_pct,
-                c.ci_high_pct,
+                words::signed(c.change_pct, c.ci_low_pct, c.ci_high_pct),
                 c.threshold_pct,
                 c.sessions,
-                share(c.capture_pct)
+                words::capture_pct(c.capture_pct)
             );
         }
     }

@@ -17,7 +17,10 @@ const AA_FILL: &str = "#fde9a9";
 const LAYOUT_FILL: &str = "#cfe3f7";
 
 fn title(workload: &str) -> String {
-    format!("{workload}: median against release, 95 % interval")
+    format!(
+        "{workload}: {} against release, 95 % interval",
+        words::primary()
+    )
 }
 
 /// One row: a build's name, its change, interval and verdict.
