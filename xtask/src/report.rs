@@ -1,6 +1,7 @@
 //! The `report` stage's documents, all rendered from one [`Report`] (what `report.json`
-//! holds): the terminal table, `report.md` in the form of the benchmark page, the
-//! benchmark-history entries. The plot is in `plot.rs`.
+//! holds): the terminal table (`table.rs`), `report.md` in the form of the benchmark page
+//! (`markdown.rs`), the plots (`plot.rs` and `plot/`), the benchmark-history entries (here);
+//! their words are `words.rs`'s and `lines.rs`'s.
 
 pub mod gate;
 pub mod lines;

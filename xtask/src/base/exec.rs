@@ -19,7 +19,7 @@ pub struct Cmd {
     /// The file read as its stdin (closed when `None`).
     stdin: Option<std::path::PathBuf>,
     /// `(position, slashes)`: argv[position] (0: the program) runs as that path with
-    /// `slashes` more leading slashes (`workload::shifted`); shown without them.
+    /// `slashes` more leading slashes ([`shifted`]); shown without them.
     shift: Option<(usize, usize)>,
 }
 

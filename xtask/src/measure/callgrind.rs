@@ -1,6 +1,7 @@
 //! Where the instructions go: callgrind's output files (`--callgrind-out-file`) read for each
 //! function's own cost (its self cost: the instructions of its own code, not of the functions
-//! it calls), and the report's section that sets the builds side by side per function. With
+//! it calls; the report's section that sets the builds side by side is
+//! `report/markdown/functions.rs`). With
 //! the runs of N and 2N messages differenced as for the totals, a function's figure is what
 //! it executes per message, and the figures of one build add up to its total exactly.
 //!

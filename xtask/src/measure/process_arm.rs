@@ -126,7 +126,7 @@ pub(crate) fn arm_args<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// Why an arm stopped before `q`: its exit code is chosen by the kind ([`ArmStop::exit_code`]).
+/// Why an arm stopped before `q`: its exit code is chosen by the kind ([`ArmStop::exit`]).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ArmStop {
     /// Its stdout is closed: the coordinator is gone.
@@ -274,7 +274,7 @@ fn run_file(spec: &Spec, exe: &Path, shift: usize) -> Result<f64> {
         None => Stdio::null(),
     });
     // No `pre_exec` hook: std then starts it with `posix_spawn`. It dies with its arm through
-    // the arm's process group, which the session kills whole (`lockstep.rs`).
+    // the arm's process group, which the session kills whole (`lockstep/arm.rs`).
     let shown = || {
         let exe = match shift {
             0 => exe.display().to_string(),
@@ -359,7 +359,7 @@ pub(crate) fn children_usage() -> [f64; 4] {
     ]
 }
 
-/// The closing line: the report over every run (`workload::WorkloadLine`'s fields), with the
+/// The closing line: the report over every run (`program::WorkloadLine`'s fields), with the
 /// CPU time and context switches of the measured runs (the warm-up's, `before`, taken off).
 pub(crate) fn closing(sorted: &[f64], before: &[f64; 4]) -> serde_json::Value {
     let now = children_usage();

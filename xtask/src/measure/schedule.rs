@@ -1,6 +1,6 @@
-//! The measured arms (each build under its name, release twice) and the schedule of lockstep
-//! sessions, each workload's taking turns with the others' (one session: `lockstep.rs`),
-//! until the stopping rule (`xtask/stats/src/sequential.rs`) is satisfied.
+//! The schedule of lockstep sessions: each workload's taking turns with the others' (one
+//! session: `lockstep.rs`), the next one's arms set up on the other core while one runs,
+//! until the stopping rule (`progress.rs`, `xtask/stats/src/sequential.rs`) is satisfied.
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};

@@ -1,5 +1,5 @@
-//! The profile stages: the instrumented build, training, merging, and the optimised build
-//! with the proof (rustc's own warnings) that the profile applied.
+//! Profile files and what is recorded of them: `llvm-profdata show`, the check that a file is
+//! an indexed profile, and `tune`'s records (the weights chosen, the mixes measured).
 
 use std::path::{Path, PathBuf};
 

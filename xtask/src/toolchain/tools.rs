@@ -1,4 +1,4 @@
-//! The `doctor` stage: rustc's version and LLVM major, and an llvm-profdata of the SAME
+//! What the `doctor` stage checks: rustc's version and LLVM major, and an llvm-profdata of the SAME
 //! LLVM major. An older llvm-profdata cannot read rustc's raw profiles; a newer one writes an
 //! indexed profile rustc may silently ignore. A mismatched tool is never used.
 

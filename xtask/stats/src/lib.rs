@@ -1,6 +1,6 @@
 //! Paired statistics: per lockstep session r = ln(candidate / baseline), the median of its
 //! rounds'. The estimate is a 20 % trimmed mean of r with the stopping rule's interval
-//! (`sequential.rs`), widened by the arm component (`components.rs`); the oracle capture has a
+//! (`sequential.rs`), widened by the run component (`components.rs`); the oracle capture has a
 //! seeded nested bootstrap. Numbers in, numbers out: no processes here.
 
 use anyhow::{Result, bail};
@@ -30,7 +30,7 @@ pub struct Estimate {
     /// Sessions: the degrees of freedom of the sessions' half-width.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub df: Option<usize>,
-    /// The arm component the interval carries (`components.rs`): its sd in % and the null
+    /// The run component the interval carries (`components.rs`): its sd in % and the null
     /// arms it was estimated from; `None`: the sessions' interval alone (a null arm itself, a
     /// layout variant, workload against workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -43,7 +43,7 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    /// The same estimate, its interval widened by the arm component (`components.rs`).
+    /// The same estimate, its interval widened by the run component (`components.rs`).
     pub fn with_arm(&self, arm: Option<&components::Component>) -> Estimate {
         let (Some(arm), Some(df)) = (arm, self.df) else {
             return self.clone();

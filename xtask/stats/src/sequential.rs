@@ -27,7 +27,7 @@
 //! The sessions are not normal, so the estimate is a 20 % trimmed mean with its winsorized
 //! standard error ([`TRIM`]; the degrees of freedom are those of the values kept): the
 //! coverage is then approximate, and checked by simulation on recorded sessions, each
-//! comparison at its own stopping time (`sequential_tests.rs`). A time cap or a session cap
+//! comparison at its own stopping time (`sequential/tests.rs`). A time cap or a session cap
 //! that cuts `N` short leaves the interval wider than the target (and the report says so);
 //! the clock depends a little on the batches' own times, which the simulation does not model.
 

@@ -511,7 +511,7 @@ fn calibrating_a_whole_process_workload_is_refused_before_building() {
 
 /// A whole-process arm whose run hangs: its runs start with no hook tying them to it
 /// (`posix_spawn`), but the arm leads a process group they join, and a session kills that
-/// group (`lockstep.rs`): the hung run is gone with its arm.
+/// group (`measure/lockstep/arm.rs`): the hung run is gone with its arm.
 #[test]
 fn a_hung_whole_process_run_dies_with_its_arm_group() {
     use std::io::{BufRead, Write};

@@ -1,5 +1,6 @@
-//! `report`: the statistics, the table, report.json, report.md, the plots and history,
-//! rendered from the recorded outputs of the stages before it.
+//! `report`: the statistics, the table, report.json, report.md, the plots and history, from
+//! what the stages before it handed on (in memory in a whole run; from their records when
+//! the stage runs alone).
 
 use std::path::Path;
 
@@ -56,9 +57,9 @@ pub struct Handed<'a> {
     pub optimized: Option<&'a OptimizedBuild>,
 }
 
-/// The statistics, the table, report.json, report.md, the plots, history. Renders from the
-/// recorded outputs of the stages before it; when up to date, report.json is read back and
-/// its table shown again.
+/// The statistics, the table, report.json, report.md, the plots, history, from what the
+/// stages before it handed on (`handed`, else their records); when up to date, report.json
+/// is read back and its table shown again.
 pub fn run(ctx: &Ctx, toolchain: &Toolchain, timer: &mut Timer, handed: Handed) -> Result<Report> {
     let so_far = timer.runs.clone();
     let mut made = None;

@@ -167,7 +167,7 @@ struct Sim<'a> {
     history: usize,
     /// Per comparison, the comparison that keeps its arm in the sessions after it settles
     /// (the oracle's capture keeps lto and lto+pgo): a settled one then takes every session
-    /// up to that one's stop, at [`ALPHA_PLANNED`] (`measure::Watch::run_on`).
+    /// up to that one's stop, at [`ALPHA_PLANNED`] (xtask's `Watched::run_on`, `measure/progress.rs`).
     kept_by: &'a [Option<usize>],
 }
 
