@@ -3,6 +3,7 @@
 //! (`markdown.rs`), the plots (`plot.rs` and `plot/`), the benchmark-history entries (here);
 //! their words are `words.rs`'s and `lines.rs`'s.
 
+pub mod comparators;
 pub mod gate;
 pub mod lines;
 pub mod markdown;

@@ -5,7 +5,8 @@ use anyhow::Result;
 use super::ctx::Ctx;
 use crate::base::fsx;
 use crate::flags::CompareArgs;
-use crate::measure::comparators::{render, run_comparators};
+use crate::measure::comparators::run_comparators;
+use crate::report::comparators::lines;
 use crate::toolchain::build::Build;
 
 /// `cargo xtask compare`: the comparison table alone, on a release build of the binary
@@ -30,7 +31,7 @@ pub fn run(flags: CompareArgs) -> Result<()> {
     )?;
     let path = ctx.pgo_data.join("compare.json");
     fsx::write_json(&path, &rows)?;
-    println!("\n{}", render(&rows, compare));
+    println!("\n{}", lines(&rows, compare));
     println!("wrote {}", path.display());
     Ok(())
 }

@@ -32,7 +32,7 @@ pub fn render_markdown(report: &Report) -> String {
         bolt::render(&mut md, b);
     }
     crate::report::workload_ratios::versus_markdown(&mut md, &report.versus);
-    comparators(&mut md, report);
+    crate::report::comparators::markdown(&mut md, report);
     recorded::render(&mut md, report);
     stopping::render(&mut md, &report.stopped);
     recorded::raw_nanos(&mut md, report);
@@ -361,52 +361,6 @@ fn simulated(md: &mut String, report: &Report) {
         );
     }
     md.push('\n');
-}
-
-/// The same workload on other implementations (when measured).
-fn comparators(md: &mut String, report: &Report) {
-    if let (false, Some(cfg)) = (
-        report.comparators.is_empty(),
-        &report.config.settings.compare,
-    ) {
-        let _ = writeln!(
-            md,
-            "## Comparators\n\nThe same workload, capacity 8, {} messages a run ({} for the cross-thread row), {} interleaved rounds; percentiles computed by xtask from every \
-             row's raw values (nearest rank), medians over runs. Same-thread and cross-thread rows are never compared.\n",
-            cfg.messages,
-            cfg.messages.min(cfg.cross_thread_messages),
-            cfg.rounds
-        );
-        let _ = writeln!(
-            md,
-            "| implementation | threads | median (ns) | p95 (ns) | p99 (ns) | clock overhead (ns) |"
-        );
-        let _ = writeln!(md, "|---|---|---:|---:|---:|---:|");
-        for row in &report.comparators {
-            let kind = match row.kind {
-                crate::measure::comparators::Kind::SameThread => "same-thread",
-                crate::measure::comparators::Kind::CrossThread => "cross-thread",
-            };
-            match (&row.figures, &row.skipped) {
-                (Some(f), _) => {
-                    let _ = writeln!(
-                        md,
-                        "| {} | {kind} | {:.1} | {:.1} | {:.1} | {:.0} |",
-                        row.name, f.median_ns, f.p95_ns, f.p99_ns, f.clock_overhead_ns
-                    );
-                }
-                (None, why) => {
-                    let _ = writeln!(
-                        md,
-                        "| {} | {kind} | {} | | | |",
-                        row.name,
-                        why.as_deref().unwrap_or("")
-                    );
-                }
-            }
-        }
-        md.push('\n');
-    }
 }
 
 /// Each comparison in words.

@@ -82,7 +82,7 @@ pub fn render_table(report: &Report) -> String {
         &report.config.settings.compare,
     ) {
         out.push('\n');
-        out.push_str(&crate::measure::comparators::render(
+        out.push_str(&crate::report::comparators::lines(
             &report.comparators,
             compare,
         ));
