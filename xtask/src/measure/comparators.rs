@@ -1,8 +1,9 @@
-//! The comparison (`cargo xtask compare`, and the report's): the same mailbox workload on other implementations of the primitive,
-//! in one table: Mighty's mailbox (Block and Fail policies), bare tokio mpsc, a C++ asio
+//! The comparators (`cargo xtask compare`, and the report's): the same mailbox workload on
+//! other implementations of the primitive, run and read: Mighty's mailbox (Block and Fail policies), bare tokio mpsc, a C++ asio
 //! coroutine channel, a C++ mutex + condition-variable channel (cross-thread) and a Go buffered
 //! channel. Every row emits its raw per-message values; the percentiles are computed here, in
 //! one place, the same way for all. Same-thread and cross-thread rows never share a ratio.
+//! Their table is `report/comparators.rs`'s.
 
 mod cxx;
 
