@@ -91,10 +91,12 @@ pub fn run(
             )?;
             if super::reused(timer) {
                 eprintln!(
-                    "bolt: {} ({} of {} functions profiled)",
+                    "bolt: {} ({})",
                     built.build.exe.display(),
-                    built.report.functions_profiled,
-                    built.report.functions_total
+                    crate::report::words::bolt_profiled(
+                        built.report.functions_profiled,
+                        built.report.functions_total
+                    )
                 );
             }
             Ok(Some(built))
@@ -181,9 +183,8 @@ fn build(
         })
         .collect();
     eprintln!(
-        "bolt: {} of {} functions have a profile; required: {}; {}",
-        report.functions_profiled,
-        report.functions_total,
+        "bolt: {}; required: {}; {}",
+        crate::report::words::bolt_profiled(report.functions_profiled, report.functions_total),
         required
             .iter()
             .map(|(p, n)| format!("{p} {n}"))

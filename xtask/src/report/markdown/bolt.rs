@@ -25,9 +25,8 @@ pub fn render(md: &mut String, b: &BoltBuild) {
     );
     let _ = writeln!(
         md,
-        "- Profile applied: {} of {} functions have a non-empty profile (BOLT's count); of the required paths: {}.",
-        r.functions_profiled,
-        r.functions_total,
+        "- Profile applied: {} (BOLT's count); of the required paths: {}.",
+        crate::report::words::bolt_profiled(r.functions_profiled, r.functions_total),
         b.required
             .iter()
             .map(|(p, n)| format!("`{p}` {n} functions"))
