@@ -111,15 +111,6 @@ impl Unit {
     pub fn within_sessions(self) -> bool {
         self != Unit::Session
     }
-
-    /// Its name, plural: "sessions", "turns", "pairs".
-    pub fn plural(self) -> &'static str {
-        match self {
-            Unit::Session => "sessions",
-            Unit::Turn => "turns",
-            Unit::Pair => "pairs",
-        }
-    }
 }
 
 /// How one comparison stopped: after how many sessions, on what, and the error its interval

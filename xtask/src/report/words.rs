@@ -306,6 +306,15 @@ pub fn stopping(s: &Stopping) -> String {
     )
 }
 
+/// A comparison's unit, plural: "sessions", "turns", "pairs".
+pub fn units(u: Unit) -> &'static str {
+    match u {
+        Unit::Session => "sessions",
+        Unit::Turn => "turns",
+        Unit::Pair => "pairs",
+    }
+}
+
 /// What a watched comparison was for.
 pub fn role(r: Role) -> &'static str {
     match r {

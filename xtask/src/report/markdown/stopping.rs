@@ -67,7 +67,7 @@ pub fn render(md: &mut String, stopped: &[crate::measure::Stopping]) {
             c.base,
             c.sessions,
             if c.unit.within_sessions() {
-                format!(" {} ({} sessions)", c.unit.plural(), c.through)
+                format!(" {} ({} sessions)", words::units(c.unit), c.through)
             } else {
                 String::new()
             },
