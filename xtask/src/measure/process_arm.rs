@@ -93,10 +93,27 @@ pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
     // effort: a session that cannot, kills the arm, and a hung run outlives it.)
     // SAFETY: setpgid(0, 0) on this process itself.
     unsafe { libc::setpgid(0, 0) };
-    let (spec, batch) = match arm_args::<Spec>(argv) {
+    arm_main(argv, SUBCOMMAND, |spec: &Spec, batch, input, output| {
+        serve(spec, batch, input, output)
+    })
+}
+
+/// An arm's `main`: its command line after the subcommand (2 when malformed), then `serve`
+/// over stdin and stdout, its exit code by how it stopped ([`ArmStop::exit`]).
+pub(crate) fn arm_main<T: serde::de::DeserializeOwned>(
+    argv: impl Iterator<Item = String>,
+    subcommand: &str,
+    serve: impl FnOnce(
+        &T,
+        u64,
+        std::io::StdinLock<'static>,
+        std::io::StdoutLock<'static>,
+    ) -> Result<(), ArmStop>,
+) -> ExitCode {
+    let (spec, batch) = match arm_args::<T>(argv) {
         Ok(p) => p,
         Err(err) => {
-            eprintln!("xtask {SUBCOMMAND}: {err:#}");
+            eprintln!("xtask {subcommand}: {err:#}");
             return ExitCode::from(2);
         }
     };
@@ -107,12 +124,12 @@ pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
         std::io::stdout().lock(),
     ) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(stop) => stop.exit(SUBCOMMAND),
+        Err(stop) => stop.exit(subcommand),
     }
 }
 
 /// An arm's command line after its subcommand, `SPEC --lockstep N`: the spec (JSON) and N.
-pub(crate) fn arm_args<T: serde::de::DeserializeOwned>(
+fn arm_args<T: serde::de::DeserializeOwned>(
     mut argv: impl Iterator<Item = String>,
 ) -> Result<(T, u64)> {
     let spec = argv.next().context("no spec")?;

@@ -61,22 +61,9 @@ fn other_cpus(taken: &[usize]) -> Vec<usize> {
 /// gone, 1 when the server or driver fails (the reason on stderr), 2 on a malformed command
 /// line or an unknown protocol command, as `mty-lockstep` does.
 pub fn main(argv: impl Iterator<Item = String>) -> ExitCode {
-    let (spec, batch) = match crate::measure::process_arm::arm_args::<Spec>(argv) {
-        Ok(p) => p,
-        Err(err) => {
-            eprintln!("xtask {SUBCOMMAND}: {err:#}");
-            return ExitCode::from(2);
-        }
-    };
-    match serve(
-        &spec,
-        batch,
-        std::io::stdin().lock(),
-        std::io::stdout().lock(),
-    ) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(stop) => stop.exit(SUBCOMMAND),
-    }
+    crate::measure::process_arm::arm_main(argv, SUBCOMMAND, |spec: &Spec, batch, input, output| {
+        serve(spec, batch, input, output)
+    })
 }
 
 /// A thread that keeps its core from idling while a turn runs: it spins at `SCHED_IDLE`
