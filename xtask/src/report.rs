@@ -109,9 +109,16 @@ impl Report {
             .any(|w| w.name == workload && w.mode == crate::config::Mode::Process)
     }
 
+    /// A build's figures as the table and report.md both show them: its median, p95, p99
+    /// and instructions per message.
+    pub(crate) fn figures(&self, workload: &str, row: &crate::analysis::Row) -> [String; 4] {
+        let [median, p95, p99] = self.time_columns(workload, row);
+        [median, p95, p99, fmt_instr(row.instructions_per_message)]
+    }
+
     /// The median, p95 and p99 columns of `row`: ns, or the run's ms for a whole-process
     /// workload (no tail).
-    pub(crate) fn time_columns(&self, workload: &str, row: &crate::analysis::Row) -> [String; 3] {
+    fn time_columns(&self, workload: &str, row: &crate::analysis::Row) -> [String; 3] {
         let service = self
             .config
             .settings

@@ -187,12 +187,11 @@ fn numbers(md: &mut String, report: &Report) {
                     crate::report::words::verdict(c.primary().verdict).to_string(),
                 ),
             };
-            let [median, p95, p99] = report.time_columns(&w.workload, row);
+            let [median, p95, p99, instr] = report.figures(&w.workload, row);
             let _ = writeln!(
                 md,
-                "| {} | {median} | {p95} | {p99} | {} | {delta} | {verdict} |",
+                "| {} | {median} | {p95} | {p99} | {instr} | {delta} | {verdict} |",
                 row.build,
-                fmt_instr(row.instructions_per_message)
             );
         }
         md.push('\n');

@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
+use super::Report;
 use super::words;
-use super::{Report, fmt_instr};
 
 /// The terminal table.
 pub fn render_table(report: &Report) -> String {
@@ -33,12 +33,11 @@ pub fn render_table(report: &Report) -> String {
                 None => report.description(&row.build).to_string(),
                 Some(c) => words::judged_against(c.primary()),
             };
-            let [median, p95, p99] = report.time_columns(&w.workload, row);
+            let [median, p95, p99, instr] = report.figures(&w.workload, row);
             let _ = writeln!(
                 out,
-                "  {:<12} {median:>8} {p95:>8} {p99:>8} {:>10}  {delta}",
+                "  {:<12} {median:>8} {p95:>8} {p99:>8} {instr:>10}  {delta}",
                 row.build,
-                fmt_instr(row.instructions_per_message)
             );
         }
         for row in w.rows.iter().filter(|_| !report.whole_process(&w.workload)) {

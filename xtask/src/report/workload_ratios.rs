@@ -8,30 +8,31 @@ use stats::Estimate;
 
 use crate::report::words;
 
-fn ratio_or_none(e: &Option<Estimate>) -> String {
-    e.as_ref()
-        .map_or_else(|| "not reported".to_string(), words::ratio)
-}
-
-fn instructions_ratio(r: &VersusResult) -> String {
-    r.instructions_ratio
-        .map_or_else(|| "not counted".to_string(), |x| format!("{x:.3}×"))
+/// One result's figures, as both renderings show them: the median ratio, p99, p99.9 and
+/// instructions per message.
+fn figures(r: &VersusResult) -> [String; 4] {
+    let tail = |e: &Option<Estimate>| {
+        e.as_ref()
+            .map_or_else(|| "not reported".to_string(), words::ratio)
+    };
+    [
+        words::ratio(&r.median),
+        tail(&r.p99),
+        tail(&r.p999),
+        r.instructions_ratio
+            .map_or_else(|| "not counted".to_string(), |x| format!("{x:.3}×")),
+    ]
 }
 
 /// The terminal lines (none when nothing was compared).
 pub fn versus_lines(results: &[VersusResult]) -> String {
     let mut out = String::new();
     for r in results {
+        let [median, p99, p999, instructions] = figures(r);
         let _ = writeln!(
             out,
-            "{} / {} on {}, paired in lockstep: median {}, p99 {}, p99.9 {}, instructions per message {}",
-            r.subject,
-            r.reference,
-            r.build,
-            words::ratio(&r.median),
-            ratio_or_none(&r.p99),
-            ratio_or_none(&r.p999),
-            instructions_ratio(r)
+            "{} / {} on {}, paired in lockstep: median {median}, p99 {p99}, p99.9 {p999}, instructions per message {instructions}",
+            r.subject, r.reference, r.build,
         );
     }
     out
@@ -55,16 +56,11 @@ pub fn versus_markdown(md: &mut String, results: &[VersusResult]) {
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|");
     for r in results {
+        let cells = figures(r).join(" | ");
         let _ = writeln!(
             md,
-            "| `{}` / `{}` | {} | {} | {} | {} | {} |",
-            r.subject,
-            r.reference,
-            r.build,
-            words::ratio(&r.median),
-            ratio_or_none(&r.p99),
-            ratio_or_none(&r.p999),
-            instructions_ratio(r)
+            "| `{}` / `{}` | {} | {cells} |",
+            r.subject, r.reference, r.build,
         );
     }
     md.push('\n');
