@@ -11,7 +11,7 @@ use stats::components::Component;
 
 /// `--against`: per workload, each of this tree's builds against the other commit's build of
 /// the same name (`pairs`: this tree's arm, the other commit's arm), ln(ours / theirs) round by
-/// round in the same sessions, judged against the workload's A/A floor like every verdict.
+/// round in the same sessions, judged against the workload's threshold like every verdict.
 pub fn against(
     analysed: &[WorkloadAnalysis],
     sessions: &[Session],

@@ -62,13 +62,13 @@ fn header(md: &mut String, report: &Report) {
 }
 
 /// The answer first: whether the profile applied, then each build against release per
-/// workload, judged against the noise floor, and the training's share of the oracle's gain.
+/// workload, judged against its threshold, and the training's share of the oracle's gain.
 fn verdict(md: &mut String, report: &Report) {
     let _ = writeln!(
         md,
         "## Verdict
 
-![Each build against release, with its 95 % interval, the A/A arm's reach and the layout floor](verdicts.svg)
+![Each build against release, with its 95 % interval, the A/A floor and the layout floor](verdicts.svg)
 "
     );
     // rustc's `-pgo-warn-missing-function` and hash-mismatch warnings are what it rests on.

@@ -404,7 +404,7 @@ mod tests {
             svg.contains(&format!("layout floor ±{floor:.1} %")),
             "{svg}"
         );
-        assert!(svg.contains("A/A reach ±"), "{svg}");
+        assert!(svg.contains("A/A floor ±"), "{svg}");
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
         if crate::testing::optional::have(
             "rsvg-convert (to render verdicts.svg)",

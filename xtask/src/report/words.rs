@@ -87,9 +87,10 @@ pub fn layout_floor_short(floor_pct: Option<f64>) -> String {
     }
 }
 
-/// The A/A arm's reach: the farther bound of its interval from 0 (`stats::noise_floor_pct`).
-pub fn aa_reach(reach_pct: f64) -> String {
-    format!("A/A reach ±{reach_pct:.1} %")
+/// The A/A floor: the farther bound of the A/A arm's interval from 0
+/// (`stats::noise_floor_pct`), the run's precision, not a threshold.
+pub fn aa_floor(floor_pct: f64) -> String {
+    format!("A/A floor ±{floor_pct:.1} %")
 }
 
 /// The min effect as a threshold: "min effect ±1.0 %".

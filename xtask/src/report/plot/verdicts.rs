@@ -1,5 +1,5 @@
 //! `verdicts.svg`, the first picture of report.md: per workload, each build's change against
-//! release with its 95 % interval (a forest plot), the A/A arm's reach and the layout floor as
+//! release with its 95 % interval (a forest plot), the A/A floor and the layout floor as
 //! shaded bands around zero; a gain whose whole interval clears both stands.
 
 use std::fmt::Write as _;
@@ -95,7 +95,7 @@ pub fn render_verdicts_svg(report: &Report) -> String {
     s
 }
 
-/// `floors`: the A/A arm's reach, the layout floor where measured, and the minimum effect (%).
+/// `floors`: the A/A floor, the layout floor where measured, and the minimum effect (%).
 fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], floors: (f64, Option<f64>, f64)) {
     let (aa, layout, min_effect) = floors;
     let top = y0 + TOP;
@@ -205,7 +205,7 @@ fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], floors: (f64, Op
     // The key.
     let ky = top + h + 46.0;
     let mut x = LEFT;
-    let mut key = vec![(AA_FILL, words::aa_reach(aa))];
+    let mut key = vec![(AA_FILL, words::aa_floor(aa))];
     key.push(match layout {
         Some(_) => (LAYOUT_FILL, words::layout_floor_short(layout)),
         None => ("none", words::layout_floor_short(None)),
