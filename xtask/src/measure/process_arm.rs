@@ -558,6 +558,23 @@ mod tests {
         assert!(matches!(&err, ArmStop::Protocol(c) if c == "go"), "{err}");
     }
 
+    /// Both arms' exit codes come from the kind of stop, as `mty-lockstep`'s do: 0 when the
+    /// coordinator is gone, 2 on a protocol error, 1 when the command failed.
+    #[test]
+    fn an_arms_exit_code_is_chosen_by_the_kind_of_stop() {
+        let code = |stop: ArmStop| stop.exit("__test-arm");
+        assert_eq!(code(ArmStop::Gone), ExitCode::SUCCESS);
+        assert_eq!(code(ArmStop::Protocol("go".into())), ExitCode::from(2));
+        assert_eq!(
+            code(ArmStop::Failed(anyhow::anyhow!("the server died"))),
+            ExitCode::FAILURE
+        );
+        assert_eq!(
+            ArmStop::Protocol("go".into()).to_string(),
+            "unknown lockstep command `go` (expected `g` or `q`)"
+        );
+    }
+
     #[test]
     fn nearest_rank_quantiles() {
         let v = [1.0, 2.0, 3.0, 4.0];
