@@ -12,7 +12,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Measure;
-use crate::measure::session::Metric;
+use crate::measure::session::{Metric, Session};
 use crate::measure::{BASELINE, BASELINE_AGAIN};
 use stats::median;
 
@@ -134,9 +134,12 @@ pub struct AgainstResult {
     pub build: String,
     /// The other commit's arm (`<commit>:<build>`).
     pub against: String,
-    /// Judged on the primary metric ([`Metric::PRIMARY`]).
+    /// Judged on the primary metric ([`Metric::primary`]).
     #[serde(rename = "median")]
     pub primary: Judged,
+    /// Which metric that is (a report from before it was kept: the median).
+    #[serde(default)]
+    pub metric: Metric,
 }
 
 /// The same comparison judged on each metric its sessions carry ([`Metric`]), the primary
@@ -146,21 +149,30 @@ pub struct AgainstResult {
 pub struct Comparison(pub BTreeMap<Metric, Judged>);
 
 impl Comparison {
-    /// The primary metric's judgement ([`Metric::PRIMARY`]): what the verdicts lead with.
+    /// The primary metric's judgement ([`Metric::primary`]: the first it judges, in the
+    /// order of [`Metric::ALL`]): what the verdicts lead with.
     pub fn primary(&self) -> &Judged {
-        self.get(Metric::PRIMARY)
+        self.0
+            .values()
+            .next()
+            .expect("every comparison judges the primary metric")
+    }
+
+    /// The primary metric itself.
+    pub fn primary_metric(&self) -> Metric {
+        *self
+            .0
+            .keys()
+            .next()
             .expect("every comparison judges the primary metric")
     }
 
     #[cfg(test)]
     pub fn primary_mut(&mut self) -> &mut Judged {
         self.0
-            .get_mut(&Metric::PRIMARY)
+            .values_mut()
+            .next()
             .expect("every comparison judges the primary metric")
-    }
-
-    pub fn get(&self, metric: Metric) -> Option<&Judged> {
-        self.0.get(&metric)
     }
 
     /// Each metric's judgement, in [`Metric::ALL`]'s order.
@@ -182,6 +194,9 @@ pub struct Row {
     pub median_ns: f64,
     pub p95_ns: f64,
     pub p99_ns: f64,
+    /// A service judged by CPU: the server's CPU time per request (the median over runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_per_request_ns: Option<f64>,
     pub instructions_per_message: Option<f64>,
     /// Why instructions are missing, when they are.
     pub instructions_note: Option<String>,
@@ -240,6 +255,43 @@ pub struct WorkloadAnalysis {
     /// The layout floor, where this workload's sessions carried layout variants.
     #[serde(default)]
     pub layout: Option<LayoutFloor>,
+    /// A service judged by CPU: its saturated turns and its server's idle CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceState>,
+}
+
+/// What a service workload judged by CPU per request says beside its figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceState {
+    /// Turns whose server fell behind the offered rate (the driver said so), of all turns
+    /// of every arm: their CPU per request is not comparable with the others'.
+    pub saturated_turns: usize,
+    pub turns: usize,
+    /// Release's server's CPU time a second with no load (ns/s; the median over sessions):
+    /// the runtime's idle polling and wake-ups, a part of every turn's CPU per request.
+    pub idle_cpu_ns_per_s: Option<f64>,
+}
+
+impl ServiceState {
+    /// Its state in these sessions; `None` unless they are judged by CPU per request.
+    pub fn of(sessions: &[&Session]) -> Option<ServiceState> {
+        if Metric::primary(sessions) != Metric::CpuPerRequest {
+            return None;
+        }
+        let batches = || sessions.iter().flat_map(|s| s.batches.iter().flatten());
+        let idle: Vec<f64> = sessions
+            .iter()
+            .filter_map(|s| {
+                let i = s.arms.iter().position(|a| a == BASELINE)?;
+                s.totals.get(i)?.server_idle_cpu_ns_per_s
+            })
+            .collect();
+        Some(ServiceState {
+            saturated_turns: batches().filter(|b| b.saturated).count(),
+            turns: batches().count(),
+            idle_cpu_ns_per_s: median(&idle),
+        })
+    }
 }
 
 /// Other processes' CPU time beside one workload's sessions (`crate::measure::machine`).
@@ -363,19 +415,21 @@ pub(crate) fn capture(
 /// release, so the layout floor (on the median, where measured) applies to all of them.
 pub(crate) fn judge_rows(
     builds: &[String],
-    min_effect_pct: f64,
+    min_effect_pct: impl Fn(Metric) -> f64,
     layout: Option<&LayoutFloor>,
     extra: impl Fn(&str) -> Option<stats::components::Component>,
     compare: impl Fn(&str) -> Result<Vec<(Metric, Estimate)>>,
     mut row: impl FnMut(&str, Option<Comparison>) -> Row,
 ) -> Result<(Comparison, Vec<Row>)> {
-    // The layout floor is measured on the primary metric and judges it alone.
+    // The layout floor is measured on the primary metric (the first compared) and judges it
+    // alone.
     let judge = |est: Vec<(Metric, Estimate)>, layout: Option<&LayoutFloor>| {
+        let primary = est.first().map(|(m, _)| *m);
         Comparison(
             est.into_iter()
                 .map(|(m, e)| {
-                    let layout = layout.filter(|_| m == Metric::PRIMARY);
-                    (m, judged(e, min_effect_pct, layout))
+                    let layout = layout.filter(|_| Some(m) == primary);
+                    (m, judged(e, min_effect_pct(m), layout))
                 })
                 .collect(),
         )

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 mod schema;
 mod workload;
 pub use schema::*;
-pub use workload::{Mode, Stdout, Workload};
+pub use workload::{CPU_PER_REQUEST, Mode, Stdout, Workload};
 
 /// The config as loaded, with where it came from.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -244,9 +244,17 @@ pub fn parse(text: &str) -> Result<Config> {
                 w.name
             );
         }
-        if w.mode == Mode::Service && w.metric.is_none() {
+        // Judged by the server's CPU time per request (the default): mty-loadgen reads it
+        // only when told the server's pid.
+        let by_cpu = w.metric.as_deref().is_none_or(|m| m == CPU_PER_REQUEST);
+        if w.mode == Mode::Service
+            && by_cpu
+            && let Some(driver) = w.service.as_ref().map(|s| &s.driver)
+            && driver.first().is_some_and(|p| p.ends_with("mty-loadgen"))
+            && !driver.iter().any(|a| a.contains("{pid}"))
+        {
             bail!(
-                "measured workload `{}`: a service workload needs `metric`, the key of the driver's figure in ns (`p50_ns`, `p99_ns` for mty-loadgen)",
+                "measured workload `{}`: judged by the server's CPU time per request (`metric` unset or `\"cpu_per_request\"`), mty-loadgen must read the server's threads: add `\"--server-pid\", \"{{pid}}\"` to its `driver`, or set `metric` to a latency key (`p50_ns`)",
                 w.name
             );
         }

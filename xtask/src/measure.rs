@@ -20,6 +20,7 @@ pub mod service;
 pub mod service_arm;
 pub mod session;
 pub mod stops;
+pub mod threads;
 
 pub use arms::{AB_NEW, BASELINE, BASELINE_AGAIN, MeasuredArm, arms, layout_arm, layout_arms_of};
 pub use progress::{Group, groups};

@@ -110,10 +110,15 @@ impl Report {
     }
 
     /// A build's figures as the table and report.md both show them: its median, p95, p99
-    /// and instructions per message.
+    /// and instructions per message (a service judged by CPU: its CPU time per request,
+    /// [`crate::report::words::fourth_column`]).
     pub(crate) fn figures(&self, workload: &str, row: &crate::analysis::Row) -> [String; 4] {
         let [median, p95, p99] = self.time_columns(workload, row);
-        [median, p95, p99, fmt_instr(row.instructions_per_message)]
+        let fourth = match row.cpu_per_request_ns {
+            Some(ns) => format!("{:.2} µs", ns / 1e3),
+            None => fmt_instr(row.instructions_per_message),
+        };
+        [median, p95, p99, fourth]
     }
 
     /// The median, p95 and p99 columns of `row`: ns, or the run's ms for a whole-process

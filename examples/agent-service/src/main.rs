@@ -13,8 +13,14 @@
 //! - `GET /healthz`.
 //!
 //! It prints `agent-service listening on ADDR` once it accepts connections.
+//!
+//! With `--spin-ns N`, every request also does a fixed amount of CPU work, calibrated at
+//! start-up to take about N nanoseconds (`spin.rs`): a known extra cost per request, against
+//! which a benchmark tool's CPU per request can be checked. It prints
+//! `spin: ITERS iterations a request (about N ns)` on stderr at start-up.
 
 mod agents;
+mod spin;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -22,6 +28,7 @@ use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -45,6 +52,10 @@ struct Args {
     /// Session agents (keys are spread over them by hash).
     #[arg(long, default_value_t = 4)]
     shards: usize,
+    /// Extra CPU work every request does, calibrated at start-up to take about this many
+    /// nanoseconds (a fixed count of iterations, no clock read per request); 0: none.
+    #[arg(long, default_value_t = 0)]
+    spin_ns: u64,
 }
 
 #[derive(Deserialize)]
@@ -95,7 +106,7 @@ async fn stats(State(agents): State<Shared>) -> impl IntoResponse {
     }
 }
 
-async fn serve(args: Args) -> Result<(), String> {
+async fn serve(args: Args, spin_iters: u64) -> Result<(), String> {
     let agents = Arc::new(Agents::spawn(
         &tokio::runtime::Handle::current(),
         args.shards,
@@ -106,6 +117,17 @@ async fn serve(args: Args) -> Result<(), String> {
         .route("/stats", get(stats))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(Arc::clone(&agents));
+    // Without `--spin-ns` the layer is not there at all: the requests' path is unchanged.
+    let app = if spin_iters > 0 {
+        app.layer(axum::middleware::from_fn(
+            move |request, next: Next| async move {
+                std::hint::black_box(spin::spin(spin_iters));
+                next.run(request).await
+            },
+        ))
+    } else {
+        app
+    };
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .map_err(|err| format!("cannot listen on {}: {err}", args.listen))?;
@@ -132,6 +154,13 @@ async fn serve(args: Args) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let spin_iters = spin::calibrate(args.spin_ns);
+    if args.spin_ns > 0 {
+        eprintln!(
+            "spin: {spin_iters} iterations a request (about {} ns)",
+            args.spin_ns
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.workers.max(1))
         .enable_all()
@@ -143,7 +172,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args)) {
+    match runtime.block_on(serve(args, spin_iters)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("agent-service: {err}");

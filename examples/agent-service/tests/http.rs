@@ -14,6 +14,11 @@ struct Service {
 
 impl Service {
     fn start() -> Service {
+        Service::start_with(&[])
+    }
+
+    /// Started with `extra` flags after `--listen` and `--shards`.
+    fn start_with(extra: &[&str]) -> Service {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -22,6 +27,7 @@ impl Service {
         let addr = format!("127.0.0.1:{port}");
         let mut child = Command::new(env!("CARGO_BIN_EXE_agent-service"))
             .args(["--listen", &addr, "--shards", "2"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -130,6 +136,34 @@ fn sigterm_finishes_and_exits_zero() {
         .read_to_string(&mut stderr)
         .unwrap();
     assert!(stderr.contains("agents drained, exiting"), "{stderr}");
+    // No `--spin-ns`: no spin.
+    assert!(!stderr.contains("spin:"), "{stderr}");
+}
+
+#[test]
+fn spin_ns_is_calibrated_at_start_up_and_requests_still_answer() {
+    let mut s = Service::start_with(&["--spin-ns", "200000"]);
+    assert_eq!(s.request("GET", "/healthz", ""), (200, "ok".to_string()));
+    assert_eq!(json(&s.request("GET", "/session/k", "").1)["visits"], 1);
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let mut stderr = String::new();
+    s.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("spin: "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let iters: u64 = line
+        .strip_prefix("spin: ")
+        .and_then(|l| l.strip_suffix(" iterations a request (about 200000 ns)"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(iters > 0, "{line}");
 }
 
 unsafe extern "C" {

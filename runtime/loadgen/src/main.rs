@@ -10,11 +10,33 @@
 //!
 //! The requests are spread round robin over `--connections` keep-alive connections; a
 //! request whose connection is still busy waits for it, and the wait counts. Warm-up
-//! requests run on the same schedule first and are not recorded. The last line of stdout is
-//! one JSON object: counts, the achieved rate and HDR percentiles in nanoseconds
-//! (`p50_ns`, `p90_ns`, `p95_ns`, `p99_ns`, `p999_ns`, `max_ns`, `mean_ns`). A request that fails in
-//! transport (refused, reset, timed out) makes the exit status 1 after that line; an
-//! answer with a status other than 2xx is counted in `non_2xx` and timed like any other.
+//! requests run on the same schedule first and are not recorded. The recorded window starts
+//! at `start + warmup`, when the first recorded request is due, and ends with the last
+//! recorded answer. The last line of stdout is one JSON object: counts, the achieved rate
+//! and HDR percentiles in nanoseconds (`p50_ns`, `p90_ns`, `p95_ns`, `p99_ns`, `p999_ns`,
+//! `max_ns`, `mean_ns`).
+//! - `requests`: recorded answers; `achieved_rps`: them over the span from the window's start
+//!   to the last recorded answer;
+//! - `completed`: every answered request, warm-up included (2xx or not; not transport
+//!   failures);
+//! - `saturated`: the server fell behind the offered rate: `achieved_rps < 0.97 * rate`, or
+//!   any transport error.
+//!
+//! With `--server-pid PID` (the server's process, on this machine), also the server's CPU
+//! time over the window: each of its threads' nanoseconds on a CPU (user and system, the
+//! first field of `/proc/PID/task/TID/schedstat`), read when the window starts and again
+//! after the last answer, the differences summed over the threads alive at the end (a thread
+//! started during the window counts from 0; one that exited during it is lost):
+//! - `server_cpu_ns`: that sum;
+//! - `window_answers`: answers (2xx or not) that completed at or after the window's start,
+//!   warm-up requests included (one still in flight then is served inside the window);
+//! - `cpu_per_request_ns`: `server_cpu_ns / window_answers` (0 without answers);
+//! - `server_threads`: the server's threads at the end; `server_threads_gone`: those alive at
+//!   the start and not at the end, whose CPU in the window is missing from the sum.
+//!
+//! A request that fails in transport (refused, reset, timed out) makes the exit status 1
+//! after that line; an answer with a status other than 2xx is counted in `non_2xx` and timed
+//! like any other. Bad arguments, an unreadable server process or a failed set-up exit 2.
 
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -26,6 +48,9 @@ use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use tokio::net::TcpStream;
+
+mod cpu;
+use cpu::{read_threads_cpu, window_cpu};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -66,6 +91,14 @@ struct Args {
     /// Milliseconds one request may take before it counts as failed.
     #[arg(long, default_value_t = 5000)]
     timeout_ms: u64,
+    /// The server's process id, on this machine: adds its CPU time over the recorded window
+    /// (`server_cpu_ns`, `window_answers`, `cpu_per_request_ns`, `server_threads`,
+    /// `server_threads_gone`), read from `/proc/PID/task/*/schedstat`; checked before
+    /// connecting. A figure per request means most when the server kept up: `saturated`
+    /// (printed with or without this flag) is `achieved_rps < 0.97 * rate` or any transport
+    /// error.
+    #[arg(long, value_name = "PID")]
+    server_pid: Option<u32>,
 }
 
 /// One kind of request of the mix.
@@ -177,12 +210,15 @@ async fn wait_until(t: Instant) {
     }
 }
 
-/// What one connection saw.
 #[derive(Default)]
 struct Tally {
     latencies: Vec<u64>,
     errors: u64,
     non_2xx: u64,
+    /// Answered requests (2xx or not), warm-up included.
+    answered: u64,
+    /// Of those, the ones whose answer completed at or after the window's start.
+    window_answers: u64,
     first_error: Option<String>,
     last_done: Option<Instant>,
 }
@@ -216,10 +252,12 @@ async fn send(sender: &mut Sender, authority: &str, p: &Planned) -> Result<hyper
     Ok(status)
 }
 
-/// One connection's share of the schedule, in order.
+/// One connection's share of the schedule, in order. `window` is when the recorded window
+/// starts.
 async fn run_connection(
     authority: Rc<str>,
     start: Instant,
+    window: Instant,
     requests: Vec<Planned>,
     mut sender: Option<Sender>,
     closed_loop: bool,
@@ -248,6 +286,10 @@ async fn run_connection(
             Ok(status) => {
                 if !status.is_success() {
                     tally.non_2xx += 1;
+                }
+                tally.answered += 1;
+                if done >= window {
+                    tally.window_answers += 1;
                 }
                 if p.recorded {
                     let from = if closed_loop { sent } else { due };
@@ -295,6 +337,9 @@ fn run(args: &Args) -> Result<bool> {
     if args.connections == 0 {
         bail!("`--connections 0`: at least one connection is needed");
     }
+    if let Some(pid) = args.server_pid {
+        read_threads_cpu(pid)?;
+    }
     let authority: Rc<str> = authority(&args.url)?.into();
     let templates = args
         .requests
@@ -311,13 +356,14 @@ fn run(args: &Args) -> Result<bool> {
     let local = tokio::task::LocalSet::new();
     let timeout = Duration::from_millis(args.timeout_ms);
     let warm = Duration::from_secs_f64(args.warmup);
-    let (tallies, start) = local.block_on(&runtime, async {
+    let (tallies, start, cpu_start) = local.block_on(&runtime, async {
         // Connections open before the clock starts: their set-up is no request's latency.
         let mut senders = Vec::new();
         for _ in 0..args.connections {
             senders.push(connect(&authority).await?);
         }
         let start = Instant::now() + Duration::from_millis(5);
+        let window = start + warm;
         let tasks: Vec<_> = shares
             .into_iter()
             .zip(senders)
@@ -325,6 +371,7 @@ fn run(args: &Args) -> Result<bool> {
                 tokio::task::spawn_local(run_connection(
                     authority.clone(),
                     start,
+                    window,
                     share,
                     Some(sender),
                     args.closed_loop,
@@ -332,20 +379,40 @@ fn run(args: &Args) -> Result<bool> {
                 ))
             })
             .collect();
+        // The server's CPU time when the window starts: a few small reads from /proc on this
+        // thread, at the instant the first recorded request is due.
+        let cpu_start = args.server_pid.map(|pid| {
+            tokio::task::spawn_local(async move {
+                wait_until(window).await;
+                read_threads_cpu(pid)
+            })
+        });
         let mut tallies = Vec::new();
         for t in tasks {
             tallies.push(t.await?);
         }
-        anyhow::Ok((tallies, start))
+        let cpu_start = match cpu_start {
+            Some(read) => Some(read.await??),
+            None => None,
+        };
+        anyhow::Ok((tallies, start, cpu_start))
     })?;
+    // Every connection is done: the window's last answer is in.
+    let server = match (cpu_start, args.server_pid) {
+        (Some(cpu_start), Some(pid)) => Some(window_cpu(&cpu_start, &read_threads_cpu(pid)?)),
+        _ => None,
+    };
     let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
     let (mut errors, mut non_2xx, mut first_error, mut last) = (0, 0, None, None::<Instant>);
+    let (mut completed, mut window_answers) = (0, 0);
     for t in tallies {
         for &ns in &t.latencies {
             hist.saturating_record(ns.max(1));
         }
         errors += t.errors;
         non_2xx += t.non_2xx;
+        completed += t.answered;
+        window_answers += t.window_answers;
         first_error = first_error.or(t.first_error);
         last = last.max(t.last_done);
     }
@@ -357,26 +424,43 @@ fn run(args: &Args) -> Result<bool> {
             hist.value_at_quantile(q)
         }
     };
-    println!(
-        "{}",
-        serde_json::json!({
-            "open_loop": !args.closed_loop,
-            "rate": args.rate,
-            "connections": args.connections,
-            "duration_s": args.duration,
-            "requests": hist.len(),
-            "errors": errors,
-            "non_2xx": non_2xx,
-            "achieved_rps": if span > 0.0 { hist.len() as f64 / span } else { 0.0 },
-            "p50_ns": q(0.5),
-            "p90_ns": q(0.9),
-            "p95_ns": q(0.95),
-            "p99_ns": q(0.99),
-            "p999_ns": q(0.999),
-            "max_ns": hist.max(),
-            "mean_ns": hist.mean(),
-        })
-    );
+    let achieved_rps = if span > 0.0 {
+        hist.len() as f64 / span
+    } else {
+        0.0
+    };
+    let mut out = serde_json::json!({
+        "open_loop": !args.closed_loop,
+        "rate": args.rate,
+        "connections": args.connections,
+        "duration_s": args.duration,
+        "requests": hist.len(),
+        "completed": completed,
+        "errors": errors,
+        "non_2xx": non_2xx,
+        "achieved_rps": achieved_rps,
+        "saturated": achieved_rps < 0.97 * args.rate || errors > 0,
+        "p50_ns": q(0.5),
+        "p90_ns": q(0.9),
+        "p95_ns": q(0.95),
+        "p99_ns": q(0.99),
+        "p999_ns": q(0.999),
+        "max_ns": hist.max(),
+        "mean_ns": hist.mean(),
+    });
+    if let Some(server) = server {
+        out["server_cpu_ns"] = server.cpu_ns.into();
+        out["window_answers"] = window_answers.into();
+        out["cpu_per_request_ns"] = if window_answers > 0 {
+            server.cpu_ns as f64 / window_answers as f64
+        } else {
+            0.0
+        }
+        .into();
+        out["server_threads"] = server.threads.into();
+        out["server_threads_gone"] = server.gone.into();
+    }
+    println!("{out}");
     if let Some(err) = first_error {
         eprintln!("mty-loadgen: {errors} request(s) failed in transport; the first: {err}");
         return Ok(false);

@@ -177,3 +177,75 @@ fn a_refused_connection_fails_the_run() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cannot connect to 127.0.0.1"), "{stderr}");
 }
+
+/// The server runs in this test process: its CPU time over the window is this process's.
+#[test]
+fn the_server_cpu_over_the_window_is_reported() {
+    let addr = server(Delay::Each(Duration::ZERO));
+    let pid = std::process::id().to_string();
+    let v = loadgen(
+        &addr,
+        &[
+            "--rate",
+            "200",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--connections",
+            "2",
+            "--server-pid",
+            &pid,
+        ],
+    );
+    assert_eq!(v["requests"], 100, "{v}");
+    assert_eq!(v["completed"], 120, "{v}");
+    assert!(v["server_cpu_ns"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["window_answers"].as_u64().unwrap() >= 100, "{v}");
+    assert!(v["window_answers"].as_u64().unwrap() <= 120, "{v}");
+    assert!(v["cpu_per_request_ns"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["server_threads"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["server_threads_gone"].is_u64(), "{v}");
+    assert!(v["saturated"].is_boolean(), "{v}");
+}
+
+#[test]
+fn without_a_server_pid_there_are_no_cpu_keys() {
+    let addr = server(Delay::Each(Duration::ZERO));
+    let v = loadgen(
+        &addr,
+        &["--rate", "200", "--duration", "0.2", "--warmup", "0"],
+    );
+    assert_eq!(v["completed"], 40, "{v}");
+    assert!(v["saturated"].is_boolean(), "{v}");
+    assert!(v.get("server_cpu_ns").is_none(), "{v}");
+    assert!(v.get("window_answers").is_none(), "{v}");
+}
+
+#[test]
+fn a_server_pid_that_does_not_exist_is_refused_before_connecting() {
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let pid = (1..pid_max)
+        .rev()
+        .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        .unwrap();
+    // Nobody listens there either: the pid must be refused first.
+    let out = Command::new(env!("CARGO_BIN_EXE_mty-loadgen"))
+        .args(["--url", "http://127.0.0.1:1", "--duration", "0.1"])
+        .args(["--server-pid", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "cannot read the CPU time of process {pid} (/proc/{pid}/task)"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("cannot connect"), "{stderr}");
+}

@@ -6,7 +6,7 @@ use super::ratios::difference;
 use super::{AgainstResult, WorkloadAnalysis, judged};
 use crate::config::Measure;
 use crate::measure;
-use crate::measure::session::Session;
+use crate::measure::session::{Metric, Session};
 use stats::components::Component;
 
 /// `--against`: per workload, each of this tree's builds against the other commit's build of
@@ -48,10 +48,15 @@ pub fn against(
                 stats::compare_sessions_at(&spend.units(diff), spend.pilot_or(pilot), spend.alpha)?
                     .with_arm(Component::plus(w.extra(ours), w.extra(theirs)).as_ref());
             out.push(AgainstResult {
+                metric: Metric::primary(&upto),
                 workload: w.workload.clone(),
                 build: ours.clone(),
                 against: theirs.clone(),
-                primary: judged(estimate, cfg.min_effect_pct, w.layout.as_ref()),
+                primary: judged(
+                    estimate,
+                    Metric::primary(&upto).min_effect_pct(cfg),
+                    w.layout.as_ref(),
+                ),
             });
         }
     }

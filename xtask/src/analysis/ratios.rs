@@ -67,5 +67,5 @@ pub(super) fn watched(
 /// ln(a / b) round by round: ln(a / release) − ln(b / release), or in pairs, pair by pair
 /// where a and b ran as pairs.
 pub(super) fn difference(sessions: &[&Session], a: &str, b: &str) -> Result<Vec<Vec<f64>>> {
-    ratios(sessions, a, b, Metric::PRIMARY)
+    ratios(sessions, a, b, Metric::primary(sessions))
 }

@@ -8,8 +8,8 @@ use anyhow::{Result, bail};
 use super::history::{History, LayoutRecord, RunRecord};
 use super::ratios::{difference, round_ratios, watched};
 use super::{
-    BASELINE, Comparison, LayoutFloor, LayoutGain, MachineState, Row, WorkloadAnalysis, capture,
-    judge_rows, median_distribution,
+    BASELINE, Comparison, LayoutFloor, LayoutGain, MachineState, Row, ServiceState,
+    WorkloadAnalysis, capture, judge_rows, median_distribution,
 };
 use crate::config::Measure;
 use crate::measure;
@@ -257,7 +257,15 @@ fn analyze_sessions(
     }
     // The stopping rule's pilot: the first sessions, which always run whole.
     let pilot = cfg.lockstep.min_sessions.clamp(2, sessions.len() as u32) as usize;
-    let one = |cand: &str| watched(sessions, pooled.stops, cand, Metric::PRIMARY, pilot);
+    let one = |cand: &str| {
+        watched(
+            sessions,
+            pooled.stops,
+            cand,
+            Metric::primary(sessions),
+            pilot,
+        )
+    };
     let metrics = Metric::carried_by(sessions);
     let compare = |cand: &str| -> Result<Vec<(Metric, Estimate)>> {
         let mut out = Vec::new();
@@ -277,7 +285,11 @@ fn analyze_sessions(
         nulls.push((BASELINE_AGAIN.to_string(), one(BASELINE_AGAIN)?));
     }
     let components = if arms.iter().any(|a| a == BASELINE_AGAIN) {
-        components::components(&round_ratios(sessions, BASELINE_AGAIN, Metric::PRIMARY)?)
+        components::components(&round_ratios(
+            sessions,
+            BASELINE_AGAIN,
+            Metric::primary(sessions),
+        )?)
     } else {
         None
     };
@@ -293,7 +305,7 @@ fn analyze_sessions(
         .iter()
         .filter(|(b, _)| b != BASELINE_AGAIN)
         .filter_map(|(b, e)| {
-            let (_, e) = e.iter().find(|(m, _)| *m == Metric::PRIMARY)?;
+            let (_, e) = e.iter().find(|(m, _)| *m == Metric::primary(sessions))?;
             Some((b.clone(), e.mean_log_ratio, e.se_log()?))
         })
         .collect();
@@ -314,7 +326,7 @@ fn analyze_sessions(
         if b == BASELINE || !arms.contains(b) {
             continue;
         }
-        let values: Vec<f64> = round_ratios(sessions, b, Metric::PRIMARY)?
+        let values: Vec<f64> = round_ratios(sessions, b, Metric::primary(sessions))?
             .iter()
             .filter_map(|r| median(r))
             .collect();
@@ -330,7 +342,7 @@ fn analyze_sessions(
     let mut layout = layout_floor(sessions, pilot, workload, pooled)?;
     let (mut aa, mut rows) = judge_rows(
         builds,
-        cfg.min_effect_pct,
+        |m: Metric| m.min_effect_pct(cfg),
         layout.as_ref(),
         extra,
         |b: &str| {
@@ -355,11 +367,17 @@ fn analyze_sessions(
             .for_each(withhold);
     }
     if let Some(l) = &mut layout {
-        l.gains = layout_gains(sessions, pooled.stops, pilot, cfg.min_effect_pct, extra)?;
+        l.gains = layout_gains(
+            sessions,
+            pooled.stops,
+            pilot,
+            Metric::primary(sessions).min_effect_pct(cfg),
+            extra,
+        )?;
         l.bolt_vs_layouts = bolt_vs_layouts(sessions, pilot)?;
     }
     let capture = capture(builds, cfg, extra, |b| {
-        round_ratios(sessions, b, Metric::PRIMARY)
+        round_ratios(sessions, b, Metric::primary(sessions))
     })?;
     // BOLT on top of PGO: ln(bolt / pgo) = ln(bolt / release) − ln(pgo / release), round by round.
     let bolt_vs_pgo = if builds.iter().any(|b| b == BOLT) && builds.iter().any(|b| b == PGO) {
@@ -397,6 +415,7 @@ fn analyze_sessions(
         rows,
         bolt_vs_pgo,
         layout,
+        service: ServiceState::of(sessions),
     })
 }
 
@@ -415,7 +434,7 @@ fn layout_floor(
     }
     let mut estimates = Vec::new();
     for v in &variants {
-        let estimate = watched(sessions, pooled.stops, v, Metric::PRIMARY, pilot)?;
+        let estimate = watched(sessions, pooled.stops, v, Metric::primary(sessions), pilot)?;
         estimates.push((v.to_string(), estimate));
     }
     let mut shifts: Vec<(f64, f64)> = match pooled.release_hash {
@@ -478,7 +497,7 @@ fn layout_gains(
         }
         let mut layouts = Vec::new();
         for a in std::iter::once(build.as_str()).chain(variants) {
-            let estimate = watched(sessions, stops, a, Metric::PRIMARY, pilot)?;
+            let estimate = watched(sessions, stops, a, Metric::primary(sessions), pilot)?;
             layouts.push((a.to_string(), estimate.with_arm(extra(build).as_ref())));
         }
         let verdicts: Vec<Verdict> = layouts
@@ -550,6 +569,7 @@ fn session_row(
         build: build.to_string(),
         runs: sessions.iter().filter(|s| s.arm(build).is_some()).count(),
         median_ns: fig(Metric::Median),
+        cpu_per_request_ns: Some(fig(Metric::CpuPerRequest)).filter(|v| v.is_finite()),
         p95_ns: fig(Metric::P95),
         p99_ns: fig(Metric::P99),
         instructions_per_message: instr.and_then(|i| i.per_message),

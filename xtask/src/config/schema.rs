@@ -381,6 +381,10 @@ pub struct Measure {
     /// The smallest change called a change, in %: the verdict threshold is the larger of this
     /// and the A/A noise floor.
     pub min_effect_pct: f64,
+    /// The same for a service's CPU time per request (`Metric::CpuPerRequest`), in %: a
+    /// server's CPU per request is steadier than any time a client sees, so a smaller change
+    /// is callable.
+    pub cpu_min_effect_pct: f64,
     pub workloads: Vec<Workload>,
     /// Pairs of measured workloads compared on the same build, paired in the
     /// same sessions (`analysis/workloads.rs`), e.g. the mailbox against bare tokio.
@@ -403,6 +407,7 @@ impl Default for Measure {
             layout_half_width_pct: 1.5,
             oracle_half_width_pct: 2.0,
             min_effect_pct: 1.0,
+            cpu_min_effect_pct: 0.5,
             workloads: Vec::new(),
             versus: Vec::new(),
         }

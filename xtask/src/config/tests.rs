@@ -540,10 +540,22 @@ required = ["srv::"]
             .train
             .continuous
     );
+    // Without `metric`, judged by CPU per request: mty-loadgen needs the server's pid.
     check_err(
         &SERVICE.replace(r#", metric = "p50_ns""#, ""),
-        &["measured workload `m`", "needs `metric`", "p50_ns"],
+        &[
+            "measured workload `m`",
+            "CPU time per request",
+            "--server-pid",
+            "{pid}",
+        ],
     );
+    let by_cpu = parse(&SERVICE.replace(
+        r#", metric = "p50_ns", service = { driver = ["mty-loadgen", "--url", "http://{addr}"]"#,
+        r#", service = { driver = ["mty-loadgen", "--url", "http://{addr}", "--server-pid", "{pid}"]"#,
+    ))
+    .unwrap();
+    assert_eq!(by_cpu.measure.workloads[0].metric, None);
     check_err(
         &SERVICE.replacen(
             r#"args = ["--listen", "{addr}"]"#,

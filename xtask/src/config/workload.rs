@@ -26,6 +26,11 @@ pub enum Mode {
     Service,
 }
 
+/// The value of a service workload's `metric` that judges it by its server's CPU time per
+/// request (the default): the driver prints `cpu_per_request_ns` (mty-loadgen does with
+/// `--server-pid {pid}`), and its `p50_ns` is the turn's median latency.
+pub const CPU_PER_REQUEST: &str = "cpu_per_request";
+
 /// Where a whole-process run's stdout goes (`stdout`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

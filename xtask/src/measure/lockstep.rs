@@ -321,7 +321,7 @@ impl StartedArms {
             let watching = scope.spawn(move || {
                 if let Some(core) = setup {
                     // Best effort: unpinned, it reads the same counters a little later.
-                    let _ = crate::measure::service::set_affinity(0, &[core]);
+                    let _ = crate::measure::threads::set_affinity(0, &[core]);
                 }
                 crate::measure::machine::LoadWatch::start(
                     measured,

@@ -24,6 +24,10 @@ pub struct WorkloadLine {
     pub sys_ms: f64,
     pub voluntary_ctx_switches: u64,
     pub involuntary_ctx_switches: u64,
+    /// A service arm judged by CPU: its server's CPU time a second with no load, read
+    /// after its warm-up (the runtime's idle polling and wake-ups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_idle_cpu_ns_per_s: Option<f64>,
 }
 
 /// Parses the JSON line a latency workload prints (the last non-empty line of stdout).

@@ -4,7 +4,7 @@
 //! ([`Progress`]), and how a finished group is recorded ([`stopping`]).
 
 use crate::config::{Measure, Workload};
-use crate::measure::session::{Arm, Metric, Session, Timing};
+use crate::measure::session::{Arm, Session, Timing};
 use crate::toolchain::build::Build;
 use stats::sequential;
 
@@ -106,15 +106,11 @@ impl Watched {
             match self.unit {
                 Unit::Session => {
                     self.vals
-                        .extend(s.median_log_ratio(&self.cand, &self.base, Metric::PRIMARY))
+                        .extend(s.median_log_ratio(&self.cand, &self.base, s.primary()))
                 }
                 Unit::Turn | Unit::Pair => self.vals.extend(
-                    s.round_log_ratios(
-                        &self.cand,
-                        &self.base,
-                        crate::measure::session::Metric::PRIMARY,
-                    )
-                    .unwrap_or_default(),
+                    s.round_log_ratios(&self.cand, &self.base, s.primary())
+                        .unwrap_or_default(),
                 ),
             }
         }
@@ -141,25 +137,13 @@ impl Watched {
             self.unit = Unit::Pair;
             self.per = done
                 .iter()
-                .find_map(|s| {
-                    s.round_log_ratios(
-                        &self.cand,
-                        &self.base,
-                        crate::measure::session::Metric::PRIMARY,
-                    )
-                })
+                .find_map(|s| s.round_log_ratios(&self.cand, &self.base, s.primary()))
                 .map_or(1, |r| r.len().max(1) as u32);
         } else if self.whole_process {
             let rounds: Vec<Vec<f64>> = done
                 .iter()
                 .filter(|s| limit_pct.is_none_or(|l| s.machine.is_none_or(|m| m.measured_pct <= l)))
-                .filter_map(|s| {
-                    s.round_log_ratios(
-                        &self.cand,
-                        &self.base,
-                        crate::measure::session::Metric::PRIMARY,
-                    )
-                })
+                .filter_map(|s| s.round_log_ratios(&self.cand, &self.base, s.primary()))
                 .take(pilot)
                 .collect();
             if stats::components::no_session_component(&rounds) {

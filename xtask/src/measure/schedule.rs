@@ -92,8 +92,11 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
         // The next session is started, and sets up on the other core, while this one takes
         // its turns: by a thread pinned to that core, so that no process it starts runs a
         // moment on the measured core before it is pinned.
+        // A service session's driver runs on that other core, and nothing else may run there
+        // beside it: the next session starts when this one has ended.
         let mut early = None;
         if spawned.leaves_a_core_free()
+            && groups[g].workload.mode != crate::config::Mode::Service
             && let Some((g2, index2)) = next(&mut progress)
         {
             let w2 = &groups[g2].workload;
@@ -115,7 +118,7 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
                 scope.spawn(move || {
                     if let Some(core) = lockstep::setup_core_of(&groups[g2].workload, cfg) {
                         // Best effort: unpinned, the arms still pin themselves (`taskset`).
-                        let _ = crate::measure::service::set_affinity(0, &[core]);
+                        let _ = crate::measure::threads::set_affinity(0, &[core]);
                     }
                     (g2, index2, start(g2, index2, &arms))
                 })

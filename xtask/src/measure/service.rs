@@ -25,6 +25,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Workload;
+use crate::measure::threads::{move_threads, set_affinity};
 
 /// How many lines of a server's output an error shows.
 const TAIL_LINES: usize = 20;
@@ -41,6 +42,16 @@ pub fn fill(text: &str, port: u16) -> String {
         .replace("{port}", &port.to_string())
 }
 
+/// A driver's word: [`fill`], and `{pid}` filled in with the server's process id (what
+/// `mty-loadgen --server-pid` reads the server's CPU time by).
+pub fn fill_driver(text: &str, port: u16, pid: Option<u32>) -> String {
+    let text = fill(text, port);
+    match pid {
+        Some(pid) => text.replace("{pid}", &pid.to_string()),
+        None => text,
+    }
+}
+
 /// The server and its driver, with every path resolved: what an arm or a training run
 /// needs, as JSON in an arm's first argument.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,7 +65,8 @@ pub struct Spec {
     pub ready_line: Option<String>,
     pub ready_timeout_secs: u64,
     pub stop_timeout_secs: u64,
-    /// The key of the driver's figure (measuring only).
+    /// The key of the driver's figure (measuring only); [`crate::config::CPU_PER_REQUEST`] or none: the
+    /// server's CPU time per request.
     pub metric: Option<String>,
     /// Keep the measured core from idling during a turn ([`Awake`]).
     #[serde(default)]
@@ -413,46 +425,18 @@ fn spawn_reader(
     rx
 }
 
-/// Moves every thread of process `pid` (`/proc/PID/task`) onto `cpus`: the threads that
-/// could not be moved, with why. A thread that ended since the listing (`ESRCH`: a service
-/// arm's driver-reading threads end after each run) is not one of them.
-pub(crate) fn move_threads(pid: u32, cpus: &[usize]) -> Result<Vec<(libc::pid_t, std::io::Error)>> {
-    let mut failed = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
-        let tid: libc::pid_t = task?
-            .file_name()
-            .to_string_lossy()
-            .parse()
-            .context("a task id in /proc")?;
-        match set_affinity(tid, cpus) {
-            Err(err) if err.raw_os_error() != Some(libc::ESRCH) => failed.push((tid, err)),
-            _ => {}
-        }
-    }
-    Ok(failed)
-}
-
-pub(crate) fn set_affinity(tid: libc::pid_t, cpus: &[usize]) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is a plain bit array, valid all zeros.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        // SAFETY: `set` is a valid cpu_set_t and CPU_SET bounds-checks `cpu`.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    // SAFETY: `set` outlives the call, whose size argument is its own.
-    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// Runs the driver against `port` to its end (killed after `timeout`), on `cpus` when
-/// given; its stdout. Fails, naming it, unless it exits 0.
-pub fn drive(spec: &Spec, port: u16, timeout: Duration, cpus: Option<&[usize]>) -> Result<String> {
+/// Runs the driver against `port` (a server whose process is `pid`, where known) to its end
+/// (killed after `timeout`), on `cpus` when given; its stdout. Fails, naming it, unless it
+/// exits 0.
+pub fn drive(
+    spec: &Spec,
+    port: u16,
+    pid: Option<u32>,
+    timeout: Duration,
+    cpus: Option<&[usize]>,
+) -> Result<String> {
     let shown = spec.driver_shown(port);
-    let mut argv = spec.driver.iter().map(|a| fill(a, port));
+    let mut argv = spec.driver.iter().map(|a| fill_driver(a, port, pid));
     let mut cmd = Command::new(argv.next().context("an empty driver")?);
     cmd.args(argv)
         .stdin(Stdio::null())
@@ -558,7 +542,7 @@ pub fn train(spec: &Spec, env: &[(String, String)], timeout: Duration) -> Result
         spec.server_shown(port),
         spec.driver_shown(port)
     );
-    drive(spec, port, timeout, None)?;
+    drive(spec, port, Some(server.pid()), timeout, None)?;
     server.check_alive()?;
     server.stop(Duration::from_secs(spec.stop_timeout_secs))
 }

@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use crate::config::CPU_PER_REQUEST;
 use crate::measure::process_arm::ArmStop;
 use crate::measure::service::{Server, Spec, drive, free_port};
+use crate::measure::threads::{cpu_ns, other_cpus, own_cpus};
 
 /// The hidden subcommand that runs a service arm.
 pub const SUBCOMMAND: &str = "__service-arm";
@@ -27,34 +29,6 @@ pub fn command(spec: &Spec, core: Option<usize>) -> Result<crate::base::exec::Cm
     let me = std::env::current_exe().context("cannot find xtask's own executable")?;
     let json = serde_json::to_string(spec).expect("paths and strings serialize");
     Ok(crate::measure::program::pinned(&me, core).args([SUBCOMMAND.to_string(), json]))
-}
-
-/// The CPUs this thread may run on.
-fn own_cpus() -> Vec<usize> {
-    // SAFETY: as in `set_affinity`; sched_getaffinity fills the set it is given.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if rc != 0 {
-        return (0..n).collect();
-    }
-    // SAFETY: CPU_ISSET bounds-checks its index.
-    (0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
-}
-
-/// Every online CPU but `taken`; all of them where that leaves none.
-fn other_cpus(taken: &[usize]) -> Vec<usize> {
-    // SAFETY: sysconf has no preconditions.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
-    let others: Vec<usize> = (0..online).filter(|c| !taken.contains(c)).collect();
-    if others.is_empty() {
-        (0..online).collect()
-    } else {
-        others
-    }
 }
 
 /// `cargo-mty __service-arm SPEC --lockstep N`: exits 0 after `q` or when the coordinator is
@@ -140,6 +114,82 @@ impl Drop for Awake {
     }
 }
 
+/// What a turn reads from the driver's last line: its latency (the turn's median and
+/// tail) and, judged by CPU, the server's CPU time per request.
+struct Figures {
+    /// The key of the turn's median: the driver's `p50_ns` where judged by CPU.
+    median: String,
+    /// Judged by the server's CPU time per request ([`CPU_PER_REQUEST`]).
+    cpu: bool,
+}
+
+/// One driver run's figures.
+struct Sample {
+    /// Median, p95, p99 (ns).
+    latency: [f64; 3],
+    cpu_per_request_ns: Option<f64>,
+    /// The driver said the server fell behind the offered rate.
+    saturated: bool,
+}
+
+impl Figures {
+    fn of(spec: &Spec) -> Figures {
+        let key = spec.metric.as_deref().unwrap_or(CPU_PER_REQUEST);
+        let cpu = key == CPU_PER_REQUEST;
+        Figures {
+            median: if cpu { "p50_ns" } else { key }.to_string(),
+            cpu,
+        }
+    }
+
+    /// The figures in the driver's `stdout` (`shown`: its command line, for an error).
+    fn read(&self, stdout: &str, shown: impl Fn() -> String) -> Result<Sample> {
+        let read = |key: &str| {
+            crate::measure::process_arm::metric(stdout, key).with_context(|| {
+                let hint = if key == "cpu_per_request_ns" {
+                    " (judged by the server's CPU time per request, the default: give mty-loadgen `--server-pid {pid}`, or set the workload's `metric` to a key of the driver's latency)"
+                } else {
+                    ""
+                };
+                format!("reading `{key}` from what the driver `{}` printed{hint}", shown())
+            })
+        };
+        let median = read(&self.median)?;
+        // The driver's own tail, where its last line has one; else the median.
+        let last: Option<serde_json::Value> =
+            crate::measure::program::parse_last_line(stdout, "a JSON object").ok();
+        let tail = |key: &str| {
+            if key == self.median || last.as_ref().is_none_or(|l| l.get(key).is_none()) {
+                Ok(median)
+            } else {
+                read(key)
+            }
+        };
+        Ok(Sample {
+            latency: [median, tail("p95_ns")?, tail("p99_ns")?],
+            cpu_per_request_ns: self.cpu.then(|| read("cpu_per_request_ns")).transpose()?,
+            saturated: last
+                .as_ref()
+                .and_then(|l| l.get("saturated"))
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false),
+        })
+    }
+}
+
+/// How long the server's idle CPU time is read for.
+const IDLE_WINDOW: Duration = Duration::from_millis(250);
+
+/// The server's CPU time a second with no load (ns/s): what its runtime spends polling
+/// and waking while nothing comes, a part of every turn's CPU per request.
+fn idle_cpu(pid: u32) -> Result<f64> {
+    let before = cpu_ns(pid)?;
+    let t = Instant::now();
+    std::thread::sleep(IDLE_WINDOW);
+    let after = cpu_ns(pid)?;
+    Ok(after.saturating_sub(before) as f64 / t.elapsed().as_secs_f64())
+}
+
 /// How long one driver run may take.
 const DRIVER_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -151,15 +201,18 @@ fn serve(
     mut input: impl BufRead,
     mut output: impl Write,
 ) -> Result<(), ArmStop> {
-    let metric = spec
-        .metric
-        .as_deref()
-        .context("a measured service workload needs `metric`")?;
+    let figures = Figures::of(spec);
     let port = free_port()?;
     let mut server = Server::start(spec, port, &[])?;
+    let pid = Some(server.pid());
     // The warm-up runs where the arm sets up, never on the measured core.
     let setup = own_cpus();
-    drive(spec, port, DRIVER_TIMEOUT, Some(&setup)).context("its warm-up run failed")?;
+    drive(spec, port, pid, DRIVER_TIMEOUT, Some(&setup)).context("its warm-up run failed")?;
+    let idle = figures
+        .cpu
+        .then(|| idle_cpu(server.pid()))
+        .transpose()
+        .context("reading the server's CPU time with no load")?;
     let warm_up = crate::measure::process_arm::children_usage();
     let awake = Awake::start(spec.keep_core_awake);
     let mut answer = |line: String| -> Result<bool> {
@@ -202,46 +255,33 @@ fn serve(
         let mut samples = Vec::with_capacity(batch as usize);
         for _ in 0..batch {
             awake.during_turn(true);
-            let stdout = drive(spec, port, DRIVER_TIMEOUT, Some(&driver_cpus));
+            let stdout = drive(spec, port, pid, DRIVER_TIMEOUT, Some(&driver_cpus));
             awake.during_turn(false);
             server.check_alive()?;
             let stdout = stdout?;
-            let read = |key: &str| {
-                crate::measure::process_arm::metric(&stdout, key).with_context(|| {
-                    format!(
-                        "reading `{key}` from what the driver `{}` printed",
-                        spec.driver_shown(port)
-                    )
-                })
-            };
-            let primary = read(metric)?;
-            // The driver's own tail, where its last line has one; else the primary figure.
-            let last: Option<serde_json::Value> =
-                crate::measure::program::parse_last_line(&stdout, "a JSON object").ok();
-            let tail = |key: &str| {
-                if key == metric || last.as_ref().is_none_or(|l| l.get(key).is_none()) {
-                    Ok(primary)
-                } else {
-                    read(key)
-                }
-            };
-            samples.push([primary, tail("p95_ns")?, tail("p99_ns")?]);
+            samples.push(figures.read(&stdout, || spec.driver_shown(port))?);
         }
         let elapsed_ns = started.elapsed().as_nanos() as f64;
-        all.extend(samples.iter().map(|s| s[0]));
+        all.extend(samples.iter().map(|s| s.latency[0]));
         // One driver run a turn (the default): its own figures; several: each one's median.
-        let mid = |i: usize| {
-            let mut v: Vec<f64> = samples.iter().map(|s| s[i]).collect();
+        let mid = |of: &dyn Fn(&Sample) -> f64| {
+            let mut v: Vec<f64> = samples.iter().map(of).collect();
             v.sort_by(f64::total_cmp);
             crate::measure::process_arm::quantile(&v, 0.5)
         };
-        let line = serde_json::json!({
-            "median_ns": mid(0),
-            "p95_ns": mid(1),
-            "p99_ns": mid(2),
-            "mean_ns": samples.iter().map(|s| s[0]).sum::<f64>() / samples.len() as f64,
+        let mut line = serde_json::json!({
+            "median_ns": mid(&|s| s.latency[0]),
+            "p95_ns": mid(&|s| s.latency[1]),
+            "p99_ns": mid(&|s| s.latency[2]),
+            "mean_ns": samples.iter().map(|s| s.latency[0]).sum::<f64>() / samples.len() as f64,
             "elapsed_ns": elapsed_ns,
         });
+        if figures.cpu {
+            line["cpu_per_request_ns"] = mid(&|s| s.cpu_per_request_ns.unwrap_or(f64::NAN)).into();
+        }
+        if samples.iter().any(|s| s.saturated) {
+            line["saturated"] = true.into();
+        }
         if !answer(line.to_string())? {
             return Ok(());
         }
@@ -251,7 +291,10 @@ fn serve(
     // the measured driver runs'.
     drop(awake);
     let stopped = server.stop(Duration::from_secs(spec.stop_timeout_secs))?;
-    let line = crate::measure::process_arm::closing(&all, &warm_up);
+    let mut line = crate::measure::process_arm::closing(&all, &warm_up);
+    if let Some(idle) = idle {
+        line["server_idle_cpu_ns_per_s"] = idle.into();
+    }
     if stopped.early {
         return Err(anyhow::anyhow!(
             "the server `{}` {}",
@@ -325,15 +368,5 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(awake_thread().is_none(), "it outlived its owner");
-    }
-
-    #[test]
-    fn every_other_cpu_or_all_when_none_is_left() {
-        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as usize;
-        let all: Vec<usize> = (0..online).collect();
-        assert_eq!(other_cpus(&all), all);
-        if online > 1 {
-            assert!(!other_cpus(&[0]).contains(&0));
-        }
     }
 }

@@ -12,10 +12,19 @@ use crate::measure::program::WorkloadLine;
 /// variant here, its place in [`Metric::ALL`], its name and its extraction in
 /// [`Metric::of`] (and, where the protocol must carry a new figure, its field in [`Batch`]);
 /// every comparison, the report's words and report.json follow from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
-    /// The batch's median time per iteration (a whole-process turn: the run's time).
+    /// A service's CPU time per request: its server's threads' CPU time over a turn's
+    /// recorded window, over the requests it answered there (`mty-loadgen --server-pid`).
+    /// What PGO changes in a server; where a workload's batches carry it, it is the primary
+    /// metric and the driver's latency (the other three) is judged beside it.
+    CpuPerRequest,
+    /// The batch's median time per iteration (a whole-process turn: the run's time; a
+    /// service turn: the driver's p50 latency).
+    #[default]
     Median,
     /// Its 95th percentile.
     P95,
@@ -25,15 +34,40 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in the order the report shows them.
-    pub const ALL: [Metric; 3] = [Metric::Median, Metric::P95, Metric::P99];
+    pub const ALL: [Metric; 4] = [
+        Metric::CpuPerRequest,
+        Metric::Median,
+        Metric::P95,
+        Metric::P99,
+    ];
 
-    /// The metric the stopping rule watches and the layout floor, the capture, the gate and
-    /// `--against` judge.
-    pub const PRIMARY: Metric = Metric::Median;
+    /// The primary metric of these sessions: the first of [`Metric::ALL`] that every batch
+    /// carries (the median where none is given). It is what the stopping rule watches and
+    /// what the layout floor, the capture, the gate and `--against` judge.
+    pub fn primary(sessions: &[&Session]) -> Metric {
+        let mut batches = sessions.iter().flat_map(|s| s.batches.iter().flatten());
+        match batches.next() {
+            Some(first) => Metric::ALL
+                .into_iter()
+                .find(|m| m.of(first).is_some() && batches.clone().all(|b| m.of(b).is_some()))
+                .unwrap_or(Metric::Median),
+            None => Metric::Median,
+        }
+    }
+
+    /// The smallest change called a change on this metric, in %: CPU time per request has
+    /// its own (`measure.cpu_min_effect_pct`), as its noise is its own.
+    pub fn min_effect_pct(self, m: &crate::config::Measure) -> f64 {
+        match self {
+            Metric::CpuPerRequest => m.cpu_min_effect_pct,
+            _ => m.min_effect_pct,
+        }
+    }
 
     /// Its name: its key in report.json and its word in the report.
     pub fn name(self) -> &'static str {
         match self {
+            Metric::CpuPerRequest => "cpu_per_request",
             Metric::Median => "median",
             Metric::P95 => "p95",
             Metric::P99 => "p99",
@@ -43,6 +77,7 @@ impl Metric {
     /// Its value in one batch; `None` where the batch does not carry it.
     pub fn of(self, b: &Batch) -> Option<f64> {
         match self {
+            Metric::CpuPerRequest => b.cpu_per_request_ns,
             Metric::Median => Some(b.median_ns),
             Metric::P95 => Some(b.p95_ns),
             Metric::P99 => Some(b.p99_ns),
@@ -86,6 +121,13 @@ pub struct Batch {
     /// With `--inject-iters`: the injected chain's own cost, timed after the batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inject_ns: Option<f64>,
+    /// A service turn's server CPU time per request answered ([`Metric::CpuPerRequest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_per_request_ns: Option<f64>,
+    /// A service turn whose server fell behind the offered rate (its driver said so): its
+    /// CPU per request is not comparable with an unsaturated turn's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub saturated: bool,
 }
 
 /// A process to run in a session: its name in the report and its command line.
@@ -181,6 +223,11 @@ impl Session {
         (!out.is_empty()).then_some(out)
     }
 
+    /// This session's primary metric ([`Metric::primary`]).
+    pub fn primary(&self) -> Metric {
+        Metric::primary(&[self])
+    }
+
     /// Arm `name`'s batches in round order.
     pub fn arm(&self, name: &str) -> Option<&[Batch]> {
         let i = self.arms.iter().position(|a| a == name)?;
@@ -231,6 +278,6 @@ mod tests {
             assert_eq!(serde_json::to_value(m).unwrap(), m.name(), "{m:?}");
         }
         assert!(Metric::ALL.windows(2).all(|w| w[0] < w[1]));
-        assert!(Metric::ALL.contains(&Metric::PRIMARY));
+        assert_eq!(Metric::primary(&[]), Metric::Median);
     }
 }

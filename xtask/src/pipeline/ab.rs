@@ -144,7 +144,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
         let per = if per_run.contains(&w.workload) {
             "per run".to_string()
         } else {
-            format!("per message ({})", words::metric(Metric::PRIMARY))
+            format!("per message ({})", words::metric(Metric::Median))
         };
         println!(
             "  {:<26} {}  ({per}; A/A {}; {} sessions)",

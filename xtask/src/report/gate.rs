@@ -42,7 +42,7 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
             out.push(format!(
                 "`{name}`: PGO {} is {} against release; the gate needs the whole interval beyond {needed:.1} % faster \
                  (min_pgo_gain_pct {:.1} %, threshold {})",
-                crate::report::words::primary(),
+                crate::report::words::primary(c),
                 crate::report::words::estimate(e),
                 check.min_pgo_gain_pct,
                 crate::report::words::threshold(c.primary())
@@ -92,7 +92,7 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
                             "`{}` {}: {} against release went from {a:+.1} % to {b:+.1} % ({:+.1} points), beyond its threshold ({})",
                             w.workload,
                             row.build,
-                            crate::report::words::metric(crate::measure::session::Metric::PRIMARY),
+                            crate::report::words::metric(now.primary_metric()),
                             b - a,
                             crate::report::words::threshold(now.primary())
                         ));
@@ -192,6 +192,7 @@ mod tests {
             build: build.into(),
             against: format!("0123456789ab:{build}"),
             primary: j,
+            metric: crate::measure::session::Metric::Median,
         };
         r.against = Some(crate::report::Against {
             rev: "HEAD~1".into(),

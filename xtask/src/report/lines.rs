@@ -170,7 +170,12 @@ pub fn against_lines(a: &Against) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let mut last = "";
     for r in &a.results {
-        let part = format!("{} {}", r.build, judged_against(&r.primary));
+        let part = format!(
+            "{} {} {}",
+            r.build,
+            crate::report::words::metric(r.metric),
+            judged_against(&r.primary)
+        );
         if r.workload == last {
             let line = lines.last_mut().expect("a line per workload");
             line.push_str("; ");
@@ -253,6 +258,28 @@ pub fn machine(m: &MachineState, sessions: usize) -> String {
         }
     }
     line
+}
+
+/// A service judged by CPU per request: its saturated turns and its server's idle CPU.
+pub fn service(w: &WorkloadAnalysis) -> Option<String> {
+    let s = w.service.as_ref()?;
+    let mut line = match s.saturated_turns {
+        0 => format!(
+            "server CPU per request: its threads' CPU time over each turn's recorded window, over the requests answered in it; no turn of {} saturated",
+            s.turns
+        ),
+        n => format!(
+            "server CPU per request: {n} of {} turns saturated (the server fell behind the offered rate): their CPU per request is not comparable with the others'; lower the rate",
+            s.turns
+        ),
+    };
+    if let Some(idle) = s.idle_cpu_ns_per_s {
+        line += &format!(
+            "; with no load release's server used {:.1} µs of CPU a second (its runtime's idle polling, in every turn's figure)",
+            idle / 1e3
+        );
+    }
+    Some(line)
 }
 
 /// One line per comparison whose sessions fell into two speeds.

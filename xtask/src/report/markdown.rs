@@ -98,7 +98,7 @@ fn verdict(md: &mut String, report: &Report) {
             md,
             "- `{}`, {} against release: {}; {}; {}.{}",
             w.workload,
-            crate::report::words::primary(),
+            crate::report::words::primary(&w.aa),
             builds.join("; "),
             crate::report::lines::nulls_line(w),
             crate::report::words::layout_floor_short(w.layout.as_ref().map(|l| l.floor_pct)),
@@ -120,9 +120,8 @@ fn verdict(md: &mut String, report: &Report) {
     if let Some(a) = &report.against {
         let _ = writeln!(
             md,
-            "- **{}**, {}, in the same sessions:",
+            "- **{}**, in the same sessions:",
             crate::report::words::against_title(a),
-            crate::report::words::primary()
         );
         for line in crate::report::lines::against_lines(a) {
             let _ = writeln!(md, "  - {line}");
@@ -172,8 +171,9 @@ fn numbers(md: &mut String, report: &Report) {
         );
         let _ = writeln!(
             md,
-            "| build | median ({unit}) | p95 ({unit}) | p99 ({unit}) | instructions/message | {} vs release | verdict |",
-            crate::report::words::primary()
+            "| build | median ({unit}) | p95 ({unit}) | p99 ({unit}) | {} | {} vs release | verdict |",
+            crate::report::words::fourth_column(w, false),
+            crate::report::words::primary(&w.aa)
         );
         let _ = writeln!(md, "|---|---:|---:|---:|---:|---|---|");
         for row in &w.rows {
@@ -195,6 +195,9 @@ fn numbers(md: &mut String, report: &Report) {
             );
         }
         md.push('\n');
+        if let Some(line) = crate::report::lines::service(w) {
+            let _ = writeln!(md, "Service: {line}.\n");
+        }
         for line in crate::report::lines::speeds(w) {
             let _ = writeln!(md, "Two speeds: {line}.\n");
         }

@@ -25,8 +25,8 @@ pub fn render_table(report: &Report) -> String {
             "median",
             "p95",
             "p99",
-            "instr/msg",
-            words::primary()
+            words::fourth_column(w, true),
+            words::primary(&w.aa)
         );
         for row in &w.rows {
             let delta = match &row.vs_release {
@@ -44,6 +44,9 @@ pub fn render_table(report: &Report) -> String {
             if let Some(c) = &row.vs_release {
                 let _ = writeln!(out, "  {:<12} {}", row.build, words::other_metrics(c));
             }
+        }
+        if let Some(line) = crate::report::lines::service(w) {
+            let _ = writeln!(out, "  {line}");
         }
         for line in crate::report::lines::speeds(w) {
             let _ = writeln!(out, "  {line}");
@@ -64,12 +67,7 @@ pub fn render_table(report: &Report) -> String {
     }
     out.push_str(&super::workload_ratios::versus_lines(&report.versus));
     if let Some(a) = &report.against {
-        let _ = writeln!(
-            out,
-            "{}, {}, in the same sessions:",
-            words::against_title(a),
-            words::primary()
-        );
+        let _ = writeln!(out, "{}, in the same sessions:", words::against_title(a),);
         for line in crate::report::lines::against_lines(a) {
             let _ = writeln!(out, "  {line}");
         }

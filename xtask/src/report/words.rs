@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::analysis::{Bound, Comparison, Judged};
+use crate::analysis::{Bound, Comparison, Judged, WorkloadAnalysis};
 use crate::measure::session::Metric;
 use crate::measure::stops::Unit;
 use crate::measure::{ComparisonStop, Role, StopReason, Stopping};
@@ -23,9 +23,20 @@ pub fn verdict(v: Verdict) -> &'static str {
     }
 }
 
-/// The primary metric's word: what the verdicts lead with.
-pub fn primary() -> &'static str {
-    metric(Metric::PRIMARY)
+/// The heading of the table's fourth column: a service's CPU time per request where its
+/// rows carry it, else instructions per message (`short`: the terminal's).
+pub fn fourth_column(w: &WorkloadAnalysis, short: bool) -> &'static str {
+    match (w.rows.iter().any(|r| r.cpu_per_request_ns.is_some()), short) {
+        (true, true) => "cpu/req",
+        (true, false) => "server CPU/request",
+        (false, true) => "instr/msg",
+        (false, false) => "instructions/message",
+    }
+}
+
+/// A comparison's primary metric's word: what its verdicts lead with.
+pub fn primary(c: &Comparison) -> &'static str {
+    metric(c.primary_metric())
 }
 
 /// A metric's word: its name ([`Metric::name`]).
@@ -144,7 +155,7 @@ pub fn judged_against(j: &Judged) -> String {
 /// Every metric's judgement but the primary one's: "p95: … → …; p99: … → …".
 pub fn other_metrics(c: &Comparison) -> String {
     c.iter()
-        .filter(|(m, _)| *m != Metric::PRIMARY)
+        .filter(|(m, _)| *m != c.primary_metric())
         .map(|(m, j)| format!("{}: {}", metric(m), judged(j)))
         .collect::<Vec<_>>()
         .join("; ")

@@ -314,6 +314,8 @@ fn sessions_of(arms: &[&str], factor: &[f64], n: u32, rounds: usize) -> Vec<Sess
                                 mean_ns: m * 1.05,
                                 elapsed_ns: None,
                                 inject_ns: None,
+                                cpu_per_request_ns: None,
+                                saturated: false,
                             }
                         })
                         .collect()
@@ -362,6 +364,8 @@ pub fn batch(ns: f64) -> Batch {
         mean_ns: ns,
         elapsed_ns: None,
         inject_ns: None,
+        cpu_per_request_ns: None,
+        saturated: false,
     }
 }
 
@@ -421,6 +425,8 @@ pub fn paired(arms: &[&str], order: Vec<Vec<u8>>, times: &[&[f64]]) -> Session {
         mean_ns: t,
         elapsed_ns: None,
         inject_ns: None,
+        cpu_per_request_ns: None,
+        saturated: false,
     };
     Session {
         workload: "w".into(),

@@ -132,7 +132,7 @@ impl RunningArm {
     /// process: `taskset` exec'd the arm, so its pid is the arm's).
     pub(super) fn repin(&mut self, cpu: usize) -> Result<()> {
         let what = || format!("lockstep arm `{}`", self.name);
-        let failed = crate::measure::service::move_threads(self.child.id(), &[cpu])
+        let failed = crate::measure::threads::move_threads(self.child.id(), &[cpu])
             .with_context(|| format!("{}: listing its threads", what()))?;
         if let Some((tid, err)) = failed.into_iter().next() {
             bail!("{}: moving thread {tid} onto CPU {cpu}: {err}", what());

@@ -67,7 +67,7 @@ fn a_server_that_exits_on_sigterm_leaves_no_reason_to_explain() {
 #[test]
 fn a_driver_is_killed_at_its_timeout_and_a_failing_one_named() {
     let spec = sh("true", "sleep 30");
-    let err = drive(&spec, 1, Duration::from_secs(1), None).unwrap_err();
+    let err = drive(&spec, 1, None, Duration::from_secs(1), None).unwrap_err();
     assert!(
         format!("{err:#}").contains("did not finish within 1 s and was killed"),
         "{err:#}"
@@ -75,25 +75,15 @@ fn a_driver_is_killed_at_its_timeout_and_a_failing_one_named() {
     let spec = sh("true", "echo refused {addr} >&2; exit 1");
     let err = format!(
         "{:#}",
-        drive(&spec, 4242, Duration::from_secs(5), None).unwrap_err()
+        drive(&spec, 4242, None, Duration::from_secs(5), None).unwrap_err()
     );
     assert!(err.contains("exited with status 1"), "{err}");
     assert!(err.contains("refused 127.0.0.1:4242"), "{err}");
     let spec = sh("true", "echo '{\"p50_ns\": 7}'");
-    let out = drive(&spec, 1, Duration::from_secs(5), None).unwrap();
+    let out = drive(&spec, 1, None, Duration::from_secs(5), None).unwrap();
     assert_eq!(
         crate::measure::process_arm::metric(&out, "p50_ns").unwrap(),
         7.0
-    );
-}
-
-#[test]
-fn the_threads_of_a_process_move_and_one_that_ended_is_no_failure() {
-    let cpus: Vec<usize> = (0..std::thread::available_parallelism().unwrap().get()).collect();
-    assert!(move_threads(std::process::id(), &cpus).unwrap().is_empty());
-    assert!(
-        move_threads(u32::MAX - 1, &cpus).is_err(),
-        "no such process"
     );
 }
 
@@ -102,4 +92,6 @@ fn placeholders_are_filled_with_the_port() {
     assert_eq!(fill("--listen={addr}", 4242), "--listen=127.0.0.1:4242");
     assert_eq!(fill("{port}", 80), "80");
     assert_eq!(fill("plain", 80), "plain");
+    assert_eq!(fill_driver("{pid}:{port}", 80, Some(7)), "7:80");
+    assert_eq!(fill_driver("{pid}", 80, None), "{pid}");
 }

@@ -481,7 +481,7 @@ fn print(mixes: &[Mix], config: &[(String, Option<f64>)], chosen: &str, last: u3
     }
     eprintln!(
         "tune: each mix against the config's, {} per message (negative: faster):",
-        words::primary()
+        words::metric(crate::measure::session::Metric::Median)
     );
     for m in mixes {
         let mark = if m.label == chosen && m.round == last {

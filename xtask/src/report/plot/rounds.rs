@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{
     LEFT, LEGEND_SAMPLE, MARGIN, MIN_WIDTH, PLOT_W, TOP, color, legend_entry, text_width, y_tick,
 };
-use crate::measure::session::{Metric, Session};
+use crate::measure::session::Session;
 use crate::report::Report;
 
 /// `rounds.svg`: why taking turns works. For the first workload:
@@ -127,7 +127,7 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
 
 /// Round by round (pair by pair), the % change of `arm`'s batch median against release's.
 fn pct_changes(session: &Session, arm: &str) -> Option<Vec<f64>> {
-    let logs = session.round_log_ratios(arm, crate::measure::BASELINE, Metric::PRIMARY)?;
+    let logs = session.round_log_ratios(arm, crate::measure::BASELINE, session.primary())?;
     Some(logs.iter().map(|x| 100.0 * x.exp_m1()).collect())
 }
 

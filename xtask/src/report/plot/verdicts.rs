@@ -16,10 +16,10 @@ const BOTTOM: f64 = 58.0;
 const AA_FILL: &str = "#fde9a9";
 const LAYOUT_FILL: &str = "#cfe3f7";
 
-fn title(workload: &str) -> String {
+fn title(workload: &str, aa: &crate::analysis::Comparison) -> String {
     format!(
         "{workload}: {} against release, 95 % interval",
-        words::primary()
+        words::primary(aa)
     )
 }
 
@@ -33,7 +33,8 @@ struct Row {
 }
 
 pub fn render_verdicts_svg(report: &Report) -> String {
-    let panels: Vec<(String, Vec<Row>, f64, Option<f64>)> = report
+    // Per workload: its title, its rows, the A/A floor, the layout floor, the min effect.
+    let panels: Vec<(String, Vec<Row>, f64, Option<f64>, f64)> = report
         .workloads
         .iter()
         .map(|w| {
@@ -52,20 +53,22 @@ pub fn render_verdicts_svg(report: &Report) -> String {
                 })
                 .collect();
             (
-                w.workload.clone(),
+                title(&w.workload, &w.aa),
                 rows,
                 stats::noise_floor_pct(&w.aa.primary().estimate),
                 w.layout.as_ref().map(|l| l.floor_pct),
+                w.aa.primary_metric()
+                    .min_effect_pct(&report.config.settings.measure),
             )
         })
         .collect();
     let label_w = panels
         .iter()
-        .flat_map(|(_, rows, _, _)| rows.iter().map(|r| text_width(&r.verdict, 12.0, false)))
+        .flat_map(|(_, rows, _, _, _)| rows.iter().map(|r| text_width(&r.verdict, 12.0, false)))
         .fold(0.0, f64::max);
     let title_w = panels
         .iter()
-        .map(|(w, _, _, _)| LEFT + text_width(&title(w), 13.0, true) + 12.0)
+        .map(|(title, _, _, _, _)| LEFT + text_width(title, 13.0, true) + 12.0)
         .fold(0.0, f64::max);
     let width = (LEFT + PLOT_W + 12.0 + label_w + 12.0)
         .max(title_w)
@@ -73,7 +76,7 @@ pub fn render_verdicts_svg(report: &Report) -> String {
         .ceil();
     let heights: Vec<f64> = panels
         .iter()
-        .map(|(_, rows, _, _)| TOP + rows.len().max(1) as f64 * ROW + BOTTOM)
+        .map(|(_, rows, _, _, _)| TOP + rows.len().max(1) as f64 * ROW + BOTTOM)
         .collect();
     let height: f64 = heights.iter().sum::<f64>().max(1.0);
     let mut s = String::new();
@@ -85,10 +88,9 @@ pub fn render_verdicts_svg(report: &Report) -> String {
         s,
         r#"<rect width="{width}" height="{height}" fill="white"/>"#
     );
-    let min_effect = report.config.settings.measure.min_effect_pct;
     let mut y0 = 0.0;
-    for ((workload, rows, aa, layout), h) in panels.iter().zip(&heights) {
-        panel(&mut s, y0, workload, rows, (*aa, *layout, min_effect));
+    for ((title, rows, aa, layout, min_effect), h) in panels.iter().zip(&heights) {
+        panel(&mut s, y0, title, rows, (*aa, *layout, *min_effect));
         y0 += h;
     }
     s.push_str("</svg>\n");
@@ -96,7 +98,7 @@ pub fn render_verdicts_svg(report: &Report) -> String {
 }
 
 /// `floors`: the A/A floor, the layout floor where measured, and the minimum effect (%).
-fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], floors: (f64, Option<f64>, f64)) {
+fn panel(s: &mut String, y0: f64, title: &str, rows: &[Row], floors: (f64, Option<f64>, f64)) {
     let (aa, layout, min_effect) = floors;
     let top = y0 + TOP;
     let h = rows.len().max(1) as f64 * ROW;
@@ -121,7 +123,7 @@ fn panel(s: &mut String, y0: f64, workload: &str, rows: &[Row], floors: (f64, Op
         s,
         r#"<text x="{LEFT}" y="{:.1}" font-size="13" font-weight="bold">{}</text>"#,
         y0 + 20.0,
-        title(workload)
+        title
     );
     // The bands: the wider one first, so the narrower shows on top of it.
     let mut bands = vec![(aa, AA_FILL)];
