@@ -88,8 +88,6 @@ pub fn window_cpu(start: &ThreadCpu, end: &ThreadCpu) -> WindowCpu {
     }
 }
 
-/// What one connection saw.
-
 #[cfg(test)]
 mod tests {
     use super::*;

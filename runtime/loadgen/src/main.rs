@@ -210,6 +210,7 @@ async fn wait_until(t: Instant) {
     }
 }
 
+/// What one connection saw.
 #[derive(Default)]
 struct Tally {
     latencies: Vec<u64>,

@@ -23,6 +23,9 @@ fn title(workload: &str, aa: &crate::analysis::Comparison) -> String {
     )
 }
 
+/// A panel's A/A floor, layout floor where measured, and minimum effect (%).
+type Floors = (f64, Option<f64>, f64);
+
 /// One row: a build's name, its change, interval and verdict.
 struct Row {
     name: String,
@@ -33,8 +36,9 @@ struct Row {
 }
 
 pub fn render_verdicts_svg(report: &Report) -> String {
-    // Per workload: its title, its rows, the A/A floor, the layout floor, the min effect.
-    let panels: Vec<(String, Vec<Row>, f64, Option<f64>, f64)> = report
+    // Per workload: its title, its rows, and its floors (the A/A floor, the layout floor, the
+    // min effect).
+    let panels: Vec<(String, Vec<Row>, Floors)> = report
         .workloads
         .iter()
         .map(|w| {
@@ -55,20 +59,22 @@ pub fn render_verdicts_svg(report: &Report) -> String {
             (
                 title(&w.workload, &w.aa),
                 rows,
-                stats::noise_floor_pct(&w.aa.primary().estimate),
-                w.layout.as_ref().map(|l| l.floor_pct),
-                w.aa.primary_metric()
-                    .min_effect_pct(&report.config.settings.measure),
+                (
+                    stats::noise_floor_pct(&w.aa.primary().estimate),
+                    w.layout.as_ref().map(|l| l.floor_pct),
+                    w.aa.primary_metric()
+                        .min_effect_pct(&report.config.settings.measure),
+                ),
             )
         })
         .collect();
     let label_w = panels
         .iter()
-        .flat_map(|(_, rows, _, _, _)| rows.iter().map(|r| text_width(&r.verdict, 12.0, false)))
+        .flat_map(|(_, rows, _)| rows.iter().map(|r| text_width(&r.verdict, 12.0, false)))
         .fold(0.0, f64::max);
     let title_w = panels
         .iter()
-        .map(|(title, _, _, _, _)| LEFT + text_width(title, 13.0, true) + 12.0)
+        .map(|(title, _, _)| LEFT + text_width(title, 13.0, true) + 12.0)
         .fold(0.0, f64::max);
     let width = (LEFT + PLOT_W + 12.0 + label_w + 12.0)
         .max(title_w)
@@ -76,7 +82,7 @@ pub fn render_verdicts_svg(report: &Report) -> String {
         .ceil();
     let heights: Vec<f64> = panels
         .iter()
-        .map(|(_, rows, _, _, _)| TOP + rows.len().max(1) as f64 * ROW + BOTTOM)
+        .map(|(_, rows, _)| TOP + rows.len().max(1) as f64 * ROW + BOTTOM)
         .collect();
     let height: f64 = heights.iter().sum::<f64>().max(1.0);
     let mut s = String::new();
@@ -89,8 +95,8 @@ pub fn render_verdicts_svg(report: &Report) -> String {
         r#"<rect width="{width}" height="{height}" fill="white"/>"#
     );
     let mut y0 = 0.0;
-    for ((title, rows, aa, layout, min_effect), h) in panels.iter().zip(&heights) {
-        panel(&mut s, y0, title, rows, (*aa, *layout, *min_effect));
+    for ((title, rows, floors), h) in panels.iter().zip(&heights) {
+        panel(&mut s, y0, title, rows, *floors);
         y0 += h;
     }
     s.push_str("</svg>\n");
@@ -98,7 +104,7 @@ pub fn render_verdicts_svg(report: &Report) -> String {
 }
 
 /// `floors`: the A/A floor, the layout floor where measured, and the minimum effect (%).
-fn panel(s: &mut String, y0: f64, title: &str, rows: &[Row], floors: (f64, Option<f64>, f64)) {
+fn panel(s: &mut String, y0: f64, title: &str, rows: &[Row], floors: Floors) {
     let (aa, layout, min_effect) = floors;
     let top = y0 + TOP;
     let h = rows.len().max(1) as f64 * ROW;
