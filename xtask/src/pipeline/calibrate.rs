@@ -9,6 +9,11 @@
 //! The injected size in % is measured, not assumed: N over release's batch median of the same
 //! round (the machine's speed flips change it).
 //!
+//! A service workload judged by CPU per request is calibrated the same way with the server's
+//! own `--spin-ns N`: a fixed amount of work, timed at the server's start to take about N ns,
+//! added to every request it handles (the example service has it). The injected size is N
+//! over release's CPU per request of the same round.
+//!
 //! Why added nanoseconds and not extra work: a dependent multiply-add chain inside the timed
 //! region was tried first. Unfenced, the out-of-order core ran it beside the round trip's own
 //! waits (a chain added a fraction of its own cost, and one seeded by the received message
@@ -28,7 +33,7 @@ use crate::analysis::sessions::Pooled;
 use crate::analysis::{self, Judged};
 use crate::base::fsx;
 use crate::config::Measure;
-use crate::measure::session::Session;
+use crate::measure::session::{Batch, Metric, Session};
 use crate::measure::{self, BASELINE, BASELINE_AGAIN, MeasuredArm};
 use crate::toolchain::build::{Build, Built};
 use crate::toolchain::tools::Toolchain;
@@ -42,9 +47,11 @@ pub const INJECTED: &str = "release+inject";
 pub struct CalibrationRow {
     /// The size asked for, in % of the workload's median.
     pub target_pct: f64,
-    /// Nanoseconds added to every round trip (`--inject-ns`).
+    /// Nanoseconds added to every round trip (`--inject-ns`), or of CPU to every request
+    /// (`--spin-ns`).
     pub inject_ns: u64,
-    /// The size as measured: `inject_ns` over release's batch median, round by round.
+    /// The size as measured: `inject_ns` over release's batch median (CPU per request),
+    /// round by round.
     pub injected_pct: f64,
     /// The injected arm against release (its sessions' interval), judged against
     /// `calibrate.min_effect_pct`.
@@ -80,7 +87,8 @@ pub struct Replication {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Calibration {
     pub workload: String,
-    /// Release's median in the probe, which sizes the injections.
+    /// Release's primary figure in the probe (its median; a service's CPU per request),
+    /// which sizes the injections.
     pub probe_median_ns: f64,
     /// Every repeat's rows, in order.
     pub rows: Vec<CalibrationRow>,
@@ -91,21 +99,24 @@ pub struct Calibration {
 
 pub fn run(ctx: &Ctx, toolchain: &Toolchain, repeat: u32) -> Result<Calibration> {
     let cfg = &ctx.config.settings;
+    // Resolved: paths against the workspace, a service's driver program found.
+    let measure = ctx.measure_config()?;
     let workload = match &cfg.calibrate.workload {
-        Some(name) => cfg
-            .measure
+        Some(name) => measure
             .workloads
             .iter()
             .find(|w| &w.name == name)
             .with_context(|| format!("`calibrate.workload` `{name}` is not measured"))?,
-        None => &cfg.measure.workloads[0],
+        None => &measure.workloads[0],
     };
-    if workload.mode != crate::config::Mode::Lockstep {
-        bail!(
-            "`calibrate` injects a known cost into every timed iteration (`--inject-ns`), which a whole-process or service workload (`{}`) has none of: name an in-process workload in `calibrate.workload`",
+    let injection = match workload.mode {
+        crate::config::Mode::Lockstep => Injection::RoundTrip,
+        crate::config::Mode::Service => Injection::ServerCpu,
+        crate::config::Mode::Process => bail!(
+            "`calibrate` injects a known cost into every timed iteration (`--inject-ns`) or every request a server handles (`--spin-ns`), which a whole-process workload (`{}`) has no place for: name an in-process or service workload in `calibrate.workload`",
             workload.name
-        );
-    }
+        ),
+    };
     let release = &release_build(ctx, toolchain)?;
     let name = &workload.name;
     let one = |m: &Measure| Measure {
@@ -113,29 +124,33 @@ pub fn run(ctx: &Ctx, toolchain: &Toolchain, repeat: u32) -> Result<Calibration>
         ..m.clone()
     };
     // Probe: what a message costs now, to size the injections.
-    let mut probe_cfg = one(&cfg.measure);
+    let mut probe_cfg = one(&measure);
     probe_cfg.lockstep.sessions = 2;
     probe_cfg.lockstep.rounds = 10;
     probe_cfg.lockstep.min_sessions = 2;
     probe_cfg.target_half_width_pct = 0.0;
     let (probe, _) = measure::run_lockstep(
         &[
-            arm(BASELINE, release, 0, 1),
-            arm(BASELINE_AGAIN, release, 0, 1),
+            arm(injection, BASELINE, release, 0, 1),
+            arm(injection, BASELINE_AGAIN, release, 0, 1),
         ],
         &probe_cfg,
     )
     .context("the calibration probe")?;
+    let primary = Metric::primary(&probe.iter().collect::<Vec<_>>());
     let probe_median_ns = median(
         &probe
             .iter()
             .filter_map(|s| s.arm(BASELINE))
             .flatten()
-            .map(|b| b.median_ns)
+            .filter_map(|b| primary.of(b))
             .collect::<Vec<_>>(),
     )
     .context("the calibration probe recorded no batch")?;
-    eprintln!("calibrate: `{name}`: release median {probe_median_ns:.1} ns");
+    eprintln!(
+        "calibrate: `{name}`: release's {} {probe_median_ns:.1} ns",
+        injection.figure()
+    );
     // No run component: no earlier run of these arms. Every arm runs from a fresh copy of
     // release every session; the A/A arm beside them stays a diagnostic.
     let history = History::default();
@@ -149,13 +164,13 @@ pub fn run(ctx: &Ctx, toolchain: &Toolchain, repeat: u32) -> Result<Calibration>
             let inject_ns = (target / 100.0 * probe_median_ns).round().max(0.0) as u64;
             let width = inject_ns.to_string().len();
             let arms = [
-                arm(BASELINE, release, 0, width),
-                arm(BASELINE_AGAIN, release, 0, width),
-                arm(INJECTED, release, inject_ns, width),
+                arm(injection, BASELINE, release, 0, width),
+                arm(injection, BASELINE_AGAIN, release, 0, width),
+                arm(injection, INJECTED, release, inject_ns, width),
             ];
             let builds = [BASELINE.to_string(), INJECTED.to_string()];
             let start = Instant::now();
-            let mut m = one(&cfg.measure);
+            let mut m = one(&measure);
             // Each size its own seed: fresh, or `--seed`'s replayed.
             let seed = match cfg.measure.seed {
                 Some(s) => measure::session_seed(s, "calibrate", index as u32),
@@ -189,7 +204,7 @@ pub fn run(ctx: &Ctx, toolchain: &Toolchain, repeat: u32) -> Result<Calibration>
             let row = CalibrationRow {
                 target_pct: target,
                 inject_ns,
-                injected_pct: injected_pct(&sessions),
+                injected_pct: injected_pct(&sessions, injection, inject_ns),
                 detected: analysis::judged(estimate, cfg.calibrate.min_effect_pct, None),
                 aa: w.aa.primary().estimate.clone(),
                 seed,
@@ -255,20 +270,62 @@ fn replication(rows: &[CalibrationRow], sizes: &[f64]) -> Vec<Replication> {
         .collect()
 }
 
-/// A release arm with `--inject-ns N`. Every arm of a row carries the flag, release and the
-/// A/A arm with 0 written as wide as N. An arm's arguments alone move it (they are copied to
-/// its heap), so all three must have the same arguments but the number.
-fn arm(name: &str, build: &Built, inject_ns: u64, width: usize) -> MeasuredArm {
-    MeasuredArm {
-        name: name.to_string(),
-        exe: build.exe.clone(),
-        extra: vec!["--inject-ns".into(), format!("{inject_ns:0width$}")],
+/// How a known cost is put into a workload's arms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Injection {
+    /// `mty-bench --inject-ns N`: N ns added to every measured round trip, timed by the arm.
+    RoundTrip,
+    /// The server's `--spin-ns N`: a fixed amount of work of about N ns of CPU added to every
+    /// request it handles.
+    ServerCpu,
+}
+
+impl Injection {
+    fn of(m: &Measure, workload: &str) -> Injection {
+        match m.workloads.iter().find(|w| w.name == workload).map(|w| w.mode) {
+            Some(crate::config::Mode::Service) => Injection::ServerCpu,
+            _ => Injection::RoundTrip,
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            Injection::RoundTrip => "--inject-ns",
+            Injection::ServerCpu => "--spin-ns",
+        }
+    }
+
+    /// The figure the injection is sized by.
+    fn figure(self) -> &'static str {
+        match self {
+            Injection::RoundTrip => "median",
+            Injection::ServerCpu => "server CPU per request",
+        }
+    }
+
+    /// The injected cost's share of release's figure in one round, in %.
+    fn round_pct(self, base: &Batch, injected: &Batch, n: u64) -> Option<f64> {
+        match self {
+            Injection::RoundTrip => Some(100.0 * injected.inject_ns.unwrap_or(0.0) / base.median_ns),
+            Injection::ServerCpu => Some(100.0 * n as f64 / base.cpu_per_request_ns?),
+        }
     }
 }
 
-/// The injected nanoseconds over release's batch median of the same round, in %: the median
-/// over rounds within a session, then over sessions (0 when nothing was injected).
-pub fn injected_pct(sessions: &[Session]) -> f64 {
+/// A release arm with the injection's flag and N. Every arm of a row carries the flag, release
+/// and the A/A arm with 0 written as wide as N. An arm's arguments alone move it (they are
+/// copied to its heap), so all three must have the same arguments but the number.
+fn arm(injection: Injection, name: &str, build: &Built, n: u64, width: usize) -> MeasuredArm {
+    MeasuredArm {
+        name: name.to_string(),
+        exe: build.exe.clone(),
+        extra: vec![injection.flag().into(), format!("{n:0width$}")],
+    }
+}
+
+/// The injected cost over release's figure of the same round, in %: the median over rounds
+/// within a session, then over sessions (0 when nothing was injected).
+fn injected_pct(sessions: &[Session], injection: Injection, n: u64) -> f64 {
     let per_session: Vec<f64> = sessions
         .iter()
         .filter_map(|s| {
@@ -276,7 +333,7 @@ pub fn injected_pct(sessions: &[Session]) -> f64 {
             let rounds: Vec<f64> = base
                 .iter()
                 .zip(inj)
-                .map(|(b, i)| 100.0 * i.inject_ns.unwrap_or(0.0) / b.median_ns)
+                .filter_map(|(b, i)| injection.round_pct(b, i, n))
                 .collect();
             median(&rounds)
         })
@@ -310,10 +367,15 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
         Some(w) => (w.sessions_in(l), w.batch_in(l)),
         None => (l.sessions, l.batch_messages),
     };
+    let added = match Injection::of(m, &c.workload) {
+        Injection::RoundTrip => "N ns added to every round trip (release median",
+        Injection::ServerCpu => {
+            "about N ns of CPU added to every request by the server's `--spin-ns N` (release's server CPU per request"
+        }
+    };
     let _ = writeln!(
         out,
-        "calibration of `{}`: release against release with N ns added to every round trip \
-         (release median {:.1} ns)\n\
+        "calibration of `{}`: release against release with {added} {:.1} ns)\n\
          lockstep: at most {sessions} sessions (target ±{} %) x {} rounds x {batch} messages",
         c.workload,
         c.probe_median_ns,

@@ -269,8 +269,9 @@ pub fn service(w: &WorkloadAnalysis) -> Option<String> {
             s.turns
         ),
         n => format!(
-            "server CPU per request: {n} of {} turns saturated (the server fell behind the offered rate): their CPU per request is not comparable with the others'; lower the rate",
-            s.turns
+            "server CPU per request: its threads' CPU time over each turn's recorded window, over the requests answered in it; {n} of {} turns saturated (the server fell behind the offered rate, {:.1} %): their CPU per request is not comparable with the others' (a few: the machine stalled at a turn's end; many: the rate is beyond the server, lower it)",
+            s.turns,
+            100.0 * n as f64 / s.turns.max(1) as f64
         ),
     };
     if let Some(idle) = s.idle_cpu_ns_per_s {
