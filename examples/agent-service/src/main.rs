@@ -53,9 +53,11 @@ struct Args {
     #[arg(long, default_value_t = 4)]
     shards: usize,
     /// Extra CPU work every request does, calibrated at start-up to take about this many
-    /// nanoseconds (a fixed count of iterations, no clock read per request); 0: none.
-    #[arg(long, default_value_t = 0)]
-    spin_ns: u64,
+    /// nanoseconds (a fixed count of iterations, no clock read per request). Given at all,
+    /// even as 0, every request passes the layer that spins: arms that differ only in N
+    /// differ only in the spin.
+    #[arg(long)]
+    spin_ns: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -106,7 +108,7 @@ async fn stats(State(agents): State<Shared>) -> impl IntoResponse {
     }
 }
 
-async fn serve(args: Args, spin_iters: u64) -> Result<(), String> {
+async fn serve(args: Args, spin_iters: Option<u64>) -> Result<(), String> {
     let agents = Arc::new(Agents::spawn(
         &tokio::runtime::Handle::current(),
         args.shards,
@@ -118,15 +120,14 @@ async fn serve(args: Args, spin_iters: u64) -> Result<(), String> {
         .route("/healthz", get(|| async { "ok" }))
         .with_state(Arc::clone(&agents));
     // Without `--spin-ns` the layer is not there at all: the requests' path is unchanged.
-    let app = if spin_iters > 0 {
-        app.layer(axum::middleware::from_fn(
+    let app = match spin_iters {
+        Some(iters) => app.layer(axum::middleware::from_fn(
             move |request, next: Next| async move {
-                std::hint::black_box(spin::spin(spin_iters));
+                std::hint::black_box(spin::spin(iters));
                 next.run(request).await
             },
-        ))
-    } else {
-        app
+        )),
+        None => app,
     };
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
@@ -154,12 +155,11 @@ async fn serve(args: Args, spin_iters: u64) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let spin_iters = spin::calibrate(args.spin_ns);
-    if args.spin_ns > 0 {
-        eprintln!(
-            "spin: {spin_iters} iterations a request (about {} ns)",
-            args.spin_ns
-        );
+    let spin_iters = args.spin_ns.map(spin::calibrate);
+    if let (Some(ns), Some(iters)) = (args.spin_ns, spin_iters)
+        && ns > 0
+    {
+        eprintln!("spin: {iters} iterations a request (about {ns} ns)");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.workers.max(1))

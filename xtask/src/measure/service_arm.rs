@@ -124,6 +124,7 @@ struct Figures {
 }
 
 /// One driver run's figures.
+#[derive(Debug)]
 struct Sample {
     /// Median, p95, p99 (ns).
     latency: [f64; 3],
@@ -310,6 +311,53 @@ fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec(metric: Option<&str>) -> Spec {
+        Spec {
+            exe: "srv".into(),
+            args: Vec::new(),
+            env: Default::default(),
+            cwd: None,
+            driver: vec!["mty-loadgen".into()],
+            ready_line: None,
+            ready_timeout_secs: 1,
+            stop_timeout_secs: 1,
+            metric: metric.map(str::to_string),
+            keep_core_awake: false,
+        }
+    }
+
+    /// Judged by CPU (the default): the driver's CPU per request, its p50 as the median, its
+    /// tail, its saturation; a driver without the CPU figure is told what to add.
+    #[test]
+    fn a_turn_reads_cpu_per_request_and_latency_or_names_what_is_missing() {
+        let line = r#"{"p50_ns":30000,"p95_ns":41000,"p99_ns":70000,"cpu_per_request_ns":24000.5,"saturated":true}"#;
+        let cpu = Figures::of(&spec(None));
+        let s = cpu.read(line, || "mty-loadgen".into()).unwrap();
+        assert_eq!(s.latency, [30000.0, 41000.0, 70000.0]);
+        assert_eq!(s.cpu_per_request_ns, Some(24000.5));
+        assert!(s.saturated);
+        let s = Figures::of(&spec(Some("cpu_per_request")))
+            .read(&line.replace(r#","saturated":true"#, ""), || "x".into())
+            .unwrap();
+        assert!(!s.saturated);
+        let err = cpu
+            .read(r#"{"p50_ns":30000}"#, || "mty-loadgen --rate 10".into())
+            .unwrap_err();
+        let text = format!("{err:#}");
+        for part in [
+            "cpu_per_request_ns",
+            "mty-loadgen --rate 10",
+            "--server-pid {pid}",
+        ] {
+            assert!(text.contains(part), "{part}: {text}");
+        }
+        // Judged by a latency key: that key is the median, no CPU figure is read.
+        let s = Figures::of(&spec(Some("p99_ns")))
+            .read(r#"{"p50_ns":1,"p95_ns":2,"p99_ns":3}"#, || "x".into())
+            .unwrap();
+        assert_eq!((s.latency, s.cpu_per_request_ns), ([3.0, 2.0, 3.0], None));
+    }
 
     /// The awake thread's scheduling policy (`/proc` stat field 41) and CPU ticks.
     fn awake_thread() -> Option<(u32, u64)> {

@@ -280,4 +280,31 @@ mod tests {
         assert!(Metric::ALL.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(Metric::primary(&[]), Metric::Median);
     }
+
+    /// The primary metric is the first of `ALL` every batch carries: CPU per request where a
+    /// service's batches carry it, else the median.
+    #[test]
+    fn the_primary_metric_is_cpu_per_request_where_every_batch_carries_it() {
+        let mut s = crate::testing::fixtures::paired(
+            &["release", "lto"],
+            vec![vec![0, 1]],
+            &[&[2.0], &[1.0]],
+        );
+        assert_eq!(s.primary(), Metric::Median);
+        for b in s.batches.iter_mut().flatten() {
+            b.cpu_per_request_ns = Some(b.median_ns / 2.0);
+        }
+        assert_eq!(s.primary(), Metric::CpuPerRequest);
+        assert_eq!(
+            Metric::carried_by(&[&s]),
+            [
+                Metric::CpuPerRequest,
+                Metric::Median,
+                Metric::P95,
+                Metric::P99
+            ]
+        );
+        s.batches[1][0].cpu_per_request_ns = None;
+        assert_eq!(s.primary(), Metric::Median);
+    }
 }

@@ -282,7 +282,12 @@ enum Injection {
 
 impl Injection {
     fn of(m: &Measure, workload: &str) -> Injection {
-        match m.workloads.iter().find(|w| w.name == workload).map(|w| w.mode) {
+        match m
+            .workloads
+            .iter()
+            .find(|w| w.name == workload)
+            .map(|w| w.mode)
+        {
             Some(crate::config::Mode::Service) => Injection::ServerCpu,
             _ => Injection::RoundTrip,
         }
@@ -306,7 +311,9 @@ impl Injection {
     /// The injected cost's share of release's figure in one round, in %.
     fn round_pct(self, base: &Batch, injected: &Batch, n: u64) -> Option<f64> {
         match self {
-            Injection::RoundTrip => Some(100.0 * injected.inject_ns.unwrap_or(0.0) / base.median_ns),
+            Injection::RoundTrip => {
+                Some(100.0 * injected.inject_ns.unwrap_or(0.0) / base.median_ns)
+            }
             Injection::ServerCpu => Some(100.0 * n as f64 / base.cpu_per_request_ns?),
         }
     }

@@ -119,13 +119,25 @@ fn main() {
 
 const DRIVER: &str = r#"use std::io::{BufRead, BufReader, Read, Write};
 
+/// The CPU time of process `pid`'s threads (ns), as mty-loadgen reads it.
+fn cpu_ns(pid: &str) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the server's threads")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .map(|s| s.split_whitespace().next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
 /// Closed loop over one connection: `--requests N` GETs of `/item/<i % 50>`; prints the
-/// median and p99 in ns as JSON.
+/// median and p99 in ns as JSON, and with `--server-pid PID` the server's CPU time per
+/// request over the loop.
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let value = |f: &str| args.iter().position(|a| a == f).map(|i| args[i + 1].clone());
     let addr = value("--url").expect("--url ADDR");
     let n: usize = value("--requests").map_or(200, |v| v.parse().unwrap());
+    let pid = value("--server-pid");
+    let cpu_before = pid.as_deref().map(cpu_ns);
     let stream = std::net::TcpStream::connect(&addr).expect("the server accepts");
     stream.set_nodelay(true).unwrap();
     let mut writer = stream.try_clone().unwrap();
@@ -150,9 +162,16 @@ fn main() {
         reader.read_exact(&mut body).unwrap();
         times.push(started.elapsed().as_nanos() as u64);
     }
+    let cpu = match (pid.as_deref(), cpu_before) {
+        (Some(pid), Some(before)) => format!(
+            ",\"cpu_per_request_ns\":{},\"saturated\":false",
+            (cpu_ns(pid) - before) as f64 / n as f64
+        ),
+        _ => String::new(),
+    };
     times.sort();
     println!(
-        "{{\"requests\":{n},\"p50_ns\":{},\"p99_ns\":{}}}",
+        "{{\"requests\":{n},\"p50_ns\":{},\"p99_ns\":{}{cpu}}}",
         times[n / 2],
         times[(n * 99 / 100).min(n - 1)]
     );
@@ -173,7 +192,7 @@ timeout_secs = 60
 bootstrap_resamples = 2000
 min_effect_pct = 1.0
 workloads = [
-    { name = "items_p50", mode = "service", args = ["--listen", "{addr}"], metric = "p50_ns", service = { driver = ["tinyload", "--url", "{addr}", "--requests", "400"], ready_line = "listening on" } },
+    { name = "items_p50", mode = "service", args = ["--listen", "{addr}"], service = { driver = ["tinyload", "--url", "{addr}", "--server-pid", "{pid}", "--requests", "400"], ready_line = "listening on" } },
 ]
 
 [measure.lockstep]
@@ -332,21 +351,49 @@ fn a_service_is_trained_measured_and_judged_and_no_server_outlives_the_run() {
         report["apply_check"]["required_violations"],
         serde_json::json!([])
     );
-    // Every build against release on the driver's p50, each with an interval and a verdict;
-    // the A/A floor; the training's share of the oracle's gain, where there is one.
+    // Every build against release on the server's CPU per request (the default) and on the
+    // driver's p50, each with an interval and a verdict; the A/A floor; the training's share
+    // of the oracle's gain, where there is one.
     let w = &report["workloads"][0];
     let rows = w["rows"].as_array().expect("rows");
     let names: Vec<&str> = rows.iter().map(|r| r["build"].as_str().unwrap()).collect();
     assert_eq!(names, ["release", "lto", "lto+pgo", "oracle"], "{w}");
     for r in &rows[1..] {
-        let m = &r["vs_release"]["median"];
-        assert!(m["estimate"]["ci_low_pct"].as_f64() <= m["estimate"]["ci_high_pct"].as_f64());
-        assert!(
-            ["faster", "slower", "no_detectable_change"].contains(&m["verdict"].as_str().unwrap()),
-            "{m}"
+        for metric in ["cpu_per_request", "median"] {
+            let m = &r["vs_release"][metric];
+            assert!(
+                m["estimate"]["ci_low_pct"].as_f64() <= m["estimate"]["ci_high_pct"].as_f64(),
+                "{metric}: {r}"
+            );
+            assert!(
+                ["faster", "slower", "no_detectable_change"]
+                    .contains(&m["verdict"].as_str().unwrap_or("")),
+                "{metric}: {m}"
+            );
+        }
+        // CPU per request is judged against its own min effect.
+        assert_eq!(
+            r["vs_release"]["cpu_per_request"]["threshold_pct"].as_f64(),
+            Some(0.5),
+            "{r}"
         );
     }
-    assert!(w["aa"].is_object(), "{w}");
+    assert!(
+        rows.iter()
+            .all(|r| r["cpu_per_request_ns"].as_f64() > Some(0.0)),
+        "{w}"
+    );
+    assert!(w["aa"]["cpu_per_request"].is_object(), "{w}");
+    // The server's idle CPU was read, no turn saturated, and the table says so.
+    assert_eq!(w["service"]["saturated_turns"].as_u64(), Some(0), "{w}");
+    assert!(
+        w["service"]["idle_cpu_ns_per_s"].as_f64() >= Some(0.0),
+        "{w}"
+    );
+    assert!(
+        stdout.contains("cpu_per_request vs release") && stdout.contains("no turn of"),
+        "{stdout}"
+    );
     // The training's share of the oracle's gain: a number, or null where that gain is not
     // clear of zero (this server's runs are short and noisy).
     assert!(
