@@ -180,17 +180,27 @@ pub fn benchmark_entries(report: &Report) -> Vec<BenchmarkEntry> {
     let mut out = Vec::new();
     for w in &report.workloads {
         for row in &w.rows {
+            // Each figure with its own interval against release.
+            let range = |m: crate::measure::session::Metric| {
+                let j = row.vs_release.as_ref()?.0.get(&m)?;
+                Some(format!(
+                    "{:+.1} % .. {:+.1} % vs release",
+                    j.estimate.ci_low_pct, j.estimate.ci_high_pct
+                ))
+            };
+            if let Some(cpu) = row.cpu_per_request_ns {
+                out.push(BenchmarkEntry {
+                    name: format!("{} {} cpu_per_request", w.workload, row.build),
+                    unit: "ns".into(),
+                    value: cpu,
+                    range: range(crate::measure::session::Metric::CpuPerRequest),
+                });
+            }
             out.push(BenchmarkEntry {
                 name: format!("{} {} median", w.workload, row.build),
                 unit: "ns".into(),
                 value: row.median_ns,
-                range: row.vs_release.as_ref().map(|c| {
-                    format!(
-                        "{:+.1} % .. {:+.1} % vs release",
-                        c.primary().estimate.ci_low_pct,
-                        c.primary().estimate.ci_high_pct
-                    )
-                }),
+                range: range(crate::measure::session::Metric::Median),
             });
             if let Some(i) = row.instructions_per_message {
                 out.push(BenchmarkEntry {

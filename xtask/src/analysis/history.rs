@@ -8,6 +8,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::measure::session::Metric;
+
 /// The most recent records of one kind kept per key: old runs of another machine state
 /// should not outvote this one's forever.
 const KEEP: usize = 40;
@@ -36,6 +38,18 @@ pub struct RunRecord {
     /// without carried what stays with a file, another population.
     #[serde(default)]
     pub fresh: bool,
+    /// The metric of the estimate (a record from before it was kept: the median): a
+    /// service's CPU per request and its latency are other populations.
+    #[serde(default)]
+    pub metric: Metric,
+}
+
+/// How a run measured, as a record must match it to be the same population: from fresh
+/// copies or not, and on which metric.
+#[derive(Debug, Clone, Copy)]
+pub struct Measured {
+    pub fresh: bool,
+    pub metric: Metric,
 }
 
 /// A layout variant's shift against release (log space).
@@ -49,6 +63,9 @@ pub struct LayoutRecord {
     pub layout_seed: u32,
     pub log: f64,
     pub se: f64,
+    /// The metric of the shift, as [`RunRecord::metric`].
+    #[serde(default)]
+    pub metric: Metric,
 }
 
 impl History {
@@ -72,11 +89,20 @@ impl History {
 
     /// The layout shifts of `workload` on release `exe_hash`, but those of `seeds` (this
     /// run's own).
-    pub fn layouts_of(&self, workload: &str, exe_hash: &str, seeds: &[u32]) -> Vec<(f64, f64)> {
+    pub fn layouts_of(
+        &self,
+        workload: &str,
+        exe_hash: &str,
+        seeds: &[u32],
+        metric: Metric,
+    ) -> Vec<(f64, f64)> {
         self.layouts
             .iter()
             .filter(|r| {
-                r.workload == workload && r.exe_hash == exe_hash && !seeds.contains(&r.layout_seed)
+                r.workload == workload
+                    && r.exe_hash == exe_hash
+                    && !seeds.contains(&r.layout_seed)
+                    && r.metric == metric
             })
             .map(|r| (r.log, r.se))
             .collect()
@@ -90,23 +116,23 @@ impl History {
     }
 
     /// Earlier runs' estimates (log, se) of `build`'s executable `exe_hash` on `workload`
-    /// against release `release_hash`, in runs other than `run_seed`'s that ran `fresh` copies
-    /// as this one does: what [`stats::components::run_test`] takes, this run's added.
+    /// against release `release_hash`, in runs other than `run_seed`'s that measured as this
+    /// one does (`how`): what [`stats::components::run_test`] takes, this run's added.
     pub fn same_runs(
         &self,
         workload: &str,
         build: &str,
-        exe_hash: &str,
-        release_hash: &str,
+        (exe_hash, release_hash): (&str, &str),
         run_seed: u64,
-        fresh: bool,
+        how: Measured,
     ) -> Vec<(f64, f64)> {
         self.runs_of(workload, run_seed)
             .filter(|r| {
                 r.build == build
                     && r.exe_hash == exe_hash
                     && r.release_hash == release_hash
-                    && r.fresh == fresh
+                    && r.fresh == how.fresh
+                    && r.metric == how.metric
             })
             .map(|r| (r.log, r.se))
             .collect()
@@ -166,6 +192,7 @@ mod tests {
             layout_seed: seed,
             log,
             se: 0.001,
+            metric: Metric::Median,
         }
     }
 
@@ -182,12 +209,20 @@ mod tests {
         h.save(&path).unwrap();
         let mut h = History::load(&path).unwrap();
         h.add_layouts(vec![layout(11, -0.02), layout(12, 0.0)]);
-        assert_eq!(h.layouts_of("w", "abc", &[]).len(), 3);
+        assert_eq!(h.layouts_of("w", "abc", &[], Metric::Median).len(), 3);
         assert_eq!(
-            h.layouts_of("w", "abc", &[12]),
+            h.layouts_of("w", "abc", &[12], Metric::Median),
             vec![(0.01, 0.001), (-0.02, 0.001)]
         );
-        assert!(h.layouts_of("w", "another exe", &[]).is_empty());
+        assert!(
+            h.layouts_of("w", "another exe", &[], Metric::Median)
+                .is_empty()
+        );
+        // A service's CPU per request is another population than its latency.
+        assert!(
+            h.layouts_of("w", "abc", &[], Metric::CpuPerRequest)
+                .is_empty()
+        );
         for s in 0..100 {
             h.add_layouts(vec![layout(100 + s, 0.0)]);
         }

@@ -56,11 +56,13 @@ impl Pooled<'_> {
         build: &str,
         this: (f64, f64),
         fresh: bool,
+        metric: Metric,
     ) -> Option<RunTest> {
         let (release, hash) = (self.release_hash?, self.hash_of(build)?);
+        let how = super::history::Measured { fresh, metric };
         let mut same = self
             .history
-            .same_runs(workload, build, hash, release, self.run_seed, fresh);
+            .same_runs(workload, build, (hash, release), self.run_seed, how);
         same.push(this);
         Some(components::run_test(&[same]).unwrap_or(RunTest {
             runs: 1,
@@ -163,6 +165,7 @@ pub fn records(
                     log: *log,
                     se: *se,
                     fresh,
+                    metric: w.aa.primary_metric(),
                 });
             }
         }
@@ -178,6 +181,7 @@ pub fn records(
                     layout_seed: *seed,
                     log: e.mean_log_ratio,
                     se,
+                    metric: w.aa.primary_metric(),
                 });
             }
         }
@@ -316,7 +320,13 @@ fn analyze_sessions(
         .filter_map(|(b, log, se)| {
             Some((
                 b.clone(),
-                pooled.run_test(workload, b, (*log, *se), cfg.fresh_copies)?,
+                pooled.run_test(
+                    workload,
+                    b,
+                    (*log, *se),
+                    cfg.fresh_copies,
+                    Metric::primary(sessions),
+                )?,
             ))
         })
         .collect();
@@ -440,7 +450,9 @@ fn layout_floor(
     let mut shifts: Vec<(f64, f64)> = match pooled.release_hash {
         Some(hash) => {
             let mine: Vec<u32> = pooled.layout_seeds.iter().map(|(_, s)| *s).collect();
-            pooled.history.layouts_of(workload, hash, &mine)
+            pooled
+                .history
+                .layouts_of(workload, hash, &mine, Metric::primary(sessions))
         }
         None => Vec::new(),
     };

@@ -170,6 +170,7 @@ fn the_floor_pools_earlier_runs_layouts_and_keeps_its_centre() {
         layout_seed: seed,
         log: (1.0 + pct / 100.0f64).ln(),
         se: 0.001,
+        metric: crate::measure::session::Metric::Median,
     };
     let mut history = History::default();
     // An earlier run: six layouts of this executable, all a little slower than its
@@ -268,6 +269,7 @@ fn a_build_carries_a_run_component_only_where_its_runs_showed_one() {
         log,
         se: 0.001,
         fresh,
+        metric: crate::measure::session::Metric::Median,
     };
     let analyse = |history: &History| {
         let pooled = Pooled {

@@ -459,7 +459,8 @@ pub(super) fn judge(p: &mut Progress, group: &Group, cfg: &Measure) {
     }
 }
 
-/// The threshold a build's verdict could face, for settling early: the min effect, and in a
+/// The threshold a build's verdict could face, for settling early: the min effect of the
+/// primary metric, and in a
 /// group with layout variants the farthest end of their 95 % intervals so far (the layout
 /// floor the analysis sets is capped there below `VETO_LAYOUTS` layouts; a floor pooled
 /// with earlier runs' layouts may come out wider, and then a settled verdict may read
@@ -478,7 +479,9 @@ pub(super) fn settle_threshold(p: &Progress, group: &Group, cfg: &Measure) -> f6
             pct(m - half).abs().max(pct(m + half).abs())
         })
         .fold(0.0, f64::max);
-    cfg.min_effect_pct.max(farthest)
+    crate::measure::session::Metric::judged_first(&group.workload)
+        .min_effect_pct(cfg)
+        .max(farthest)
 }
 
 /// The group's record once every comparison has stopped (a settled one whose arms ran on

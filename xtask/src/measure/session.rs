@@ -55,6 +55,19 @@ impl Metric {
         }
     }
 
+    /// The primary metric workload `w`'s batches will carry: CPU per request for a service
+    /// judged by CPU (`metric` unset or `"cpu_per_request"`), else the median.
+    pub fn judged_first(w: &crate::config::Workload) -> Metric {
+        let by_cpu = w
+            .metric
+            .as_deref()
+            .is_none_or(|m| m == crate::config::CPU_PER_REQUEST);
+        match w.mode {
+            crate::config::Mode::Service if by_cpu => Metric::CpuPerRequest,
+            _ => Metric::Median,
+        }
+    }
+
     /// The smallest change called a change on this metric, in %: CPU time per request has
     /// its own (`measure.cpu_min_effect_pct`), as its noise is its own.
     pub fn min_effect_pct(self, m: &crate::config::Measure) -> f64 {

@@ -37,8 +37,11 @@ struct AbWorkload {
     sessions: usize,
     /// OLD against itself: the floor.
     aa: Judged,
-    /// NEW against OLD (the median per message; a whole-process workload's time per run).
+    /// NEW against OLD on the primary metric (the median per message; a whole-process
+    /// workload's time per run; a service's CPU per request).
     new_vs_old: Judged,
+    /// That metric.
+    metric: Metric,
 }
 
 /// Lockstep sessions outside the pipeline's stages (`ab`, `tune --measure`).
@@ -136,6 +139,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
                 sessions: w.sessions,
                 aa: w.aa.primary().clone(),
                 new_vs_old: new_vs_old.primary().clone(),
+                metric: new_vs_old.primary_metric(),
             })
         })
         .collect::<Result<_>>()?;
@@ -144,7 +148,7 @@ pub(super) fn run(ctx: &Ctx, old: &Path, new: &Path) -> Result<()> {
         let per = if per_run.contains(&w.workload) {
             "per run".to_string()
         } else {
-            format!("per message ({})", words::metric(Metric::Median))
+            format!("per message ({})", words::metric(w.metric))
         };
         println!(
             "  {:<26} {}  ({per}; A/A {}; {} sessions)",

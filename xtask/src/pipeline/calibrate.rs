@@ -12,7 +12,8 @@
 //! A service workload judged by CPU per request is calibrated the same way with the server's
 //! own `--spin-ns N`: a fixed amount of work, timed at the server's start to take about N ns,
 //! added to every request it handles (the example service has it). The injected size is N
-//! over release's CPU per request of the same round.
+//! over release's CPU per request of the same round: N as the server timed its spin at
+//! start-up (on the set-up core, the fastest of five timings), not what it cost in the turns.
 //!
 //! Why added nanoseconds and not extra work: a dependent multiply-add chain inside the timed
 //! region was tried first. Unfenced, the out-of-order core ran it beside the round trip's own
@@ -395,7 +396,7 @@ pub fn render(c: &Calibration, m: &Measure) -> String {
     let _ = writeln!(
         out,
         "  {:>6} {:>5} {:>9}  {:<40} {:<30} {:<9} {:>7}",
-        "target", "N", "injected", "detected (median)", "verdict", "A/A", "wall"
+        "target", "N", "injected", "detected", "verdict", "A/A", "wall"
     );
     for r in &c.rows {
         let _ = writeln!(out, "  {}", row_line(r));

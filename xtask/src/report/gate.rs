@@ -81,11 +81,15 @@ pub fn failures(report: &Report, baseline: Option<&Report>) -> Vec<String> {
                 let Some(old_row) = old.rows.iter().find(|r| r.build == row.build) else {
                     continue;
                 };
-                if let (Some(now), Some(then)) = (&row.vs_release, &old_row.vs_release) {
-                    let (a, b) = (
-                        then.primary().estimate.change_pct,
-                        now.primary().estimate.change_pct,
-                    );
+                // The same metric in both (a baseline judged on another has none to compare).
+                if let (Some(now), Some(then)) = (
+                    &row.vs_release,
+                    old_row
+                        .vs_release
+                        .as_ref()
+                        .and_then(|c| c.0.get(&row.vs_release.as_ref()?.primary_metric())),
+                ) {
+                    let (a, b) = (then.estimate.change_pct, now.primary().estimate.change_pct);
                     let limit = now.primary().threshold_pct;
                     if b - a > limit {
                         out.push(format!(

@@ -269,7 +269,7 @@ pub fn service(w: &WorkloadAnalysis) -> Option<String> {
             s.turns
         ),
         n => format!(
-            "server CPU per request: its threads' CPU time over each turn's recorded window, over the requests answered in it; {n} of {} turns saturated (the server fell behind the offered rate, {:.1} %): their CPU per request is not comparable with the others' (a few: the machine stalled at a turn's end; many: the rate is beyond the server, lower it)",
+            "server CPU per request: its threads' CPU time over each turn's recorded window, over the requests answered in it; {n} of {} turns saturated (the server fell behind the offered rate, {:.1} %): kept in the estimate, their CPU per request is not comparable with the others' (a few: the machine stalled at a turn's end; many: the rate is beyond the server, lower it)",
             s.turns,
             100.0 * n as f64 / s.turns.max(1) as f64
         ),

@@ -167,13 +167,16 @@ impl Arms {
                     .builds
                     .iter()
                     .filter_map(|b| {
+                        let how = crate::analysis::history::Measured {
+                            fresh: measure_cfg.fresh_copies,
+                            metric: crate::measure::session::Metric::judged_first(&g.workload),
+                        };
                         let same = history.same_runs(
                             &g.workload.name,
                             b.name(),
-                            &b.hash,
-                            &release.hash,
+                            (&b.hash, &release.hash),
                             seed,
-                            measure_cfg.fresh_copies,
+                            how,
                         );
                         let test = stats::components::run_test(&[same])?;
                         Some((b.name().to_string(), test.carried?))

@@ -44,9 +44,13 @@ pub(super) fn render(md: &mut String, report: &Report) {
             md,
             "- Service workloads ({}): each arm is `cargo-mty __service-arm`, which starts its build's server on a port of its own \
              and warms it with one driver run; per turn the server's threads sit on the measured core and the driver runs once on \
-             the other cores; the sample is the figure the driver printed under `metric` (e.g. its p50 or p99 over the run, timed \
-             from each request's intended send time).",
-            services.join(", ")
+             the other cores; judged by CPU (`metric` unset), the turn's primary figure is the server's CPU time per request \
+             the driver printed (`cpu_per_request_ns`: the server's threads' CPU time over the recorded window over the answers in it), \
+             judged against `measure.cpu_min_effect_pct` ({} %), and its p50, p95 and p99 are the latency beside it; otherwise \
+             the sample is the figure the driver printed under `metric` (e.g. its p50 or p99 over the run, timed from each \
+             request's intended send time).",
+            services.join(", "),
+            m.cpu_min_effect_pct
         );
     }
     let _ = writeln!(

@@ -27,7 +27,7 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
             .arm(crate::measure::BASELINE)
             .unwrap_or(&[])
             .iter()
-            .map(|b| b.median_ns)
+            .filter_map(|b| s.primary().of(b))
             .collect();
         let (lo, hi) = m
             .iter()
@@ -64,18 +64,27 @@ pub fn render_rounds_svg(report: &Report) -> Option<String> {
         s,
         r#"<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>"#
     );
-    // Panel 1: raw batch medians of session 0.
+    // Panel 1: raw batch figures of that session, on its primary metric (the figure the
+    // other panels' ratios are of).
+    let primary = first.primary();
     let series: Vec<(&str, Vec<f64>)> = arms
         .iter()
-        .filter_map(|a| Some((*a, first.arm(a)?.iter().map(|b| b.median_ns).collect())))
+        .filter_map(|a| {
+            Some((
+                *a,
+                first.arm(a)?.iter().filter_map(|b| primary.of(b)).collect(),
+            ))
+        })
         .collect();
     line_panel(
         &mut s,
         TOP,
         panel_h,
         &format!(
-            "{}: session {} (the widest swing), each arm's batch median (ns)",
-            w.workload, first.session
+            "{}: session {} (the widest swing), each arm's batch {} (ns)",
+            w.workload,
+            first.session,
+            crate::report::words::metric(primary)
         ),
         "round",
         &series,
