@@ -499,7 +499,7 @@ fn calibrating_a_whole_process_workload_is_refused_before_building() {
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("a whole-process or service workload (`agent_send_latency`) has none of"),
+        err.contains("a whole-process workload (`agent_send_latency`) has no place for"),
         "{err}"
     );
     // (The comparators may start compiling beside it under target/comparators: not a build.)
