@@ -15,7 +15,7 @@
 //! It prints `agent-service listening on ADDR` once it accepts connections.
 //!
 //! With `--spin-ns N`, every request also does a fixed amount of CPU work, calibrated at
-//! start-up to take about N nanoseconds (`spin.rs`): a known extra cost per request, against
+//! start-up to take about N nanoseconds of CPU (`spin.rs`): a known extra cost per request, against
 //! which a benchmark tool's CPU per request can be checked. It prints
 //! `spin: ITERS iterations a request (about N ns)` on stderr at start-up.
 

@@ -13,7 +13,8 @@
 //! own `--spin-ns N`: a fixed amount of work, timed at the server's start to take about N ns,
 //! added to every request it handles (the example service has it). The injected size is N
 //! over release's CPU per request of the same round: N as the server timed its spin at
-//! start-up (on the set-up core, the fastest of five timings), not what it cost in the turns.
+//! start-up (on the set-up core, the fastest of nine timings by its thread's CPU clock, so that
+//! the other arms setting up beside it do not count), not what it cost in the turns.
 //!
 //! Why added nanoseconds and not extra work: a dependent multiply-add chain inside the timed
 //! region was tried first. Unfenced, the out-of-order core ran it beside the round trip's own
