@@ -83,6 +83,10 @@ pub struct Report {
     /// The layout stage's record: each variant, its seed, what moved, its instructions.
     #[serde(default)]
     pub layout: Option<crate::analysis::outputs::LayoutVariants>,
+    /// What each build cost (its last compile's wall time and peak memory, its sizes) and
+    /// the training's wall time.
+    #[serde(default)]
+    pub costs: Option<crate::toolchain::cost::Costs>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

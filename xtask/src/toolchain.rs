@@ -5,6 +5,7 @@
 pub mod bolt;
 pub mod build;
 pub mod cargo;
+pub mod cost;
 pub mod relink;
 pub mod rustflags;
 pub mod tools;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 /// An external command, built up and then run one of the ways below.
 #[derive(Debug, Clone)]
@@ -240,30 +240,42 @@ impl Cmd {
             Err(err) => Err(spawn_error(self, err)),
         }
     }
-
-    /// Starts it, logged, with stdout streamed to the caller and stderr written to `stderr_log`.
-    pub fn stream_stdout(&self, stderr_log: &Path) -> Result<duct::ReaderHandle> {
-        self.log();
-        self.expression()
-            .stderr_path(stderr_log)
-            .reader()
-            .map_err(|err| spawn_error(self, err))
-    }
 }
 
 impl Cmd {
     /// Starts it, logged, with stdin, stdout and stderr all piped to the caller: for a
     /// process that is talked to while it runs (the lockstep arms).
     pub fn spawn_piped(&self) -> Result<std::process::Child> {
-        use std::process::{Command, Stdio};
+        use std::process::Stdio;
         self.log();
-        let (program, args) = self.argv();
-        let mut command = Command::new(program);
-        command
-            .args(args)
+        self.command()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|err| spawn_error(self, err))
+    }
+
+    /// Starts it, logged, stdin closed, stdout piped to the caller and stderr written to
+    /// `stderr_log`; [`reap`] waits for it and says what it cost.
+    pub fn spawn_streaming(&self, stderr_log: &Path) -> Result<std::process::Child> {
+        use std::process::Stdio;
+        self.log();
+        let log = std::fs::File::create(stderr_log)
+            .with_context(|| format!("cannot create {}", stderr_log.display()))?;
+        self.command()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .map_err(|err| spawn_error(self, err))
+    }
+
+    /// As run: program, arguments, directory, environment.
+    fn command(&self) -> std::process::Command {
+        let (program, args) = self.argv();
+        let mut command = std::process::Command::new(program);
+        command.args(args);
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
         }
@@ -273,8 +285,42 @@ impl Cmd {
         for (k, v) in &self.env {
             command.env(k, v);
         }
-        command.spawn().map_err(|err| spawn_error(self, err))
+        command
     }
+}
+
+/// How a child ended, as `wait4` reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct Reaped {
+    pub status: std::process::ExitStatus,
+    /// The largest resident set of the child and of every descendant it waited for, bytes.
+    pub peak_rss_bytes: u64,
+}
+
+/// Waits for `child` with `wait4`, which std's `wait` does not expose: its exit status and
+/// the peak memory of its process tree (a build's largest rustc or link). The `Child` is not
+/// waited for again afterwards.
+pub fn reap(child: &std::process::Child) -> Result<Reaped> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = libc::pid_t::try_from(child.id()).context("a pid out of range")?;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value; wait4 fills it and `status`.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `pid` is our own child, not yet waited for; the pointers are to locals.
+        if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } == pid {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).with_context(|| format!("cannot wait for process {pid}"));
+        }
+    }
+    Ok(Reaped {
+        status: std::process::ExitStatus::from_raw(status),
+        // ru_maxrss is in KiB on Linux.
+        peak_rss_bytes: u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024,
+    })
 }
 
 fn spawn_error(cmd: &Cmd, err: std::io::Error) -> anyhow::Error {

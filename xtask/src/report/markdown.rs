@@ -25,6 +25,7 @@ pub fn render_markdown(report: &Report) -> String {
     verdict(&mut md, report);
     workload(&mut md, report);
     numbers(&mut md, report);
+    costs(&mut md, report);
     insight(&mut md, report);
     simulated(&mut md, report);
     functions::render(&mut md, &report.instructions);
@@ -220,6 +221,45 @@ fn numbers(md: &mut String, report: &Report) {
              together when it does (top), while their ratio to release's batch of the same round stays put (middle); whole sessions \
              of new processes differ by a per-process effect (bottom), so sessions are the unit of the intervals.\n"
         );
+    }
+}
+
+/// What each build cost to make: its last compile's wall time and peak memory, its sizes;
+/// and the training's wall time.
+fn costs(md: &mut String, report: &Report) {
+    use crate::toolchain::cost::bytes;
+    let Some(c) = &report.costs else {
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "## What each build cost\n\n\
+         Each build's last compile (a build cargo found fresh keeps it): its wall time, the crates it compiled, and the \
+         largest resident set of any of its processes (`wait4` on cargo: usually the fat-LTO rustc). \"-\": not recorded.\n\n\
+         | build | built in | crates | peak memory | binary | `.text` |\n|---|---:|---:|---:|---:|---:|"
+    );
+    for b in &c.builds {
+        let (secs, crates, rss) = match &b.compiled {
+            Some(k) => (
+                format!("{:.1} s", k.wall_secs),
+                k.crates.to_string(),
+                bytes(k.peak_rss_bytes),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {secs} | {crates} | {rss} | {} | {} |",
+            b.build,
+            bytes(b.exe_bytes),
+            b.text_bytes.map_or("-".into(), bytes)
+        );
+    }
+    match c.training_secs {
+        Some(t) => {
+            let _ = writeln!(md, "\nTraining: {t:.1} s on the instrumented build.\n");
+        }
+        None => md.push('\n'),
     }
 }
 

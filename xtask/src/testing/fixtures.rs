@@ -137,6 +137,7 @@ pub fn report() -> Report {
         stages: Vec::new(),
         bolt: None,
         layout: None,
+        costs: None,
     }
 }
 

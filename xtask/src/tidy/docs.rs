@@ -136,19 +136,38 @@ fn same_value(documented: &str, code: &toml::Value) -> bool {
         toml::Value::Integer(i) => text.parse::<f64>() == Ok(*i as f64),
         toml::Value::Float(f) => text.parse::<f64>() == Ok(*f),
         toml::Value::String(s) => text.trim_matches('"') == s,
-        toml::Value::Array(a) => text == "none" && a.is_empty(),
+        toml::Value::Array(a) if text == "none" => a.is_empty(),
+        // `[0, 1, 2, 5]`, `["release"]`: read as TOML, numbers compared as numbers.
+        toml::Value::Array(a) => {
+            toml::from_str::<toml::Table>(&format!("v = {}", documented.replace('`', "")))
+                .ok()
+                .and_then(|t| t.get("v").and_then(|v| v.as_array()).cloned())
+                .is_some_and(|d| {
+                    d.len() == a.len()
+                        && d.iter().zip(a).all(|(d, c)| {
+                            let num =
+                                |v: &toml::Value| v.as_float().or(v.as_integer().map(|i| i as f64));
+                            match (num(d), num(c)) {
+                                (Some(x), Some(y)) => x == y,
+                                _ => d == c,
+                            }
+                        })
+                })
+        }
         _ => false,
     }
 }
 
-/// One source of truth per default: every "(default X" in docs/configuration.md's table is the
-/// code's default for that key, where the row names one key or as many keys as defaults.
+/// One source of truth per default: every key the code gives a default has a "(default X" in
+/// docs/configuration.md's table, and X is the code's (a row names one key, or as many keys as
+/// defaults, in order; a key the code leaves unset needs none).
 #[test]
 fn the_documented_defaults_are_the_codes() {
     let reference = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
     let defaults = defaults();
     let mut checked = 0;
     let mut wrong = Vec::new();
+    let mut documented = BTreeSet::new();
     for row in section(&reference, "docs/configuration.md", "Keys")
         .lines()
         .filter(|l| l.starts_with("| `"))
@@ -167,6 +186,10 @@ fn the_documented_defaults_are_the_codes() {
             .split("(default ")
             .skip(1)
             .map(|rest| {
+                // An array, `[…]`, whole; else up to the first `)`, `;`, `:` or `, `.
+                if rest.starts_with("`[") {
+                    return rest.find("]`").map_or(rest, |end| &rest[..end + 2]);
+                }
                 let value = rest.split([')', ';', ':']).next().unwrap_or("");
                 value.split(", ").next().unwrap_or("").trim()
             })
@@ -176,12 +199,25 @@ fn the_documented_defaults_are_the_codes() {
         }
         for (key, value) in keys.iter().zip(&said) {
             // A key the code leaves unset has its default said in words (`(default none)`).
+            documented.insert(key.to_string());
             if let Some(code) = at(&defaults, key) {
                 checked += 1;
                 if !same_value(value, code) {
                     wrong.push(format!("{key}: documented {value}, code {code}"));
                 }
             }
+        }
+    }
+    // Keys a config must give: no default to document.
+    const REQUIRED: [&str; 2] = ["binary", "apply_check.required"];
+    for key in schema_keys() {
+        let given =
+            at(&defaults, &key).is_some_and(|v| !v.is_table()) && !REQUIRED.contains(&key.as_str());
+        if given && !documented.contains(&key) {
+            wrong.push(format!(
+                "{key}: no documented default, code {}",
+                at(&defaults, &key).unwrap()
+            ));
         }
     }
     assert!(checked >= 10, "only {checked} documented defaults found");

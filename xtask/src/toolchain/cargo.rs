@@ -357,48 +357,67 @@ fn cargo_build(
             .expect("a valid template")
             .progress_chars("=> "),
         );
-    let reader = cmd.stream_stdout(log)?;
+    let started = std::time::Instant::now();
+    let mut child = cmd.spawn_streaming(log)?;
+    let stdout = child.stdout.take().expect("stdout is piped");
     let mut exe = None;
     let mut diagnostics = Vec::new();
     let mut compiled = 0;
-    for message in Message::parse_stream(BufReader::new(&reader)) {
-        match message
-            .with_context(|| format!("cannot read cargo's JSON output of `{}`", cmd.display()))?
-        {
-            Message::CompilerArtifact(artifact) => {
-                compiled += u64::from(!artifact.fresh);
-                if !artifact.target.kind.contains(&TargetKind::CustomBuild) {
-                    if bar.position() >= bar.length().unwrap_or(0) {
-                        bar.inc_length(1);
+    let read = (|| -> Result<()> {
+        for message in Message::parse_stream(BufReader::new(stdout)) {
+            match message.with_context(|| {
+                format!("cannot read cargo's JSON output of `{}`", cmd.display())
+            })? {
+                Message::CompilerArtifact(artifact) => {
+                    compiled += u64::from(!artifact.fresh);
+                    if !artifact.target.kind.contains(&TargetKind::CustomBuild) {
+                        if bar.position() >= bar.length().unwrap_or(0) {
+                            bar.inc_length(1);
+                        }
+                        bar.inc(1);
+                        bar.set_message(artifact.target.name.clone());
                     }
-                    bar.inc(1);
-                    bar.set_message(artifact.target.name.clone());
+                    if artifact.target.name == ws.binary {
+                        exe = artifact.executable.map(|p| p.into_std_path_buf());
+                    }
                 }
-                if artifact.target.name == ws.binary {
-                    exe = artifact.executable.map(|p| p.into_std_path_buf());
-                }
+                Message::CompilerMessage(msg) => diagnostics.push(msg.message.message),
+                _ => {}
             }
-            Message::CompilerMessage(msg) => diagnostics.push(msg.message.message),
-            _ => {}
         }
+        Ok(())
+    })();
+    if read.is_err() {
+        let _ = child.kill();
     }
-    let output = reader
-        .try_wait()
-        .with_context(|| format!("cannot wait for `{}`", cmd.display()))?
-        .cloned();
+    let reaped = exec::reap(&child);
     bar.finish_and_clear();
-    let status = output.map(|o| o.status);
-    if !status.is_some_and(|s| s.success()) {
-        let how = status
-            .map(|s| exec::describe_status(&s))
-            .unwrap_or_else(|| "did not finish".into());
+    read?;
+    let reaped = reaped.with_context(|| format!("cannot wait for `{}`", cmd.display()))?;
+    if !reaped.status.success() {
         let stderr = std::fs::read_to_string(log).unwrap_or_default();
         bail!(
-            "`{}` {how} (full log: {}){}",
+            "`{}` {} (full log: {}){}",
             cmd.display(),
+            exec::describe_status(&reaped.status),
             log.display(),
             exec::stderr_tail(&stderr)
         );
+    }
+    // What it cost, when it compiled: a fresh build keeps the record of the one that did.
+    if compiled > 0 {
+        crate::toolchain::cost::record(
+            target_dir,
+            &crate::toolchain::cost::Compiled {
+                wall_secs: started.elapsed().as_secs_f64(),
+                peak_rss_bytes: reaped.peak_rss_bytes,
+                crates: compiled,
+                unix_secs: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+            },
+        )?;
     }
     let exe = exe.with_context(|| {
         format!(

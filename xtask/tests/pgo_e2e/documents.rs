@@ -198,3 +198,54 @@ fn the_instructions_are_broken_down_by_function_and_add_up() {
         "{md}"
     );
 }
+
+/// What each build cost: in report.json, the terminal and report.md, a line a build (the
+/// instrumented one first) with its executable's and `.text` sizes. A build cargo compiled in
+/// this run (its stderr line says so) has its compile's wall time, crates and peak memory; a
+/// fresh one keeps an earlier compile's, or none where it was built before costs were kept.
+#[test]
+fn each_builds_cost_is_reported() {
+    let run = good_run();
+    let report = json(&run.data.join("report.json"));
+    let costs = &report["costs"];
+    let builds: Vec<&str> = costs["builds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["build"].as_str().unwrap())
+        .collect();
+    let mut expected = vec!["instrumented"];
+    expected.extend(measured_builds());
+    assert_eq!(builds, expected, "{costs:#}");
+    assert!(costs["training_secs"].as_f64().unwrap() > 0.0, "{costs:#}");
+    let md = std::fs::read_to_string(run.data.join("report.md")).unwrap();
+    assert!(md.contains("## What each build cost"), "{md}");
+    for b in costs["builds"].as_array().unwrap() {
+        let name = b["build"].as_str().unwrap();
+        let (exe, text) = (
+            b["exe_bytes"].as_u64().unwrap(),
+            b["text_bytes"].as_u64().unwrap(),
+        );
+        assert!(0 < text && text < exe, "{name}: .text {text} of {exe}");
+        let compiled_here = run.stderr.lines().any(|l| {
+            l.trim_start().starts_with(&format!("{name} /")) && l.contains("cargo compiled")
+        });
+        let c = &b["compiled"];
+        if compiled_here || !c.is_null() {
+            assert!(
+                c["wall_secs"].as_f64().unwrap() > 0.0
+                    && c["crates"].as_u64().unwrap() > 0
+                    && c["peak_rss_bytes"].as_u64().unwrap() > 10 << 20,
+                "{name}: {c}"
+            );
+        }
+        assert!(
+            run.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("{name} ")) && l.contains(" MiB")),
+            "no cost line for {name}:\n{}",
+            run.stdout
+        );
+        assert!(md.contains(&format!("| {name} | ")), "{name}: {md}");
+    }
+}

@@ -114,6 +114,16 @@ fn render(
     // The BOLT build, when this pgo-data has one (a skipped stage removes its record).
     let bolt: Option<BoltBuild> = ctx.load_optional(Stage::Bolt)?;
     let builds = measured.builds.clone();
+    // What the builds and the training cost: the instrumented build's and the training's
+    // records are absent in a run from a stored profile.
+    let instrumented: Option<super::instrument::InstrumentedBuild> =
+        ctx.load_optional(Stage::Instrument)?;
+    let training: Option<super::train::TrainingRun> = ctx.load_optional(Stage::Train)?;
+    let costs = crate::toolchain::cost::Costs::of(
+        instrumented.iter().map(|i| &i.0).chain(&builds),
+        &ctx.target_root,
+        training.map(|t| t.wall_secs).filter(|&t| t > 0.0),
+    )?;
     let cfg = &ctx.config.settings;
     let workload_names: Vec<String> = cfg
         .measure
@@ -214,6 +224,7 @@ fn render(
         stages,
         bolt,
         layout: measured.layout.clone(),
+        costs: Some(costs),
     };
     // Everything below is rendered from `report`, the same value report.json holds.
     let path = ctx.pgo_data.join("report.json");
@@ -250,6 +261,9 @@ fn render(
         fsx::append_line(Path::new(&summary), &markdown)?;
     }
     println!("\n{}", report::table::render_table(&report));
+    if let Some(costs) = &report.costs {
+        println!("\n{}", costs.render());
+    }
     println!(
         "wrote {}/{{report.json, report.md, verdicts.svg, latency.svg{}, benchmark.json}}, appended history.jsonl",
         ctx.pgo_data.display(),

@@ -21,6 +21,9 @@ pub struct TrainingRun {
     pub profraw: Vec<PathBuf>,
     /// What the profile depends on (toolchain, training config, sources), hashed.
     pub fingerprint: String,
+    /// The training's wall time, s (0 in a record from before it was timed).
+    #[serde(default)]
+    pub wall_secs: f64,
 }
 
 impl Artifacts for TrainingRun {
@@ -50,6 +53,7 @@ pub fn run(
 }
 
 fn train(ctx: &Ctx, toolchain: &Toolchain, instrumented: &InstrumentedBuild) -> Result<TrainingRun> {
+    let started = std::time::Instant::now();
     let raw = ctx.raw_dir();
     std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
     // Start from nothing: a profile from an earlier build must not be merged into this one.
@@ -111,6 +115,7 @@ fn train(ctx: &Ctx, toolchain: &Toolchain, instrumented: &InstrumentedBuild) -> 
     Ok(TrainingRun {
         profraw,
         fingerprint,
+        wall_secs: started.elapsed().as_secs_f64(),
     })
 }
 

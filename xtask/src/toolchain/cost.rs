@@ -1,0 +1,267 @@
+//! What each build cost: its wall time and peak memory, recorded beside its target folder
+//! whenever cargo compiled something for it (a fresh build keeps the figures of the build
+//! that made its executable), and its executable's size and `.text` size, read at report time.
+//! A user deciding on fat LTO weighs these beside its speed.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::base::fsx;
+use crate::toolchain::build::Built;
+
+/// The record a compiling build leaves in its target folder.
+pub const FILE: &str = "mty-build-cost.json";
+
+/// One build's compile, as recorded when cargo compiled for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compiled {
+    /// `cargo build`'s wall time, s.
+    pub wall_secs: f64,
+    /// The largest resident set of any process of the build, in bytes: what `wait4` reports
+    /// for cargo, the largest of it and every process it waited for (usually the fat-LTO
+    /// rustc of the final crate, or the link).
+    pub peak_rss_bytes: u64,
+    /// Crates cargo compiled (a build that found most of them fresh cost less than a whole one).
+    pub crates: u64,
+    /// When, in seconds since the epoch.
+    pub unix_secs: u64,
+}
+
+/// Records `c` in `target_dir` (atomically: a reader never sees half of it).
+pub fn record(target_dir: &Path, c: &Compiled) -> Result<()> {
+    fsx::write_json(&target_dir.join(FILE), c)
+}
+
+/// One build's cost, as the report shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildCost {
+    pub build: String,
+    /// The last compile that made this build's executable; `None` where no record was left
+    /// (built before xtask recorded costs, or the record was removed).
+    pub compiled: Option<Compiled>,
+    /// The executable's size, bytes.
+    pub exe_bytes: u64,
+    /// Its `.text` section's size, bytes (`None` where it is not an ELF file with one).
+    pub text_bytes: Option<u64>,
+}
+
+/// `built`'s cost: its record in `target_root`'s folder for it, its executable's sizes.
+pub fn of(built: &Built, target_root: &Path) -> Result<BuildCost> {
+    let record = target_root.join(built.build.target_folder()).join(FILE);
+    let compiled = match record.is_file() {
+        true => Some(fsx::read_json(&record, "a build's cost record")?),
+        false => None,
+    };
+    let exe_bytes = std::fs::metadata(&built.exe)
+        .with_context(|| format!("cannot read the size of {}", built.exe.display()))?
+        .len();
+    Ok(BuildCost {
+        build: built.name().to_string(),
+        compiled,
+        exe_bytes,
+        text_bytes: text_size(&built.exe)?,
+    })
+}
+
+/// The size of the `.text` section of the ELF file `path`; `None` where it is not a 64-bit
+/// little-endian ELF file or has no `.text`. Fails only when the file cannot be read or its
+/// section table points outside it.
+pub fn text_size(path: &Path) -> Result<Option<u64>> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // ELFCLASS64, ELFDATA2LSB.
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
+        return Ok(None);
+    }
+    let corrupt = || {
+        format!(
+            "{}: its ELF section table points outside the file",
+            path.display()
+        )
+    };
+    let u16_at = |at: usize| -> Option<u64> {
+        Some(u16::from_le_bytes(bytes.get(at..at + 2)?.try_into().ok()?).into())
+    };
+    let u32_at = |at: usize| -> Option<u64> {
+        Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?).into())
+    };
+    let u64_at = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+    };
+    let (shoff, shentsize, shnum, shstrndx) = (
+        u64_at(0x28).with_context(corrupt)? as usize,
+        u16_at(0x3a).with_context(corrupt)? as usize,
+        u16_at(0x3c).with_context(corrupt)? as usize,
+        u16_at(0x3e).with_context(corrupt)? as usize,
+    );
+    if shnum == 0 {
+        return Ok(None);
+    }
+    if shentsize < 0x28 || shstrndx >= shnum {
+        bail!(corrupt());
+    }
+    // A section header: name (u32, an offset into the names' section), …, offset at 0x18,
+    // size at 0x20.
+    let header = |i: usize| shoff + i * shentsize;
+    let names = u64_at(header(shstrndx) + 0x18).with_context(corrupt)? as usize;
+    for i in 0..shnum {
+        let name_at = names + u32_at(header(i)).with_context(corrupt)? as usize;
+        let name = bytes.get(name_at..).with_context(corrupt)?;
+        if name.starts_with(b".text\0") {
+            return Ok(Some(u64_at(header(i) + 0x20).with_context(corrupt)?));
+        }
+    }
+    Ok(None)
+}
+
+/// Every build's cost and the training's wall time: report.json's `costs`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Costs {
+    pub builds: Vec<BuildCost>,
+    /// The training stage's wall time, s (`None`: a run from a stored profile, or a training
+    /// recorded before it was timed).
+    pub training_secs: Option<f64>,
+}
+
+impl Costs {
+    /// The costs of `builds` (their records under `target_root`) and of the training.
+    pub fn of<'a>(
+        builds: impl IntoIterator<Item = &'a Built>,
+        target_root: &Path,
+        training_secs: Option<f64>,
+    ) -> Result<Costs> {
+        Ok(Costs {
+            builds: builds
+                .into_iter()
+                .map(|b| of(b, target_root))
+                .collect::<Result<_>>()?,
+            training_secs,
+        })
+    }
+
+    /// The terminal's table: one line a build, then the training.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "{:<14} {:>10} {:>7} {:>12} {:>11} {:>11}\n",
+            "build cost", "built in", "crates", "peak memory", "binary", ".text"
+        );
+        for b in &self.builds {
+            let (secs, crates, rss) = match &b.compiled {
+                Some(c) => (
+                    format!("{:.1} s", c.wall_secs),
+                    c.crates.to_string(),
+                    bytes(c.peak_rss_bytes),
+                ),
+                None => ("-".into(), "-".into(), "-".into()),
+            };
+            out += &format!(
+                "{:<14} {secs:>10} {crates:>7} {rss:>12} {:>11} {:>11}\n",
+                b.build,
+                bytes(b.exe_bytes),
+                b.text_bytes.map_or("-".into(), bytes),
+            );
+        }
+        out += &match self.training_secs {
+            Some(t) => format!("training: {t:.1} s on the instrumented build\n"),
+            None => "training: not timed (no training in this pgo-data)\n".to_string(),
+        };
+        out += "built in and peak memory are each build's last compile (\"-\": none recorded); a build cargo found fresh keeps them";
+        out
+    }
+}
+
+/// `n` bytes in KiB, MiB or GiB, one decimal.
+pub fn bytes(n: u64) -> String {
+    let n = n as f64;
+    match n {
+        _ if n >= 1024.0 * 1024.0 * 1024.0 => format!("{:.1} GiB", n / (1024.0 * 1024.0 * 1024.0)),
+        _ if n >= 1024.0 * 1024.0 => format!("{:.1} MiB", n / (1024.0 * 1024.0)),
+        _ => format!("{:.1} KiB", n / 1024.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This test's own executable: an ELF file with a `.text`, smaller than the file.
+    #[test]
+    fn text_size_reads_a_real_executable() {
+        let me = std::env::current_exe().unwrap();
+        let text = text_size(&me).unwrap().expect("a .text section");
+        let size = std::fs::metadata(&me).unwrap().len();
+        assert!(text > 0 && text < size, "{text} of {size}");
+    }
+
+    /// Not an ELF file: no size, no error. A cut one: an error naming it.
+    #[test]
+    fn text_size_of_other_files_and_a_cut_one() {
+        let dir = std::env::temp_dir().join(format!("mty-cost-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("script.sh");
+        std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+        assert_eq!(text_size(&script).unwrap(), None);
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let cut = dir.join("cut");
+        std::fs::write(&cut, &me[..4096]).unwrap();
+        let err = text_size(&cut).unwrap_err().to_string();
+        assert!(
+            err.contains("points outside the file") && err.contains("cut"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A build's record is read back beside its executable's sizes; one without a record
+    /// says so in the table.
+    #[test]
+    fn costs_read_the_record_and_render_a_line_a_build() {
+        let root = std::env::temp_dir().join(format!("mty-costs-{}", std::process::id()));
+        let folder = root.join(crate::toolchain::build::Build::Release.target_folder());
+        std::fs::create_dir_all(&folder).unwrap();
+        let compiled = Compiled {
+            wall_secs: 12.5,
+            peak_rss_bytes: 3 << 29,
+            crates: 42,
+            unix_secs: 1,
+        };
+        record(&folder, &compiled).unwrap();
+        let me = std::env::current_exe().unwrap();
+        let release = Built::new(
+            crate::toolchain::build::Build::Release,
+            me.clone(),
+            String::new(),
+        );
+        let lto = Built::new(crate::toolchain::build::Build::Lto, me, String::new());
+        let costs = Costs::of([&release, &lto], &root, Some(3.25)).unwrap();
+        assert_eq!(costs.builds[0].compiled.as_ref(), Some(&compiled));
+        assert_eq!(costs.builds[1].compiled, None);
+        assert!(costs.builds[1].text_bytes.is_some());
+        let table = costs.render();
+        let line = |name: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap()
+                .to_string()
+        };
+        assert!(
+            line("release").contains("12.5 s") && line("release").contains("1.5 GiB"),
+            "{table}"
+        );
+        assert!(line("lto").contains(" - "), "{table}");
+        assert!(
+            table.contains("training: 3.2 s") || table.contains("training: 3.3 s"),
+            "{table}"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn bytes_in_binary_units() {
+        assert_eq!(bytes(512), "0.5 KiB");
+        assert_eq!(bytes(3 * 1024 * 1024 / 2), "1.5 MiB");
+        assert_eq!(bytes(2 * 1024 * 1024 * 1024), "2.0 GiB");
+    }
+}
