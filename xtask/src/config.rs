@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 mod schema;
 mod workload;
 pub use schema::*;
+#[cfg(test)]
+pub use workload::Service;
 pub use workload::{CPU_PER_REQUEST, Mode, Stdout, Workload};
 
 /// The config as loaded, with where it came from.

@@ -17,7 +17,8 @@
 //! With `--spin-ns N`, every request also does a fixed amount of CPU work, calibrated at
 //! start-up to take about N nanoseconds of CPU (`spin.rs`): a known extra cost per request, against
 //! which a benchmark tool's CPU per request can be checked. It prints
-//! `spin: ITERS iterations a request (about N ns)` on stderr at start-up.
+//! `spin: ITERS iterations a request (about N ns)` on stderr at start-up, and every answer
+//! carries `x-spin-ns`: that request's spin as timed around it.
 
 mod agents;
 mod spin;
@@ -120,11 +121,20 @@ async fn serve(args: Args, spin_iters: Option<u64>) -> Result<(), String> {
         .route("/healthz", get(|| async { "ok" }))
         .with_state(Arc::clone(&agents));
     // Without `--spin-ns` the layer is not there at all: the requests' path is unchanged.
+    // With it, each answer says how long its spin took (`x-spin-ns`, the clock read around
+    // it; about the clock's own cost with N = 0): the injected cost as spent, which a spin
+    // of a few hundred iterations between other work does not match its start-up timing.
     let app = match spin_iters {
         Some(iters) => app.layer(axum::middleware::from_fn(
             move |request, next: Next| async move {
+                let t = std::time::Instant::now();
                 std::hint::black_box(spin::spin(iters));
-                next.run(request).await
+                let ns = t.elapsed().as_nanos() as u64;
+                let mut response = next.run(request).await;
+                response
+                    .headers_mut()
+                    .insert("x-spin-ns", axum::http::HeaderValue::from(ns));
+                response
             },
         )),
         None => app,

@@ -42,6 +42,12 @@ impl Service {
 
     /// One request on a connection of its own: the status and the body.
     fn request(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        let (status, _, body) = self.exchange(method, path, body);
+        (status, body)
+    }
+
+    /// Status, header lines (lower-cased names) and body.
+    fn exchange(&self, method: &str, path: &str, body: &str) -> (u16, Vec<String>, String) {
         let stream = TcpStream::connect(&self.addr).unwrap();
         let mut writer = stream.try_clone().unwrap();
         write!(
@@ -53,11 +59,13 @@ impl Service {
         let mut text = String::new();
         BufReader::new(stream).read_to_string(&mut text).unwrap();
         let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
-        let body = text
-            .split_once("\r\n\r\n")
-            .map_or("", |(_, b)| b)
-            .to_string();
-        (status, body)
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let headers = head
+            .lines()
+            .skip(1)
+            .map(|l| l.to_ascii_lowercase())
+            .collect();
+        (status, headers, body.to_string())
     }
 }
 
@@ -144,6 +152,15 @@ fn sigterm_finishes_and_exits_zero() {
 fn spin_ns_is_calibrated_at_start_up_and_requests_still_answer() {
     let mut s = Service::start_with(&["--spin-ns", "200000"]);
     assert_eq!(s.request("GET", "/healthz", ""), (200, "ok".to_string()));
+    // Each answer says how long its spin took: about 200 µs of CPU, timed by the clock on
+    // the wall (more where this test shares its core).
+    let (_, headers, _) = s.exchange("GET", "/healthz", "");
+    let spun: u64 = headers
+        .iter()
+        .find_map(|h| h.strip_prefix("x-spin-ns: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no x-spin-ns: {headers:?}"));
+    assert!(spun >= 50_000, "x-spin-ns: {spun}");
     assert_eq!(json(&s.request("GET", "/session/k", "").1)["visits"], 1);
     s.child.kill().unwrap();
     s.child.wait().unwrap();

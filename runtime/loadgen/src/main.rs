@@ -34,6 +34,11 @@
 //! - `server_threads`: the server's threads at the end; `server_threads_gone`: those alive at
 //!   the start and not at the end, whose CPU in the window is missing from the sum.
 //!
+//! With `--sum-header NAME`, also the sum of that response header's numeric value over the
+//! same answers as `window_answers` (`header_sum`) and how many carried it
+//! (`header_answers`): what a server reports of its own work per request, such as the time a
+//! test server spent on an injected cost (`agent-service --spin-ns` sets `x-spin-ns`).
+//!
 //! A request that fails in transport (refused, reset, timed out) makes the exit status 1
 //! after that line; an answer with a status other than 2xx is counted in `non_2xx` and timed
 //! like any other. Bad arguments, an unreadable server process or a failed set-up exit 2.
@@ -99,6 +104,11 @@ struct Args {
     /// error.
     #[arg(long, value_name = "PID")]
     server_pid: Option<u32>,
+    /// A response header with a number in it (`x-spin-ns`): its values summed over the
+    /// answers that completed in the recorded window (`header_sum`), and how many answers
+    /// carried it (`header_answers`).
+    #[arg(long, value_name = "NAME")]
+    sum_header: Option<hyper::header::HeaderName>,
 }
 
 /// One kind of request of the mix.
@@ -220,6 +230,9 @@ struct Tally {
     answered: u64,
     /// Of those, the ones whose answer completed at or after the window's start.
     window_answers: u64,
+    /// `--sum-header`: its values over those answers, and how many carried it.
+    header_sum: f64,
+    header_answers: u64,
     first_error: Option<String>,
     last_done: Option<Instant>,
 }
@@ -239,7 +252,14 @@ async fn connect(authority: &str) -> Result<Sender> {
     Ok(sender)
 }
 
-async fn send(sender: &mut Sender, authority: &str, p: &Planned) -> Result<hyper::StatusCode> {
+/// Sends `p` and reads the whole answer: its status, and the number in header `sum` if asked
+/// for and present.
+async fn send(
+    sender: &mut Sender,
+    authority: &str,
+    p: &Planned,
+    sum: Option<&hyper::header::HeaderName>,
+) -> Result<(hyper::StatusCode, Option<f64>)> {
     let request = hyper::Request::builder()
         .method(p.method.clone())
         .uri(&p.path)
@@ -249,21 +269,32 @@ async fn send(sender: &mut Sender, authority: &str, p: &Planned) -> Result<hyper
     sender.ready().await?;
     let response = sender.send_request(request).await?;
     let status = response.status();
+    let value = sum
+        .and_then(|name| response.headers().get(name))
+        .and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok());
     response.into_body().collect().await?;
-    Ok(status)
+    Ok((status, value))
 }
 
 /// One connection's share of the schedule, in order. `window` is when the recorded window
 /// starts.
+/// How every connection sends and times.
+struct Sending {
+    closed_loop: bool,
+    timeout: Duration,
+    /// `--sum-header`.
+    sum: Option<hyper::header::HeaderName>,
+}
+
 async fn run_connection(
     authority: Rc<str>,
     start: Instant,
     window: Instant,
     requests: Vec<Planned>,
     mut sender: Option<Sender>,
-    closed_loop: bool,
-    timeout: Duration,
+    how: Rc<Sending>,
 ) -> Tally {
+    let (closed_loop, timeout) = (how.closed_loop, how.timeout);
     let mut tally = Tally::default();
     for p in &requests {
         let due = start + p.due;
@@ -273,7 +304,13 @@ async fn run_connection(
             if sender.is_none() {
                 sender = Some(connect(&authority).await?);
             }
-            send(sender.as_mut().expect("connected above"), &authority, p).await
+            send(
+                sender.as_mut().expect("connected above"),
+                &authority,
+                p,
+                how.sum.as_ref(),
+            )
+            .await
         })
         .await
         .unwrap_or_else(|_| {
@@ -284,13 +321,17 @@ async fn run_connection(
         });
         let done = Instant::now();
         match outcome {
-            Ok(status) => {
+            Ok((status, value)) => {
                 if !status.is_success() {
                     tally.non_2xx += 1;
                 }
                 tally.answered += 1;
                 if done >= window {
                     tally.window_answers += 1;
+                    if let Some(v) = value {
+                        tally.header_sum += v;
+                        tally.header_answers += 1;
+                    }
                 }
                 if p.recorded {
                     let from = if closed_loop { sent } else { due };
@@ -355,7 +396,11 @@ fn run(args: &Args) -> Result<bool> {
         .enable_all()
         .build()?;
     let local = tokio::task::LocalSet::new();
-    let timeout = Duration::from_millis(args.timeout_ms);
+    let how = Rc::new(Sending {
+        closed_loop: args.closed_loop,
+        timeout: Duration::from_millis(args.timeout_ms),
+        sum: args.sum_header.clone(),
+    });
     let warm = Duration::from_secs_f64(args.warmup);
     let (tallies, start, cpu_start) = local.block_on(&runtime, async {
         // Connections open before the clock starts: their set-up is no request's latency.
@@ -375,8 +420,7 @@ fn run(args: &Args) -> Result<bool> {
                     window,
                     share,
                     Some(sender),
-                    args.closed_loop,
-                    timeout,
+                    how.clone(),
                 ))
             })
             .collect();
@@ -406,6 +450,7 @@ fn run(args: &Args) -> Result<bool> {
     let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
     let (mut errors, mut non_2xx, mut first_error, mut last) = (0, 0, None, None::<Instant>);
     let (mut completed, mut window_answers) = (0, 0);
+    let (mut header_sum, mut header_answers) = (0.0, 0);
     for t in tallies {
         for &ns in &t.latencies {
             hist.saturating_record(ns.max(1));
@@ -414,6 +459,8 @@ fn run(args: &Args) -> Result<bool> {
         non_2xx += t.non_2xx;
         completed += t.answered;
         window_answers += t.window_answers;
+        header_sum += t.header_sum;
+        header_answers += t.header_answers;
         first_error = first_error.or(t.first_error);
         last = last.max(t.last_done);
     }
@@ -460,6 +507,10 @@ fn run(args: &Args) -> Result<bool> {
         .into();
         out["server_threads"] = server.threads.into();
         out["server_threads_gone"] = server.gone.into();
+    }
+    if args.sum_header.is_some() {
+        out["header_sum"] = header_sum.into();
+        out["header_answers"] = header_answers.into();
     }
     println!("{out}");
     if let Some(err) = first_error {

@@ -65,7 +65,7 @@ fn serve(stream: TcpStream, delay: Delay, born: Instant) {
             }
         }
         if writer
-            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-work-ns: 7\r\n\r\nok")
             .is_err()
         {
             return;
@@ -248,4 +248,49 @@ fn a_server_pid_that_does_not_exist_is_refused_before_connecting() {
         "{stderr}"
     );
     assert!(!stderr.contains("cannot connect"), "{stderr}");
+}
+
+/// `--sum-header`: every answer in the window carries `x-work-ns: 7`, so the sum is 7 per
+/// answer, over at least the recorded ones and at most all; a header no answer carries sums to
+/// nothing; without the flag there are no such keys.
+#[test]
+fn a_numeric_response_header_is_summed_over_the_window() {
+    let addr = server(Delay::Each(Duration::from_millis(1)));
+    let common = [
+        "--rate",
+        "200",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.1",
+        "--connections",
+        "2",
+    ];
+    let summed = |name: &str| {
+        let mut args = common.to_vec();
+        args.extend(["--sum-header", name]);
+        loadgen(&addr, &args)
+    };
+    let v = summed("x-work-ns");
+    let answers = v["header_answers"].as_u64().unwrap();
+    assert!(
+        answers >= v["requests"].as_u64().unwrap() && answers <= v["completed"].as_u64().unwrap(),
+        "{v}"
+    );
+    assert_eq!(
+        v["header_sum"].as_f64().unwrap(),
+        7.0 * answers as f64,
+        "{v}"
+    );
+    let v = summed("x-absent");
+    assert_eq!(
+        (v["header_answers"].as_u64(), v["header_sum"].as_f64()),
+        (Some(0), Some(0.0)),
+        "{v}"
+    );
+    let v = loadgen(&addr, &common);
+    assert!(
+        v.get("header_sum").is_none() && v.get("header_answers").is_none(),
+        "{v}"
+    );
 }

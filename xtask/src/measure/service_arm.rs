@@ -131,6 +131,9 @@ struct Sample {
     cpu_per_request_ns: Option<f64>,
     /// The driver said the server fell behind the offered rate.
     saturated: bool,
+    /// What the server said each answer in the window cost it of an injected spin, on
+    /// average (mty-loadgen `--sum-header x-spin-ns`: `header_sum / header_answers`).
+    injected_ns: Option<f64>,
 }
 
 impl Figures {
@@ -174,6 +177,10 @@ impl Figures {
                 .and_then(|l| l.get("saturated"))
                 .and_then(serde_json::Value::as_bool)
                 .unwrap_or(false),
+            injected_ns: last.as_ref().and_then(|l| {
+                let answers = l.get("header_answers")?.as_f64()?;
+                (answers > 0.0).then_some(l.get("header_sum")?.as_f64()? / answers)
+            }),
         })
     }
 }
@@ -283,6 +290,11 @@ fn serve(
         if samples.iter().any(|s| s.saturated) {
             line["saturated"] = true.into();
         }
+        // The injected cost as the server spent it (`calibrate`'s size): as `inject_ns` is
+        // for mty-bench's `--inject-ns`.
+        if samples.iter().all(|s| s.injected_ns.is_some()) {
+            line["inject_ns"] = mid(&|s| s.injected_ns.unwrap_or(f64::NAN)).into();
+        }
         if !answer(line.to_string())? {
             return Ok(());
         }
@@ -357,6 +369,21 @@ mod tests {
             .read(r#"{"p50_ns":1,"p95_ns":2,"p99_ns":3}"#, || "x".into())
             .unwrap();
         assert_eq!((s.latency, s.cpu_per_request_ns), ([3.0, 2.0, 3.0], None));
+    }
+
+    /// `--sum-header x-spin-ns`: the injected cost per answer is the sum over the answers that
+    /// carried it; none carried it, or no such keys: no figure.
+    #[test]
+    fn a_turn_reads_the_injected_cost_the_server_reported() {
+        let f = Figures::of(&spec(None));
+        let line = |tail: &str| format!(r#"{{"p50_ns":1,"cpu_per_request_ns":9{tail}}}"#);
+        let read = |tail: &str| f.read(&line(tail), || "x".into()).unwrap().injected_ns;
+        assert_eq!(
+            read(r#","header_sum":3000,"header_answers":12"#),
+            Some(250.0)
+        );
+        assert_eq!(read(r#","header_sum":0,"header_answers":0"#), None);
+        assert_eq!(read(""), None);
     }
 
     /// The awake thread's scheduling policy (`/proc` stat field 41) and CPU ticks.

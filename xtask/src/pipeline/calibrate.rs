@@ -10,11 +10,14 @@
 //! round (the machine's speed flips change it).
 //!
 //! A service workload judged by CPU per request is calibrated the same way with the server's
-//! own `--spin-ns N`: a fixed amount of work, timed at the server's start to take about N ns,
-//! added to every request it handles (the example service has it). The injected size is N
-//! over release's CPU per request of the same round: N as the server timed its spin at
-//! start-up (on the set-up core, the fastest of nine timings by its thread's CPU clock, so that
-//! the other arms setting up beside it do not count), not what it cost in the turns.
+//! own `--spin-ns N`: a fixed amount of work, timed at the server's start to take about N ns
+//! (by its thread's CPU clock, so that the other arms setting up beside it do not count),
+//! added to every request it handles (the example service has it). The injected size is what
+//! the spin cost in the turns over release's CPU per request of the same round: the server
+//! times each request's spin and says so in `x-spin-ns`, which mty-loadgen sums over the
+//! window (`--sum-header`, added here), less release's (its spin of 0: the clock's own cost).
+//! A spin of a few hundred iterations between other work costs more than its start-up timing
+//! (docs/results/2026-12-05-service-cpu.md). With another driver the size is N.
 //!
 //! Why added nanoseconds and not extra work: a dependent multiply-add chain inside the timed
 //! region was tried first. Unfenced, the out-of-order core ran it beside the round trip's own
@@ -119,6 +122,7 @@ pub fn run(ctx: &Ctx, toolchain: &Toolchain, repeat: u32) -> Result<Calibration>
             workload.name
         ),
     };
+    let workload = &asks_for_the_spin(workload.clone(), injection);
     let release = &release_build(ctx, toolchain)?;
     let name = &workload.name;
     let one = |m: &Measure| Measure {
@@ -316,9 +320,39 @@ impl Injection {
             Injection::RoundTrip => {
                 Some(100.0 * injected.inject_ns.unwrap_or(0.0) / base.median_ns)
             }
-            Injection::ServerCpu => Some(100.0 * n as f64 / base.cpu_per_request_ns?),
+            // The spin as the server timed it (`x-spin-ns`), less release's (N = 0: the
+            // clock's own cost); N where the driver did not report it.
+            Injection::ServerCpu => {
+                let spent = match (injected.inject_ns, base.inject_ns) {
+                    (Some(i), Some(b)) => i - b,
+                    _ => n as f64,
+                };
+                Some(100.0 * spent / base.cpu_per_request_ns?)
+            }
         }
     }
+}
+
+/// A service workload driven by mty-loadgen, asked to sum the server's `x-spin-ns` over each
+/// turn's window (`--sum-header`): the injected size as spent, not as timed at start-up.
+/// Another driver, or another injection, is left as it is (then the size is N).
+fn asks_for_the_spin(
+    mut w: crate::config::Workload,
+    injection: Injection,
+) -> crate::config::Workload {
+    if injection != Injection::ServerCpu {
+        return w;
+    }
+    if let Some(driver) = w.service.as_mut().map(|s| &mut s.driver)
+        && driver
+            .first()
+            .and_then(|p| std::path::Path::new(p).file_name())
+            .is_some_and(|n| n == "mty-loadgen")
+        && !driver.iter().any(|a| a == "--sum-header")
+    {
+        driver.extend(["--sum-header".to_string(), "x-spin-ns".to_string()]);
+    }
+    w
 }
 
 /// A release arm with the injection's flag and N. Every arm of a row carries the flag, release
@@ -480,5 +514,58 @@ mod tests {
             "lockstep: at most 2 sessions (target ±2.5 %) x {rounds} rounds x 4321 messages"
         );
         assert!(render(&c, &m).contains(&own), "{}", render(&c, &m));
+    }
+
+    /// A service's injected size is the spin the server reported, less release's (the clock's
+    /// own cost), over release's CPU per request; without reports, N.
+    #[test]
+    fn a_services_injected_size_is_the_spin_as_spent() {
+        let with = |cpu: f64, inject: Option<f64>| Batch {
+            cpu_per_request_ns: Some(cpu),
+            inject_ns: inject,
+            ..crate::testing::fixtures::batch(1.0)
+        };
+        let pct = |b: &Batch, i: &Batch| Injection::ServerCpu.round_pct(b, i, 100).unwrap();
+        assert_eq!(
+            pct(&with(10_000.0, Some(30.0)), &with(10_300.0, Some(230.0))),
+            2.0
+        );
+        assert_eq!(pct(&with(10_000.0, None), &with(10_300.0, None)), 1.0);
+    }
+
+    /// mty-loadgen is asked for the server's `x-spin-ns` once; another driver is left alone.
+    #[test]
+    fn the_driver_is_asked_for_the_spin_when_it_is_mty_loadgen() {
+        let service = |driver: &[&str]| crate::config::Workload {
+            mode: crate::config::Mode::Service,
+            service: Some(crate::config::Service {
+                driver: driver.iter().map(|s| s.to_string()).collect(),
+                ready_line: None,
+                ready_timeout_secs: None,
+                stop_timeout_secs: None,
+                keep_core_awake: None,
+            }),
+            ..crate::testing::fixtures::measure_config().workloads[0].clone()
+        };
+        let driver = |w: crate::config::Workload| w.service.unwrap().driver.join(" ");
+        let w = asks_for_the_spin(
+            service(&["/x/mty-loadgen", "--rate", "10"]),
+            Injection::ServerCpu,
+        );
+        assert_eq!(
+            driver(w.clone()),
+            "/x/mty-loadgen --rate 10 --sum-header x-spin-ns"
+        );
+        assert_eq!(
+            driver(asks_for_the_spin(w, Injection::ServerCpu)),
+            "/x/mty-loadgen --rate 10 --sum-header x-spin-ns"
+        );
+        assert_eq!(
+            driver(asks_for_the_spin(
+                service(&["wrk", "-R", "10"]),
+                Injection::ServerCpu
+            )),
+            "wrk -R 10"
+        );
     }
 }
