@@ -157,6 +157,43 @@ pub fn run(ctx: &Ctx, toolchain: &Toolchain, repeat: u32) -> Result<Calibration>
         "calibrate: `{name}`: release's {} {probe_median_ns:.1} ns",
         injection.figure()
     );
+    // Each size's N: its share of release's figure; a service's spin rescaled by what short
+    // probes of it spent, so that the sizes land near their targets (the rows report what
+    // was spent in their own sessions).
+    let mut sizes = Vec::new();
+    for &target in &cfg.calibrate.sizes_pct {
+        let nominal = (target / 100.0 * probe_median_ns).round().max(0.0) as u64;
+        let n = match injection {
+            Injection::ServerCpu if nominal > 0 => {
+                // Up to three probes, each rescaling N by what the last one spent, until it
+                // spends within a fifth of the target.
+                let mut n = nominal;
+                for _ in 0..3 {
+                    let width = n.to_string().len();
+                    let (sessions, _) = measure::run_lockstep(
+                        &[
+                            arm(injection, BASELINE, release, 0, width),
+                            arm(injection, INJECTED, release, n, width),
+                        ],
+                        &probe_cfg,
+                    )
+                    .context("the calibration probe of the spin")?;
+                    let spent = injected_pct(&sessions, injection, n);
+                    let next = scaled(n, target, spent);
+                    eprintln!(
+                        "calibrate: {target} %: --spin-ns {n} spent {spent:.2} % of release's CPU per request"
+                    );
+                    if (spent - target).abs() <= 0.2 * target || next == n {
+                        break;
+                    }
+                    n = next;
+                }
+                n
+            }
+            _ => nominal,
+        };
+        sizes.push((target, n));
+    }
     // No run component: no earlier run of these arms. Every arm runs from a fresh copy of
     // release every session; the A/A arm beside them stays a diagnostic.
     let history = History::default();
@@ -166,8 +203,7 @@ pub fn run(ctx: &Ctx, toolchain: &Toolchain, repeat: u32) -> Result<Calibration>
         if repeat > 1 {
             eprintln!("calibrate: run {} of {repeat}", r + 1);
         }
-        for &target in &cfg.calibrate.sizes_pct {
-            let inject_ns = (target / 100.0 * probe_median_ns).round().max(0.0) as u64;
+        for &(target, inject_ns) in &sizes {
             let width = inject_ns.to_string().len();
             let arms = [
                 arm(injection, BASELINE, release, 0, width),
@@ -330,6 +366,16 @@ impl Injection {
                 Some(100.0 * spent / base.cpu_per_request_ns?)
             }
         }
+    }
+}
+
+/// `nominal` rescaled so that what it spent (`spent`, in %) would have been `target`; as it is
+/// where nothing was spent (no report, or a probe too noisy to see it).
+fn scaled(nominal: u64, target: f64, spent: f64) -> u64 {
+    if spent > 0.0 {
+        (nominal as f64 * target / spent).round().max(1.0) as u64
+    } else {
+        nominal
     }
 }
 
@@ -531,6 +577,13 @@ mod tests {
             2.0
         );
         assert_eq!(pct(&with(10_000.0, None), &with(10_300.0, None)), 1.0);
+    }
+
+    #[test]
+    fn a_spin_is_scaled_by_what_it_spent() {
+        assert_eq!(scaled(128, 1.0, 2.5), 51);
+        assert_eq!(scaled(128, 1.0, 0.0), 128);
+        assert_eq!(scaled(1, 1.0, 50.0), 1);
     }
 
     /// mty-loadgen is asked for the server's `x-spin-ns` once; another driver is left alone.
