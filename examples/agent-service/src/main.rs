@@ -124,6 +124,8 @@ async fn serve(args: Args, spin_iters: Option<u64>) -> Result<(), String> {
     // With it, each answer says how long its spin took (`x-spin-ns`, the clock read around
     // it; about the clock's own cost with N = 0): the injected cost as spent, which a spin
     // of a few hundred iterations between other work does not match its start-up timing.
+    // The wall clock, not the thread's CPU clock: it costs no system call, and nothing
+    // preempts a spin that has its core to itself (a benchmark's idle-priority spinner aside).
     let app = match spin_iters {
         Some(iters) => app.layer(axum::middleware::from_fn(
             move |request, next: Next| async move {

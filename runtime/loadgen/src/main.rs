@@ -271,13 +271,12 @@ async fn send(
     let status = response.status();
     let value = sum
         .and_then(|name| response.headers().get(name))
-        .and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok());
+        .and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite());
     response.into_body().collect().await?;
     Ok((status, value))
 }
 
-/// One connection's share of the schedule, in order. `window` is when the recorded window
-/// starts.
 /// How every connection sends and times.
 struct Sending {
     closed_loop: bool,
@@ -286,6 +285,8 @@ struct Sending {
     sum: Option<hyper::header::HeaderName>,
 }
 
+/// One connection's share of the schedule, in order. `window` is when the recorded window
+/// starts.
 async fn run_connection(
     authority: Rc<str>,
     start: Instant,

@@ -251,7 +251,7 @@ fn costs(md: &mut String, report: &Report) {
             md,
             "| {} | {secs} | {crates} | {rss} | {} | {} |",
             b.build,
-            bytes(b.exe_bytes),
+            b.exe_bytes.map_or("-".into(), bytes),
             b.text_bytes.map_or("-".into(), bytes)
         );
     }

@@ -164,7 +164,15 @@ fn same_value(documented: &str, code: &toml::Value) -> bool {
 #[test]
 fn the_documented_defaults_are_the_codes() {
     let reference = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
-    let defaults = defaults();
+    let mut defaults = defaults();
+    // Keys the config leaves out when at their default (`skip_serializing_if`): that default.
+    const UNSERIALISED: [(&str, bool); 1] = [("train.continuous", false)];
+    for (key, value) in UNSERIALISED {
+        let (table, field) = key.split_once('.').unwrap();
+        if let Some(t) = defaults.get_mut(table).and_then(|t| t.as_table_mut()) {
+            t.entry(field).or_insert(toml::Value::Boolean(value));
+        }
+    }
     let mut checked = 0;
     let mut wrong = Vec::new();
     let mut documented = BTreeSet::new();

@@ -392,7 +392,7 @@ fn cargo_build(
     }
     let reaped = exec::reap(&child);
     bar.finish_and_clear();
-    read?;
+    read.with_context(|| format!("cargo's log: {}", log.display()))?;
     let reaped = reaped.with_context(|| format!("cannot wait for `{}`", cmd.display()))?;
     if !reaped.status.success() {
         let stderr = std::fs::read_to_string(log).unwrap_or_default();
@@ -405,8 +405,8 @@ fn cargo_build(
         );
     }
     // What it cost, when it compiled: a fresh build keeps the record of the one that did.
-    if compiled > 0 {
-        crate::toolchain::cost::record(
+    if compiled > 0
+        && let Err(err) = crate::toolchain::cost::record(
             target_dir,
             &crate::toolchain::cost::Compiled {
                 wall_secs: started.elapsed().as_secs_f64(),
@@ -417,7 +417,12 @@ fn cargo_build(
                     .map(|d| d.as_secs())
                     .unwrap_or(0),
             },
-        )?;
+        )
+    {
+        eprintln!(
+            "warning: the cost of building {} is not recorded: {err:#}",
+            build.name()
+        );
     }
     let exe = exe.with_context(|| {
         format!(

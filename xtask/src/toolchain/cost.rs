@@ -41,28 +41,43 @@ pub struct BuildCost {
     /// The last compile that made this build's executable; `None` where no record was left
     /// (built before xtask recorded costs, or the record was removed).
     pub compiled: Option<Compiled>,
-    /// The executable's size, bytes.
-    pub exe_bytes: u64,
-    /// Its `.text` section's size, bytes (`None` where it is not an ELF file with one).
+    /// The executable's size, bytes (`None` where it is gone: a report rendered again after
+    /// its target folder was cleaned).
+    pub exe_bytes: Option<u64>,
+    /// Its `.text` section's size, bytes (`None` where it is gone or not an ELF file with one).
     pub text_bytes: Option<u64>,
 }
 
-/// `built`'s cost: its record in `target_root`'s folder for it, its executable's sizes.
-pub fn of(built: &Built, target_root: &Path) -> Result<BuildCost> {
+/// `built`'s cost: its record in `target_root`'s folder for it, its executable's sizes. What
+/// cannot be read is left out with a warning: a cost table never fails a report.
+pub fn of(built: &Built, target_root: &Path) -> BuildCost {
+    let warn = |what: &str, err: anyhow::Error| {
+        eprintln!(
+            "warning: {}'s {what} is left out of the build costs: {err:#}",
+            built.name()
+        );
+    };
     let record = target_root.join(built.build.target_folder()).join(FILE);
     let compiled = match record.is_file() {
-        true => Some(fsx::read_json(&record, "a build's cost record")?),
+        true => fsx::read_json(&record, "a build's cost record")
+            .map_err(|e| warn("compile", e))
+            .ok(),
         false => None,
     };
-    let exe_bytes = std::fs::metadata(&built.exe)
-        .with_context(|| format!("cannot read the size of {}", built.exe.display()))?
-        .len();
-    Ok(BuildCost {
+    let exe_bytes = std::fs::metadata(&built.exe).ok().map(|m| m.len());
+    let text_bytes = match exe_bytes {
+        Some(_) => text_size(&built.exe)
+            .map_err(|e| warn(".text size", e))
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    BuildCost {
         build: built.name().to_string(),
         compiled,
         exe_bytes,
-        text_bytes: text_size(&built.exe)?,
-    })
+        text_bytes,
+    }
 }
 
 /// The size of the `.text` section of the ELF file `path`; `None` where it is not a 64-bit
@@ -80,22 +95,24 @@ pub fn text_size(path: &Path) -> Result<Option<u64>> {
             path.display()
         )
     };
-    let u16_at = |at: usize| -> Option<u64> {
-        Some(u16::from_le_bytes(bytes.get(at..at + 2)?.try_into().ok()?).into())
+    // Offsets come from the file: every sum is checked, so a crafted one is an error, not an
+    // overflow.
+    let field = |at: Option<usize>, len: usize| -> Option<u64> {
+        let at = at?;
+        let raw = bytes.get(at..at.checked_add(len)?)?;
+        let mut word = [0u8; 8];
+        word[..len].copy_from_slice(raw);
+        Some(u64::from_le_bytes(word))
     };
-    let u32_at = |at: usize| -> Option<u64> {
-        Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?).into())
-    };
-    let u64_at = |at: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
-    };
+    let num = |v: u64| usize::try_from(v).ok();
     let (shoff, shentsize, shnum, shstrndx) = (
-        u64_at(0x28).with_context(corrupt)? as usize,
-        u16_at(0x3a).with_context(corrupt)? as usize,
-        u16_at(0x3c).with_context(corrupt)? as usize,
-        u16_at(0x3e).with_context(corrupt)? as usize,
+        field(Some(0x28), 8).and_then(num).with_context(corrupt)?,
+        field(Some(0x3a), 2).and_then(num).with_context(corrupt)?,
+        field(Some(0x3c), 2).and_then(num).with_context(corrupt)?,
+        field(Some(0x3e), 2).and_then(num).with_context(corrupt)?,
     );
-    if shnum == 0 {
+    // No sections, or their names' section past the first header (SHN_XINDEX): not read here.
+    if shnum == 0 || shstrndx >= 0xff00 {
         return Ok(None);
     }
     if shentsize < 0x28 || shstrndx >= shnum {
@@ -103,13 +120,22 @@ pub fn text_size(path: &Path) -> Result<Option<u64>> {
     }
     // A section header: name (u32, an offset into the names' section), …, offset at 0x18,
     // size at 0x20.
-    let header = |i: usize| shoff + i * shentsize;
-    let names = u64_at(header(shstrndx) + 0x18).with_context(corrupt)? as usize;
+    let header = |i: usize, plus: usize| {
+        i.checked_mul(shentsize)
+            .and_then(|o| o.checked_add(shoff))
+            .and_then(|o| o.checked_add(plus))
+    };
+    let names = field(header(shstrndx, 0x18), 8)
+        .and_then(num)
+        .with_context(corrupt)?;
     for i in 0..shnum {
-        let name_at = names + u32_at(header(i)).with_context(corrupt)? as usize;
+        let name_at = field(header(i, 0), 4)
+            .and_then(num)
+            .and_then(|n| n.checked_add(names))
+            .with_context(corrupt)?;
         let name = bytes.get(name_at..).with_context(corrupt)?;
         if name.starts_with(b".text\0") {
-            return Ok(Some(u64_at(header(i) + 0x20).with_context(corrupt)?));
+            return Ok(Some(field(header(i, 0x20), 8).with_context(corrupt)?));
         }
     }
     Ok(None)
@@ -130,14 +156,11 @@ impl Costs {
         builds: impl IntoIterator<Item = &'a Built>,
         target_root: &Path,
         training_secs: Option<f64>,
-    ) -> Result<Costs> {
-        Ok(Costs {
-            builds: builds
-                .into_iter()
-                .map(|b| of(b, target_root))
-                .collect::<Result<_>>()?,
+    ) -> Costs {
+        Costs {
+            builds: builds.into_iter().map(|b| of(b, target_root)).collect(),
             training_secs,
-        })
+        }
     }
 
     /// The terminal's table: one line a build, then the training.
@@ -158,7 +181,7 @@ impl Costs {
             out += &format!(
                 "{:<14} {secs:>10} {crates:>7} {rss:>12} {:>11} {:>11}\n",
                 b.build,
-                bytes(b.exe_bytes),
+                b.exe_bytes.map_or("-".into(), bytes),
                 b.text_bytes.map_or("-".into(), bytes),
             );
         }
@@ -210,6 +233,13 @@ mod tests {
             err.contains("points outside the file") && err.contains("cut"),
             "{err}"
         );
+        // A section table offset at the top of the address space: an error, not an overflow.
+        let mut crafted = me.clone();
+        crafted[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes());
+        let far = dir.join("far");
+        std::fs::write(&far, &crafted).unwrap();
+        let err = text_size(&far).unwrap_err().to_string();
+        assert!(err.contains("points outside the file"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -234,7 +264,17 @@ mod tests {
             String::new(),
         );
         let lto = Built::new(crate::toolchain::build::Build::Lto, me, String::new());
-        let costs = Costs::of([&release, &lto], &root, Some(3.25)).unwrap();
+        // A build whose executable is gone (its target folder cleaned): no sizes, no error.
+        let gone = Built::new(
+            crate::toolchain::build::Build::Oracle,
+            root.join("gone"),
+            String::new(),
+        );
+        let costs = Costs::of([&release, &lto, &gone], &root, Some(3.25));
+        assert_eq!(
+            (costs.builds[2].exe_bytes, costs.builds[2].text_bytes),
+            (None, None)
+        );
         assert_eq!(costs.builds[0].compiled.as_ref(), Some(&compiled));
         assert_eq!(costs.builds[1].compiled, None);
         assert!(costs.builds[1].text_bytes.is_some());

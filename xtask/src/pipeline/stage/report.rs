@@ -123,7 +123,7 @@ fn render(
         instrumented.iter().map(|i| &i.0).chain(&builds),
         &ctx.target_root,
         training.map(|t| t.wall_secs).filter(|&t| t > 0.0),
-    )?;
+    );
     let cfg = &ctx.config.settings;
     let workload_names: Vec<String> = cfg
         .measure
