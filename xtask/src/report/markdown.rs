@@ -227,7 +227,6 @@ fn numbers(md: &mut String, report: &Report) {
 /// What each build cost to make: its last compile's wall time and peak memory, its sizes;
 /// and the training's wall time.
 fn costs(md: &mut String, report: &Report) {
-    use crate::toolchain::cost::bytes;
     let Some(c) = &report.costs else {
         return;
     };
@@ -239,21 +238,7 @@ fn costs(md: &mut String, report: &Report) {
          | build | built in | crates | peak memory | binary | `.text` |\n|---|---:|---:|---:|---:|---:|"
     );
     for b in &c.builds {
-        let (secs, crates, rss) = match &b.compiled {
-            Some(k) => (
-                format!("{:.1} s", k.wall_secs),
-                k.crates.to_string(),
-                bytes(k.peak_rss_bytes),
-            ),
-            None => ("-".into(), "-".into(), "-".into()),
-        };
-        let _ = writeln!(
-            md,
-            "| {} | {secs} | {crates} | {rss} | {} | {} |",
-            b.build,
-            b.exe_bytes.map_or("-".into(), bytes),
-            b.text_bytes.map_or("-".into(), bytes)
-        );
+        let _ = writeln!(md, "| {} |", b.cells().join(" | "));
     }
     match c.training_secs {
         Some(t) => {

@@ -48,6 +48,29 @@ pub struct BuildCost {
     pub text_bytes: Option<u64>,
 }
 
+impl BuildCost {
+    /// Its row as words: build, built in, crates, peak memory, binary, `.text` ("-" where
+    /// not recorded or gone), for the terminal's table and report.md's.
+    pub fn cells(&self) -> [String; 6] {
+        let (secs, crates, rss) = match &self.compiled {
+            Some(c) => (
+                format!("{:.1} s", c.wall_secs),
+                c.crates.to_string(),
+                bytes(c.peak_rss_bytes),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        [
+            self.build.clone(),
+            secs,
+            crates,
+            rss,
+            self.exe_bytes.map_or("-".into(), bytes),
+            self.text_bytes.map_or("-".into(), bytes),
+        ]
+    }
+}
+
 /// `built`'s cost: its record in `target_root`'s folder for it, its executable's sizes. What
 /// cannot be read is left out with a warning: a cost table never fails a report.
 pub fn of(built: &Built, target_root: &Path) -> BuildCost {
@@ -170,20 +193,8 @@ impl Costs {
             "build cost", "built in", "crates", "peak memory", "binary", ".text"
         );
         for b in &self.builds {
-            let (secs, crates, rss) = match &b.compiled {
-                Some(c) => (
-                    format!("{:.1} s", c.wall_secs),
-                    c.crates.to_string(),
-                    bytes(c.peak_rss_bytes),
-                ),
-                None => ("-".into(), "-".into(), "-".into()),
-            };
-            out += &format!(
-                "{:<14} {secs:>10} {crates:>7} {rss:>12} {:>11} {:>11}\n",
-                b.build,
-                b.exe_bytes.map_or("-".into(), bytes),
-                b.text_bytes.map_or("-".into(), bytes),
-            );
+            let [build, secs, crates, rss, exe, text] = b.cells();
+            out += &format!("{build:<14} {secs:>10} {crates:>7} {rss:>12} {exe:>11} {text:>11}\n");
         }
         out += &match self.training_secs {
             Some(t) => format!("training: {t:.1} s on the instrumented build\n"),
