@@ -18,6 +18,7 @@ pub mod progress;
 pub mod schedule;
 pub mod service;
 pub mod service_arm;
+pub mod service_driver;
 pub mod session;
 pub mod stops;
 pub mod threads;

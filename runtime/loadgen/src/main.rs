@@ -39,8 +39,14 @@
 //! (`header_answers`): what a server reports of its own work per request, such as the time a
 //! test server spent on an injected cost (`agent-service --spin-ns` sets `x-spin-ns`).
 //!
+//! With `--turns-on-stdin`, it stays up: it connects once, then runs one turn (the warm-up
+//! and the recorded window, the same requests each turn) for each line it reads on stdin and
+//! prints one JSON line for each, until stdin ends. A connection the server closed between
+//! turns is opened again before the next turn's clock starts.
+//!
 //! A request that fails in transport (refused, reset, timed out) makes the exit status 1
-//! after that line; an answer with a status other than 2xx is counted in `non_2xx` and timed
+//! after that line (with `--turns-on-stdin`, at the end, the turn's line printed and the next
+//! turn run); an answer with a status other than 2xx is counted in `non_2xx` and timed
 //! like any other. Bad arguments, an unreadable server process or a failed set-up exit 2.
 
 use std::process::ExitCode;
@@ -109,6 +115,11 @@ struct Args {
     /// carried it (`header_answers`).
     #[arg(long, value_name = "NAME")]
     sum_header: Option<hyper::header::HeaderName>,
+    /// Stay up for many turns: connect once, then run one turn (the warm-up and the recorded
+    /// window, the same requests each time) per line read on stdin, printing one JSON line
+    /// for each, until stdin ends. No process start and no connection set-up between turns.
+    #[arg(long)]
+    turns_on_stdin: bool,
 }
 
 /// One kind of request of the mix.
@@ -162,6 +173,7 @@ impl SplitMix64 {
 }
 
 /// One scheduled request.
+#[derive(Clone)]
 struct Planned {
     /// When it is due, from the start.
     due: Duration,
@@ -294,7 +306,7 @@ async fn run_connection(
     requests: Vec<Planned>,
     mut sender: Option<Sender>,
     how: Rc<Sending>,
-) -> Tally {
+) -> (Tally, Option<Sender>) {
     let (closed_loop, timeout) = (how.closed_loop, how.timeout);
     let mut tally = Tally::default();
     for p in &requests {
@@ -352,7 +364,7 @@ async fn run_connection(
             }
         }
     }
-    tally
+    (tally, sender)
 }
 
 fn authority(url: &str) -> Result<String> {
@@ -367,7 +379,16 @@ fn authority(url: &str) -> Result<String> {
     Ok(authority.to_string())
 }
 
-fn run(args: &Args) -> Result<bool> {
+/// What every turn reuses: the arguments, the server's address, each connection's share of
+/// the schedule and how it sends.
+struct Load<'a> {
+    args: &'a Args,
+    authority: Rc<str>,
+    shares: Vec<Vec<Planned>>,
+    how: Rc<Sending>,
+}
+
+fn prepare(args: &Args) -> Result<Load<'_>> {
     if !(args.rate > 0.0 && args.rate.is_finite()) {
         bail!(
             "`--rate {}`: must be a positive number of requests per second",
@@ -393,56 +414,70 @@ fn run(args: &Args) -> Result<bool> {
     for (i, p) in plan(args, &templates).into_iter().enumerate() {
         shares[i % args.connections].push(p);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let local = tokio::task::LocalSet::new();
-    let how = Rc::new(Sending {
-        closed_loop: args.closed_loop,
-        timeout: Duration::from_millis(args.timeout_ms),
-        sum: args.sum_header.clone(),
-    });
+    Ok(Load {
+        args,
+        authority,
+        shares,
+        how: Rc::new(Sending {
+            closed_loop: args.closed_loop,
+            timeout: Duration::from_millis(args.timeout_ms),
+            sum: args.sum_header.clone(),
+        }),
+    })
+}
+
+/// One turn: the warm-up and the recorded window on `senders` (each connected first where
+/// it is missing or closed, before the clock starts: no request's latency), kept for the
+/// next turn. Its JSON line, and the first transport error.
+async fn turn(
+    load: &Load<'_>,
+    senders: &mut [Option<Sender>],
+) -> Result<(serde_json::Value, Option<String>)> {
+    let args = load.args;
+    // Lets the connections' tasks see a close from the server since the last turn.
+    tokio::task::yield_now().await;
+    for slot in senders.iter_mut() {
+        if slot.as_ref().is_none_or(Sender::is_closed) {
+            *slot = Some(connect(&load.authority).await?);
+        }
+    }
     let warm = Duration::from_secs_f64(args.warmup);
-    let (tallies, start, cpu_start) = local.block_on(&runtime, async {
-        // Connections open before the clock starts: their set-up is no request's latency.
-        let mut senders = Vec::new();
-        for _ in 0..args.connections {
-            senders.push(connect(&authority).await?);
-        }
-        let start = Instant::now() + Duration::from_millis(5);
-        let window = start + warm;
-        let tasks: Vec<_> = shares
-            .into_iter()
-            .zip(senders)
-            .map(|(share, sender)| {
-                tokio::task::spawn_local(run_connection(
-                    authority.clone(),
-                    start,
-                    window,
-                    share,
-                    Some(sender),
-                    how.clone(),
-                ))
-            })
-            .collect();
-        // The server's CPU time when the window starts: a few small reads from /proc on this
-        // thread, at the instant the first recorded request is due.
-        let cpu_start = args.server_pid.map(|pid| {
-            tokio::task::spawn_local(async move {
-                wait_until(window).await;
-                read_threads_cpu(pid)
-            })
-        });
-        let mut tallies = Vec::new();
-        for t in tasks {
-            tallies.push(t.await?);
-        }
-        let cpu_start = match cpu_start {
-            Some(read) => Some(read.await??),
-            None => None,
-        };
-        anyhow::Ok((tallies, start, cpu_start))
-    })?;
+    // A millisecond for the connections' tasks to start before the first request is due.
+    let start = Instant::now() + Duration::from_millis(1);
+    let window = start + warm;
+    let tasks: Vec<_> = load
+        .shares
+        .iter()
+        .zip(senders.iter_mut())
+        .map(|(share, sender)| {
+            tokio::task::spawn_local(run_connection(
+                load.authority.clone(),
+                start,
+                window,
+                share.clone(),
+                sender.take(),
+                load.how.clone(),
+            ))
+        })
+        .collect();
+    // The server's CPU time when the window starts: a few small reads from /proc on this
+    // thread, at the instant the first recorded request is due.
+    let cpu_start = args.server_pid.map(|pid| {
+        tokio::task::spawn_local(async move {
+            wait_until(window).await;
+            read_threads_cpu(pid)
+        })
+    });
+    let mut tallies = Vec::new();
+    for (task, slot) in tasks.into_iter().zip(senders.iter_mut()) {
+        let (tally, sender) = task.await?;
+        tallies.push(tally);
+        *slot = sender;
+    }
+    let cpu_start = match cpu_start {
+        Some(read) => Some(read.await??),
+        None => None,
+    };
     // Every connection is done: the window's last answer is in.
     let server = match (cpu_start, args.server_pid) {
         (Some(cpu_start), Some(pid)) => Some(window_cpu(&cpu_start, &read_threads_cpu(pid)?)),
@@ -465,7 +500,7 @@ fn run(args: &Args) -> Result<bool> {
         first_error = first_error.or(t.first_error);
         last = last.max(t.last_done);
     }
-    let span = last.map_or(0.0, |l| l.duration_since(start + warm).as_secs_f64());
+    let span = last.map_or(0.0, |l| l.duration_since(window).as_secs_f64());
     let q = |q: f64| {
         if hist.is_empty() {
             0
@@ -513,12 +548,44 @@ fn run(args: &Args) -> Result<bool> {
         out["header_sum"] = header_sum.into();
         out["header_answers"] = header_answers.into();
     }
-    println!("{out}");
-    if let Some(err) = first_error {
-        eprintln!("mty-loadgen: {errors} request(s) failed in transport; the first: {err}");
-        return Ok(false);
+    Ok((
+        out,
+        first_error.map(|e| format!("{errors} request(s) failed in transport; the first: {e}")),
+    ))
+}
+
+/// One turn, or with `--turns-on-stdin` one per line of stdin: each turn's JSON line on
+/// stdout. False when a request failed in transport.
+fn run(args: &Args) -> Result<bool> {
+    let load = prepare(args)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    let mut senders: Vec<Option<Sender>> = (0..args.connections).map(|_| None).collect();
+    let mut all_ok = true;
+    let mut lines = std::io::stdin().lines();
+    loop {
+        if args.turns_on_stdin {
+            match lines.next() {
+                None => break,
+                Some(line) => {
+                    line.context("reading the next turn's line on stdin")?;
+                }
+            }
+        }
+        let (out, failed) = local.block_on(&runtime, turn(&load, &mut senders))?;
+        // Stdout is line-buffered: each turn's line leaves at once.
+        println!("{out}");
+        if let Some(failed) = failed {
+            eprintln!("mty-loadgen: {failed}");
+            all_ok = false;
+        }
+        if !args.turns_on_stdin {
+            break;
+        }
     }
-    Ok(true)
+    Ok(all_ok)
 }
 
 fn main() -> ExitCode {

@@ -294,3 +294,50 @@ fn a_numeric_response_header_is_summed_over_the_window() {
         "{v}"
     );
 }
+
+/// `--turns-on-stdin`: one turn a line, each with its own JSON line, all on the connections
+/// opened for the first: the server accepts `--connections` of them in all.
+#[test]
+fn turns_on_stdin_run_a_turn_a_line_on_the_same_connections() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    let born = Instant::now();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let stream = stream.unwrap();
+            std::thread::spawn(move || serve(stream, Delay::Each(Duration::ZERO), born));
+        }
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mty-loadgen"))
+        .args(["--url", &format!("http://{addr}"), "--turns-on-stdin"])
+        .args(["--rate", "400", "--duration", "0.05", "--warmup", "0.01"])
+        .args(["--connections", "3"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for turn in 1..=3 {
+        // A turn starts only when its line comes: nothing is printed before.
+        writeln!(stdin).unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["requests"], 20, "turn {turn}: {v}");
+        assert_eq!(v["completed"], 24, "turn {turn}: {v}");
+        assert_eq!(v["errors"], 0, "turn {turn}: {v}");
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "", "no turn after the end of input");
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
+}

@@ -70,6 +70,12 @@ pub struct Service {
     /// measured is then the host's (docs/findings.md). Default `true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_core_awake: Option<bool>,
+    /// Measuring only: the driver is started once for each arm's session and runs one turn
+    /// for each line written to its stdin, answering with one line (`mty-loadgen
+    /// --turns-on-stdin`): no process start and no connection set-up between turns. Default
+    /// `false`: a driver run for each turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_driver: Option<bool>,
 }
 
 impl Service {

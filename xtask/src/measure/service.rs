@@ -28,7 +28,7 @@ use crate::config::Workload;
 use crate::measure::threads::{move_threads, set_affinity};
 
 /// How many lines of a server's output an error shows.
-const TAIL_LINES: usize = 20;
+pub(crate) const TAIL_LINES: usize = 20;
 
 /// A port nobody listens on now: bound by the system's choice, then let go.
 pub fn free_port() -> Result<u16> {
@@ -71,6 +71,10 @@ pub struct Spec {
     /// Keep the measured core from idling during a turn ([`Awake`]).
     #[serde(default)]
     pub keep_core_awake: bool,
+    /// The driver stays up for the session and takes a turn per line on its stdin
+    /// (`service_driver.rs`; `service.persistent_driver`).
+    #[serde(default)]
+    pub persistent_driver: bool,
 }
 
 impl Spec {
@@ -92,6 +96,7 @@ impl Spec {
             stop_timeout_secs: service.stop_timeout().as_secs(),
             metric: w.metric.clone(),
             keep_core_awake: service.keep_core_awake.unwrap_or(true),
+            persistent_driver: service.persistent_driver.unwrap_or(false),
         })
     }
 
@@ -114,10 +119,10 @@ impl Spec {
 /// The last lines of a stream, kept by a thread that reads it to its end (a pipe nobody
 /// reads would block the server once full).
 #[derive(Clone, Default)]
-struct Tail(Arc<Mutex<VecDeque<String>>>);
+pub(crate) struct Tail(Arc<Mutex<VecDeque<String>>>);
 
 impl Tail {
-    fn push(&self, line: String) {
+    pub(crate) fn push(&self, line: String) {
         let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if lines.len() == TAIL_LINES {
             lines.pop_front();
@@ -125,7 +130,7 @@ impl Tail {
         lines.push_back(line);
     }
 
-    fn show(&self) -> String {
+    pub(crate) fn show(&self) -> String {
         let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if lines.is_empty() {
             "\n(nothing)".to_string()
@@ -405,7 +410,7 @@ fn die_with_parent_in(cmd: &mut Command, group: bool) {
 
 /// Reads `stream` line by line into `tail` until it closes; the receiver hears once when a
 /// line contains `ready`.
-fn spawn_reader(
+pub(crate) fn spawn_reader(
     stream: impl Read + Send + 'static,
     tail: Tail,
     ready: Option<String>,
@@ -425,17 +430,14 @@ fn spawn_reader(
     rx
 }
 
-/// Runs the driver against `port` (a server whose process is `pid`, where known) to its end
-/// (killed after `timeout`), on `cpus` when given; its stdout. Fails, naming it, unless it
-/// exits 0.
-pub fn drive(
+/// The driver's command against `port` (`{pid}`: the server's process id, where known), its
+/// stdout and stderr piped, dying with this thread, on `cpus` when given.
+pub(crate) fn driver_command(
     spec: &Spec,
     port: u16,
     pid: Option<u32>,
-    timeout: Duration,
     cpus: Option<&[usize]>,
-) -> Result<String> {
-    let shown = spec.driver_shown(port);
+) -> Result<Command> {
     let mut argv = spec.driver.iter().map(|a| fill_driver(a, port, pid));
     let mut cmd = Command::new(argv.next().context("an empty driver")?);
     cmd.args(argv)
@@ -454,9 +456,33 @@ pub fn drive(
             cmd.pre_exec(move || set_affinity(0, &cpus));
         }
     }
+    Ok(cmd)
+}
+
+/// Runs the driver against `port` (a server whose process is `pid`, where known) to its end
+/// (killed after `timeout`), on `cpus` when given; its stdout. Fails, naming it, unless it
+/// exits 0. A persistent driver gets one line on its stdin: one turn.
+pub fn drive(
+    spec: &Spec,
+    port: u16,
+    pid: Option<u32>,
+    timeout: Duration,
+    cpus: Option<&[usize]>,
+) -> Result<String> {
+    let shown = spec.driver_shown(port);
+    let mut cmd = driver_command(spec, port, pid, cpus)?;
+    if spec.persistent_driver {
+        // One line, then the end of input: one turn.
+        cmd.stdin(Stdio::piped());
+    }
     let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot run the driver `{shown}`"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        // A driver that exits without reading fails below with its own status.
+        let _ = stdin.write_all(b"\n");
+    }
     let (out_tail, err_tail) = (Tail::default(), Tail::default());
     let mut stdout = child.stdout.take().expect("piped");
     let reader = std::thread::spawn(move || {

@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use crate::config::CPU_PER_REQUEST;
 use crate::measure::process_arm::ArmStop;
 use crate::measure::service::{Server, Spec, drive, free_port};
+use crate::measure::service_driver::Persistent;
 use crate::measure::threads::{cpu_ns, other_cpus, own_cpus};
 
 /// The hidden subcommand that runs a service arm.
@@ -201,6 +202,49 @@ fn idle_cpu(pid: u32) -> Result<f64> {
 /// How long one driver run may take.
 const DRIVER_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How an arm's turns run the driver: a run of it for each turn, or one persistent driver
+/// for the session (`service.persistent_driver`), moved to the turn's cores when they change.
+enum Turns<'a> {
+    EachRun {
+        spec: &'a Spec,
+        port: u16,
+        pid: Option<u32>,
+    },
+    Persistent {
+        driver: Persistent,
+        on: Vec<usize>,
+    },
+}
+
+impl<'a> Turns<'a> {
+    fn start(spec: &'a Spec, port: u16, pid: Option<u32>, cpus: &[usize]) -> Result<Turns<'a>> {
+        Ok(if spec.persistent_driver {
+            Turns::Persistent {
+                driver: Persistent::start(spec, port, pid, cpus)?,
+                on: cpus.to_vec(),
+            }
+        } else {
+            Turns::EachRun { spec, port, pid }
+        })
+    }
+
+    /// One turn on `cpus`: what the driver printed.
+    fn run(&mut self, cpus: &[usize]) -> Result<String> {
+        match self {
+            Turns::EachRun { spec, port, pid } => {
+                drive(spec, *port, *pid, DRIVER_TIMEOUT, Some(cpus))
+            }
+            Turns::Persistent { driver, on } => {
+                if on.as_slice() != cpus {
+                    driver.pin(cpus)?;
+                    *on = cpus.to_vec();
+                }
+                driver.turn(DRIVER_TIMEOUT)
+            }
+        }
+    }
+}
+
 /// The protocol: the server started and warmed by one driver run, the ready line, one batch
 /// of `batch` driver runs per `g`, the closing report at `q` or end of input.
 fn serve(
@@ -215,7 +259,8 @@ fn serve(
     let pid = Some(server.pid());
     // The warm-up runs where the arm sets up, never on the measured core.
     let setup = own_cpus();
-    drive(spec, port, pid, DRIVER_TIMEOUT, Some(&setup)).context("its warm-up run failed")?;
+    let mut driver = Turns::start(spec, port, pid, &setup)?;
+    driver.run(&setup).context("its warm-up run failed")?;
     let idle = figures
         .cpu
         .then(|| idle_cpu(server.pid()))
@@ -263,7 +308,7 @@ fn serve(
         let mut samples = Vec::with_capacity(batch as usize);
         for _ in 0..batch {
             awake.during_turn(true);
-            let stdout = drive(spec, port, pid, DRIVER_TIMEOUT, Some(&driver_cpus));
+            let stdout = driver.run(&driver_cpus);
             awake.during_turn(false);
             server.check_alive()?;
             let stdout = stdout?;
@@ -300,6 +345,7 @@ fn serve(
         }
     }
     all.sort_by(f64::total_cmp);
+    drop(driver);
     // Stopped (and reaped) first: the closing line's CPU time is the server's, whole, and
     // the measured driver runs'.
     drop(awake);
@@ -336,6 +382,7 @@ mod tests {
             stop_timeout_secs: 1,
             metric: metric.map(str::to_string),
             keep_core_awake: false,
+            persistent_driver: false,
         }
     }
 

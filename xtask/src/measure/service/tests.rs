@@ -1,6 +1,7 @@
 //! Unit tests of `service.rs`.
 
 use super::*;
+use crate::measure::service_driver::Persistent;
 
 /// A spec whose server and driver are `sh -c` scripts.
 fn sh(server: &str, driver: &str) -> Spec {
@@ -15,6 +16,7 @@ fn sh(server: &str, driver: &str) -> Spec {
         stop_timeout_secs: 1,
         metric: None,
         keep_core_awake: false,
+        persistent_driver: false,
     }
 }
 
@@ -94,4 +96,54 @@ fn placeholders_are_filled_with_the_port() {
     assert_eq!(fill("plain", 80), "plain");
     assert_eq!(fill_driver("{pid}:{port}", 80, Some(7)), "7:80");
     assert_eq!(fill_driver("{pid}", 80, None), "{pid}");
+}
+
+/// A persistent driver: one process for every turn, a line each; one that ends after a
+/// turn, or goes silent, is named with what a persistent driver must do.
+#[test]
+fn a_persistent_driver_answers_each_line_and_one_that_stops_is_named() {
+    let mut spec = sh(
+        "true",
+        r#"n=0; while read l; do n=$((n+1)); echo "{\"p50_ns\": $n, \"pid\": $$}"; done"#,
+    );
+    spec.persistent_driver = true;
+    let mut driver = Persistent::start(&spec, 1, None, &[0]).unwrap();
+    let answers: Vec<serde_json::Value> = (0..3)
+        .map(|_| serde_json::from_str(&driver.turn(Duration::from_secs(5)).unwrap()).unwrap())
+        .collect();
+    assert_eq!(
+        answers
+            .iter()
+            .map(|a| a["p50_ns"].clone())
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert!(answers.iter().all(|a| a["pid"] == answers[0]["pid"]));
+    // `drive` gives it one line: one turn, and then the end of its input.
+    let out = drive(&spec, 1, None, Duration::from_secs(5), None).unwrap();
+    assert_eq!(out.lines().count(), 1, "{out}");
+
+    let mut once = sh(
+        "true",
+        r#"read l; echo '{"p50_ns": 1}'; echo gone >&2; exit 4"#,
+    );
+    once.persistent_driver = true;
+    let mut driver = Persistent::start(&once, 1, None, &[0]).unwrap();
+    driver.turn(Duration::from_secs(5)).unwrap();
+    let err = format!("{:#}", driver.turn(Duration::from_secs(5)).unwrap_err());
+    assert!(err.contains("before it answered turn 2"), "{err}");
+    assert!(err.contains("exited with status 4"), "{err}");
+    assert!(
+        err.contains("--turns-on-stdin") && err.contains("gone"),
+        "{err}"
+    );
+
+    let mut silent = sh("true", "read l; sleep 30");
+    silent.persistent_driver = true;
+    let mut driver = Persistent::start(&silent, 1, None, &[0]).unwrap();
+    let err = format!("{:#}", driver.turn(Duration::from_secs(1)).unwrap_err());
+    assert!(
+        err.contains("did not answer turn 1 within 1 s and was killed"),
+        "{err}"
+    );
 }

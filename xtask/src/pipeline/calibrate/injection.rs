@@ -177,6 +177,7 @@ mod tests {
                 ready_timeout_secs: None,
                 stop_timeout_secs: None,
                 keep_core_awake: None,
+                persistent_driver: None,
             }),
             ..crate::testing::fixtures::measure_config().workloads[0].clone()
         };
