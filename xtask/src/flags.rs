@@ -1,5 +1,5 @@
 //! The command line: one clap subcommand per job, each with only its own flags. Help and
-//! usage errors are clap's; a usage error exits 2, a failed run 1. The README's option table
+//! usage errors are clap's; a usage error exits 2, a failed run 1. docs/commands.md's option table
 //! is checked against these definitions (`flags/tests.rs`).
 
 use std::path::PathBuf;

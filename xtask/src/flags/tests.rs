@@ -1,4 +1,4 @@
-//! The command line: what each command accepts and refuses, old spellings, and the README's
+//! The command line: what each command accepts and refuses, old spellings, and docs/commands.md's
 //! option table against the definitions.
 use super::*;
 use clap::CommandFactory;
@@ -215,7 +215,7 @@ fn help_exits_0_and_lists_every_stage() {
     }
 }
 
-/// Every long flag of every command as the README writes it (`--force [STAGE]`,
+/// Every long flag of every command as docs/commands.md writes it (`--force [STAGE]`,
 /// `--config FILE`), with the commands that take it.
 fn flags_by_command() -> std::collections::BTreeMap<String, Vec<String>> {
     let mut cli = Cli::command();
@@ -245,12 +245,13 @@ fn flags_by_command() -> std::collections::BTreeMap<String, Vec<String>> {
     out
 }
 
-/// Tidy: the README's option table lists exactly the flags the commands take, each with the
-/// commands that take it.
+/// Tidy: docs/commands.md's option table lists exactly the flags the commands take, each with
+/// the commands that take it.
 #[test]
-fn the_readme_option_table_matches_the_commands() {
-    let readme = std::fs::read_to_string(crate::toolchain::cargo::project_root().join("README.md"))
-        .expect("README.md");
+fn the_option_table_matches_the_commands() {
+    let readme =
+        std::fs::read_to_string(crate::toolchain::cargo::project_root().join("docs/commands.md"))
+            .expect("docs/commands.md");
     let listed: std::collections::BTreeMap<String, Vec<String>> = readme
         .lines()
         .filter_map(|l| l.strip_prefix("| `--"))
@@ -269,6 +270,6 @@ fn the_readme_option_table_matches_the_commands() {
     let ours = flags_by_command();
     assert_eq!(
         listed, ours,
-        "README.md's option table (`| `--flag VALUE` | `command`, … | what |`) and the commands' flags differ"
+        "docs/commands.md's option table (`| `--flag VALUE` | `command`, … | what |`) and the commands' flags differ"
     );
 }

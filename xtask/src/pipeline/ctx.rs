@@ -68,7 +68,7 @@ impl Ctx {
                 let path = beside.join("profiles/default.toml");
                 if !path.is_file() {
                     anyhow::bail!(
-                        "no pipeline config given, and {} does not exist: give one with `--config FILE` (README, \"Your own program\")",
+                        "no pipeline config given, and {} does not exist: give one with `--config FILE` (README, the recipes)",
                         path.display()
                     );
                 }

@@ -1,6 +1,7 @@
 //! `report.md`: the benchmark page, in the form of the seed's page (workload, numbers,
 //! comparators, recorded values, raw nanos, interpretation), rendered from the [`Report`].
 
+pub mod advice;
 mod bolt;
 mod functions;
 mod recorded;
@@ -38,6 +39,7 @@ pub fn render_markdown(report: &Report) -> String {
     stopping::render(&mut md, &report.stopped);
     recorded::raw_nanos(&mut md, report);
     interpretation(&mut md, report);
+    advice::render(&mut md);
     md
 }
 

@@ -86,6 +86,39 @@ fn the_readme_stays_a_guide() {
     );
 }
 
+/// The README's configs are real ones: each ```toml block parses as a whole config, and the
+/// first recipe's is `examples/agent-pipeline/cli.toml`, the config that recipe's output was
+/// made with, less its header comment.
+#[test]
+fn the_readmes_configs_parse_and_the_first_recipe_is_the_example() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let blocks: Vec<&str> = readme
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("\n```").next().unwrap())
+        .collect();
+    assert!(blocks.len() >= 2, "README.md has the recipes' configs");
+    for (i, block) in blocks.iter().enumerate() {
+        if let Err(err) = crate::config::parse(block) {
+            panic!(
+                "README.md's config {} does not parse: {err:#}\n{block}",
+                i + 1
+            );
+        }
+    }
+    let cli = std::fs::read_to_string(root().join("examples/agent-pipeline/cli.toml")).unwrap();
+    let cli: String = cli
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        format!("{}\n", blocks[0]),
+        cli,
+        "README.md's first recipe and examples/agent-pipeline/cli.toml differ"
+    );
+}
+
 #[test]
 fn the_configuration_reference_lists_every_key() {
     let reference = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();

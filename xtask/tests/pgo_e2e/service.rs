@@ -130,51 +130,67 @@ fn cpu_ns(pid: &str) -> u64 {
 
 /// Closed loop over one connection: `--requests N` GETs of `/item/<i % 50>`; prints the
 /// median and p99 in ns as JSON, and with `--server-pid PID` the server's CPU time per
-/// request over the loop.
+/// request over the loop. With `--turns-on-stdin`, one loop for each line on stdin, on the
+/// same connection; with `--log FILE`, a line `turn PID` appended for each loop.
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let value = |f: &str| args.iter().position(|a| a == f).map(|i| args[i + 1].clone());
     let addr = value("--url").expect("--url ADDR");
     let n: usize = value("--requests").map_or(200, |v| v.parse().unwrap());
     let pid = value("--server-pid");
-    let cpu_before = pid.as_deref().map(cpu_ns);
+    let log = value("--log");
     let stream = std::net::TcpStream::connect(&addr).expect("the server accepts");
     stream.set_nodelay(true).unwrap();
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
-    let mut times = Vec::with_capacity(n);
-    for i in 0..n {
-        let started = std::time::Instant::now();
-        write!(writer, "GET /item/{} HTTP/1.1\r\nhost: x\r\n\r\n", i % 50).unwrap();
-        let mut length = 0usize;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            reader.read_line(&mut line).unwrap();
-            if line == "\r\n" {
-                break;
-            }
-            if let Some(v) = line.strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap();
-            }
+    let mut turn = || {
+        if let Some(log) = &log {
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+            writeln!(f, "turn {}", std::process::id()).unwrap();
         }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        times.push(started.elapsed().as_nanos() as u64);
-    }
-    let cpu = match (pid.as_deref(), cpu_before) {
-        (Some(pid), Some(before)) => format!(
-            ",\"cpu_per_request_ns\":{},\"saturated\":false",
-            (cpu_ns(pid) - before) as f64 / n as f64
-        ),
-        _ => String::new(),
+        let cpu_before = pid.as_deref().map(cpu_ns);
+        let mut times = Vec::with_capacity(n);
+        for i in 0..n {
+            let started = std::time::Instant::now();
+            write!(writer, "GET /item/{} HTTP/1.1\r\nhost: x\r\n\r\n", i % 50).unwrap();
+            let mut length = 0usize;
+            let mut line = String::new();
+            loop {
+                line.clear();
+                reader.read_line(&mut line).unwrap();
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            times.push(started.elapsed().as_nanos() as u64);
+        }
+        let cpu = match (pid.as_deref(), cpu_before) {
+            (Some(pid), Some(before)) => format!(
+                ",\"cpu_per_request_ns\":{},\"saturated\":false",
+                (cpu_ns(pid) - before) as f64 / n as f64
+            ),
+            _ => String::new(),
+        };
+        times.sort();
+        println!(
+            "{{\"requests\":{n},\"p50_ns\":{},\"p99_ns\":{}{cpu}}}",
+            times[n / 2],
+            times[(n * 99 / 100).min(n - 1)]
+        );
     };
-    times.sort();
-    println!(
-        "{{\"requests\":{n},\"p50_ns\":{},\"p99_ns\":{}{cpu}}}",
-        times[n / 2],
-        times[(n * 99 / 100).min(n - 1)]
-    );
+    if args.iter().any(|a| a == "--turns-on-stdin") {
+        for line in std::io::stdin().lines() {
+            line.unwrap();
+            turn();
+        }
+    } else {
+        turn();
+    }
 }
 "#;
 
@@ -193,6 +209,7 @@ bootstrap_resamples = 2000
 min_effect_pct = 1.0
 workloads = [
     { name = "items_p50", mode = "service", args = ["--listen", "{addr}"], service = { driver = ["tinyload", "--url", "{addr}", "--server-pid", "{pid}", "--requests", "400"], ready_line = "listening on" } },
+    { name = "items_turns", mode = "service", args = ["--listen", "{addr}"], service = { persistent_driver = true, driver = ["tinyload", "--turns-on-stdin", "--log", "target/turns.log", "--url", "{addr}", "--server-pid", "{pid}", "--requests", "400"], ready_line = "listening on" } },
 ]
 
 [measure.lockstep]
@@ -333,7 +350,15 @@ const FAULTY: [&str; 2] = ["--ignore-sigterm", "--never-ready"];
 fn a_service_is_trained_measured_and_judged_and_no_server_outlives_the_run() {
     let name = "full";
     let cfg = config(name, &[]);
-    let out = bounded_output(&mut service_command(name, SHARED, &cfg, &["pgo"]));
+    let turns_log = ws().join("target/turns.log");
+    let _ = std::fs::remove_file(&turns_log);
+    // Measured again although up to date: the persistent driver's log is this run's.
+    let out = bounded_output(&mut service_command(
+        name,
+        SHARED,
+        &cfg,
+        &["pgo", "--remeasure"],
+    ));
     let stderr = stderr_of(&out);
     assert!(out.status.success(), "{stderr}");
     assert_no_server_left(SHARED, &[], &FAULTY);
@@ -399,6 +424,23 @@ fn a_service_is_trained_measured_and_judged_and_no_server_outlives_the_run() {
     assert!(
         w["capture"]["pct"].is_number() || w["capture"].is_null(),
         "{w}"
+    );
+    // A persistent driver: one process for each arm and session, which ran the arm's warm-up
+    // and each of its rounds, a line on its stdin each.
+    let w = &report["workloads"][1];
+    assert_eq!(w["workload"], "items_turns", "{w}");
+    assert!(w["aa"]["cpu_per_request"].is_object(), "{w}");
+    let log = std::fs::read_to_string(&turns_log).expect("the persistent driver's log");
+    let mut turns: std::collections::BTreeMap<&str, u64> = Default::default();
+    for line in log.lines() {
+        *turns
+            .entry(line.strip_prefix("turn ").expect("turn PID"))
+            .or_default() += 1;
+    }
+    let rounds = w["rounds_per_session"].as_u64().expect("rounds a session");
+    assert!(
+        turns.len() >= 5 && turns.values().all(|&t| t == 1 + rounds),
+        "each driver should run 1 + {rounds} turns: {turns:?}"
     );
     // The driver was a bin of the workspace, built where drivers go.
     assert!(
