@@ -8,26 +8,27 @@ use super::{root, section};
 
 /// The keys the config accepts, by its own deserializer: for each table, the field list of
 /// the error serde gives for an unknown key; the tables among those fields are walked in turn.
+/// Tables and arrays of tables, by dotted path ("[]" for an array's elements).
+const TABLES: [&str; 15] = [
+    "",
+    "validate",
+    "validate.workloads[]",
+    "train",
+    "train.workloads[]",
+    "measure",
+    "measure.lockstep",
+    "measure.workloads[]",
+    "measure.versus[]",
+    "instructions",
+    "apply_check",
+    "check",
+    "compare",
+    "calibrate",
+    "insight",
+];
+const MORE: [&str; 2] = ["bolt", "layout"];
+
 fn schema_keys() -> BTreeSet<String> {
-    // Tables and arrays of tables, by dotted path ("[]" for an array's elements).
-    const TABLES: [&str; 15] = [
-        "",
-        "validate",
-        "validate.workloads[]",
-        "train",
-        "train.workloads[]",
-        "measure",
-        "measure.lockstep",
-        "measure.workloads[]",
-        "measure.versus[]",
-        "instructions",
-        "apply_check",
-        "check",
-        "compare",
-        "calibrate",
-        "insight",
-    ];
-    const MORE: [&str; 2] = ["bolt", "layout"];
     let base: toml::Table =
         toml::from_str(&std::fs::read_to_string(root().join("profiles/default.toml")).unwrap())
             .unwrap();
@@ -73,6 +74,80 @@ fn schema_keys() -> BTreeSet<String> {
         }
     }
     keys
+}
+
+/// The dotted keys of `table` (under `prefix`) that the config does not accept: neither a key
+/// of `keys` nor a table of the schema holding only accepted keys.
+fn unknown_keys(table: &toml::Table, prefix: &str, keys: &BTreeSet<String>) -> Vec<String> {
+    let known_table = |path: &str| TABLES.iter().chain(&MORE).any(|t| *t == path);
+    let mut out = Vec::new();
+    for (k, v) in table {
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        // A fragment quoted without its table header (`pin_core = 1` under a heading naming
+        // `measure.pin_core`): a key some table accepts.
+        let fragment = prefix.is_empty() && keys.iter().any(|x| x.ends_with(&format!(".{k}")));
+        if keys.contains(&path) || fragment {
+            continue;
+        }
+        match v {
+            toml::Value::Table(t) if known_table(&path) => {
+                out.extend(unknown_keys(t, &path, keys));
+            }
+            toml::Value::Array(items) if known_table(&format!("{path}[]")) => {
+                for item in items {
+                    if let Some(t) = item.as_table() {
+                        out.extend(unknown_keys(t, &format!("{path}[]"), keys));
+                    }
+                }
+            }
+            _ => out.push(path),
+        }
+    }
+    out
+}
+
+/// A results page that quotes a config the code no longer accepts says so at its top: the
+/// keys of its ```toml blocks are checked against the schema, and each key that is gone must
+/// be named, with "no longer accepts", in the page's first lines.
+#[test]
+fn results_pages_say_which_quoted_keys_are_gone() {
+    let keys = schema_keys();
+    let mut missing = Vec::new();
+    let mut pages: Vec<_> = std::fs::read_dir(root().join("docs/results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let mut gone = BTreeSet::new();
+        for block in text.split("```toml\n").skip(1) {
+            let block = block.split("\n```").next().unwrap_or_default();
+            // A fragment that is not whole TOML (an ellipsis, a placeholder) is not checked.
+            if let Ok(table) = toml::from_str::<toml::Table>(block) {
+                gone.extend(unknown_keys(&table, "", &keys));
+            }
+        }
+        let top: String = text.lines().take(12).collect::<Vec<_>>().join("\n");
+        let named = top.contains("no longer accepts");
+        for key in gone {
+            if !named || !top.contains(&format!("`{key}`")) {
+                missing.push(format!(
+                    "{}: `{key}`",
+                    page.file_name().unwrap().to_string_lossy()
+                ));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "results pages quote config keys the config no longer accepts; say so in their first lines (\"the config no longer accepts `key`\"): {missing:?}"
+    );
 }
 
 /// The README is a user's guide, not a notebook: measured runs live in docs/results/.
