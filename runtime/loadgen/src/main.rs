@@ -343,27 +343,42 @@ async fn turn(
     senders: &mut [Option<Sender>],
 ) -> Result<(serde_json::Value, Option<String>)> {
     let args = load.args;
-    // Lets the connections' tasks see a close from the server since the last turn.
-    tokio::task::yield_now().await;
+    // Connections kept from the last turn: a close from the server since then is seen only
+    // once the runtime has polled their sockets (it does while it sleeps) and their tasks
+    // have run.
+    if senders.iter().any(Option::is_some) {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::task::yield_now().await;
+    }
     for slot in senders.iter_mut() {
         if slot.as_ref().is_none_or(Sender::is_closed) {
-            *slot = Some(connect(&load.authority).await?);
+            let opened = tokio::time::timeout(load.how.timeout, connect(&load.authority))
+                .await
+                .map_err(|_| {
+                    anyhow::anyhow!(
+                        "cannot connect to {} within {} ms",
+                        load.authority,
+                        load.how.timeout.as_millis()
+                    )
+                })??;
+            *slot = Some(opened);
         }
     }
+    // The schedule's copy is made before the clock starts.
+    let shares = load.shares.clone();
     let warm = Duration::from_secs_f64(args.warmup);
     // A millisecond for the connections' tasks to start before the first request is due.
     let start = Instant::now() + Duration::from_millis(1);
     let window = start + warm;
-    let tasks: Vec<_> = load
-        .shares
-        .iter()
+    let tasks: Vec<_> = shares
+        .into_iter()
         .zip(senders.iter_mut())
         .map(|(share, sender)| {
             tokio::task::spawn_local(run_connection(
                 load.authority.clone(),
                 start,
                 window,
-                share.clone(),
+                share,
                 sender.take(),
                 load.how.clone(),
             ))

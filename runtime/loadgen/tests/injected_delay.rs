@@ -25,15 +25,17 @@ fn server(delay: Delay) -> String {
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let stream = stream.unwrap();
-            std::thread::spawn(move || serve(stream, delay, born));
+            std::thread::spawn(move || serve(stream, delay, born, None));
         }
     });
     addr
 }
 
-fn serve(stream: TcpStream, delay: Delay, born: Instant) {
+/// Answers the requests on `stream`; with `idle`, closes it once no request came for that long.
+fn serve(stream: TcpStream, delay: Delay, born: Instant, idle: Option<Duration>) {
     stream.set_nodelay(true).unwrap();
     let mut writer = stream.try_clone().unwrap();
+    stream.set_read_timeout(idle).unwrap();
     let mut reader = BufReader::new(stream);
     loop {
         let mut length = 0usize;
@@ -295,49 +297,59 @@ fn a_numeric_response_header_is_summed_over_the_window() {
     );
 }
 
-/// `--turns-on-stdin`: one turn a line, each with its own JSON line, all on the connections
-/// opened for the first: the server accepts `--connections` of them in all.
+/// `--turns-on-stdin`: one turn a line, each with its own JSON line, on the connections opened
+/// for the first (the server accepts `--connections` of them in all); a server that closes
+/// idle connections between turns gets new ones before the next turn's clock, and no request
+/// fails.
 #[test]
 fn turns_on_stdin_run_a_turn_a_line_on_the_same_connections() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counted = accepted.clone();
-    let born = Instant::now();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            counted.fetch_add(1, Ordering::SeqCst);
-            let stream = stream.unwrap();
-            std::thread::spawn(move || serve(stream, Delay::Each(Duration::ZERO), born));
+    for (idle, accepted_in_all) in [(None, 3), (Some(Duration::from_millis(40)), 9)] {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = accepted.clone();
+        let born = Instant::now();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let stream = stream.unwrap();
+                std::thread::spawn(move || serve(stream, Delay::Each(Duration::ZERO), born, idle));
+            }
+        });
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mty-loadgen"))
+            .args(["--url", &format!("http://{addr}"), "--turns-on-stdin"])
+            .args(["--rate", "400", "--duration", "0.05", "--warmup", "0.01"])
+            .args(["--connections", "3"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        for turn in 1..=3 {
+            // Long enough for an idle close to land between turns.
+            std::thread::sleep(Duration::from_millis(150));
+            // A turn starts only when its line comes: nothing is printed before.
+            writeln!(stdin).unwrap();
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["requests"], 20, "idle {idle:?}, turn {turn}: {v}");
+            assert_eq!(v["completed"], 24, "idle {idle:?}, turn {turn}: {v}");
+            assert_eq!(v["errors"], 0, "idle {idle:?}, turn {turn}: {v}");
         }
-    });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mty-loadgen"))
-        .args(["--url", &format!("http://{addr}"), "--turns-on-stdin"])
-        .args(["--rate", "400", "--duration", "0.05", "--warmup", "0.01"])
-        .args(["--connections", "3"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    for turn in 1..=3 {
-        // A turn starts only when its line comes: nothing is printed before.
-        writeln!(stdin).unwrap();
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v["requests"], 20, "turn {turn}: {v}");
-        assert_eq!(v["completed"], 24, "turn {turn}: {v}");
-        assert_eq!(v["errors"], 0, "turn {turn}: {v}");
+        drop(stdin);
+        let status = child.wait().unwrap();
+        assert!(status.success(), "idle {idle:?}: {status}");
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        assert_eq!(rest, "", "no turn after the end of input");
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            accepted_in_all,
+            "idle {idle:?}"
+        );
     }
-    drop(stdin);
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status}");
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).unwrap();
-    assert_eq!(rest, "", "no turn after the end of input");
-    assert_eq!(accepted.load(Ordering::SeqCst), 3);
 }

@@ -57,8 +57,17 @@ impl Persistent {
         })
     }
 
-    /// One turn: a line to the driver, its answering line back within `timeout`.
+    /// One turn: a line to the driver, its answering line back within `timeout`. Fails when
+    /// the driver said more than one line for the turn before, or its line counts requests
+    /// that failed in transport (`errors`, as a driver run per turn fails by its exit status).
     pub fn turn(&mut self, timeout: Duration) -> Result<String> {
+        if let Ok(extra) = self.lines.try_recv() {
+            bail!(
+                "the driver `{}` printed more than one line for turn {} (then `{extra}`): a persistent driver answers each line on its stdin with exactly one line",
+                self.shown,
+                self.turns
+            );
+        }
         self.turns += 1;
         let asked = self
             .stdin
@@ -72,7 +81,23 @@ impl Persistent {
             .lines
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
         {
-            Ok(line) => Ok(line),
+            Ok(line) => {
+                let errors = serde_json::from_str::<serde_json::Value>(&line)
+                    .ok()
+                    .and_then(|v| v.get("errors")?.as_u64())
+                    .unwrap_or(0);
+                if errors > 0 {
+                    // Its stderr says which request failed: give the reader thread a moment.
+                    std::thread::sleep(Duration::from_millis(50));
+                    bail!(
+                        "the driver `{}` counted {errors} request(s) failed in transport in turn {}; its stderr ends:{}",
+                        self.shown,
+                        self.turns,
+                        self.stderr.show()
+                    );
+                }
+                Ok(line)
+            }
             Err(RecvTimeoutError::Disconnected) => Err(self.ended("its stdout closed")),
             Err(RecvTimeoutError::Timeout) => {
                 let _ = self.child.kill();

@@ -138,6 +138,30 @@ fn a_persistent_driver_answers_each_line_and_one_that_stops_is_named() {
         "{err}"
     );
 
+    // Two lines for one turn, or a line counting failed requests: named, not read as figures.
+    let mut chatty = sh(
+        "true",
+        r#"while read l; do echo '{"p50_ns": 1}'; echo '{"p50_ns": 2}'; done"#,
+    );
+    chatty.persistent_driver = true;
+    let mut driver = Persistent::start(&chatty, 1, None, &[0]).unwrap();
+    driver.turn(Duration::from_secs(5)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let err = format!("{:#}", driver.turn(Duration::from_secs(5)).unwrap_err());
+    assert!(err.contains("more than one line for turn 1"), "{err}");
+    let mut failing = sh(
+        "true",
+        r#"while read l; do echo refused >&2; echo '{"p50_ns": 1, "errors": 3}'; done"#,
+    );
+    failing.persistent_driver = true;
+    let mut driver = Persistent::start(&failing, 1, None, &[0]).unwrap();
+    let err = format!("{:#}", driver.turn(Duration::from_secs(5)).unwrap_err());
+    assert!(
+        err.contains("counted 3 request(s) failed in transport in turn 1")
+            && err.contains("refused"),
+        "{err}"
+    );
+
     let mut silent = sh("true", "read l; sleep 30");
     silent.persistent_driver = true;
     let mut driver = Persistent::start(&silent, 1, None, &[0]).unwrap();

@@ -92,7 +92,22 @@ pub fn table() -> String {
 /// `md` with each marker linked to the table where it stands outside a code span, and the
 /// table appended.
 pub fn render(md: &mut String) {
-    let linked: Vec<String> = md.lines().map(link_line).collect();
+    // Lines inside a fenced block are code, left as they are.
+    let mut fenced = false;
+    let linked: Vec<String> = md
+        .lines()
+        .map(|line| {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                return line.to_string();
+            }
+            if fenced {
+                line.to_string()
+            } else {
+                link_line(line)
+            }
+        })
+        .collect();
     *md = linked.join("\n");
     md.push_str(&format!(
         "\n\n## {HEADING}\n\nWhat the page says beside a figure, and what to do about it:\n\n{}",
@@ -100,31 +115,58 @@ pub fn render(md: &mut String) {
     ));
 }
 
-/// One line with every marker outside backticks made a link (`[no detectable change](#…)`).
-/// Headings are left as they are.
+/// One line with every marker outside code spans made a link (`[no detectable change](#…)`).
+/// A code span opens with a run of backticks and closes at the next run of the same length
+/// (``a `b` c`` is one span). Headings are left as they are.
 fn link_line(line: &str) -> String {
     if line.starts_with('#') {
         return line.to_string();
     }
-    // Split on backticks: even pieces are prose, odd ones code.
-    line.split('`')
-        .enumerate()
-        .map(|(i, piece)| {
-            if i % 2 == 1 {
-                return piece.to_string();
+    let mut out = String::new();
+    let mut rest = line;
+    while !rest.is_empty() {
+        let Some(open) = rest.find('`') else {
+            out.push_str(&link_prose(rest));
+            break;
+        };
+        out.push_str(&link_prose(&rest[..open]));
+        let run = rest[open..].chars().take_while(|&c| c == '`').count();
+        let fence = &rest[open..open + run];
+        let after = &rest[open + run..];
+        // The span ends at the next run of exactly `run` backticks; without one, the rest is
+        // text as it stands.
+        let close = (0..after.len())
+            .filter(|&i| after.is_char_boundary(i))
+            .find(|&i| {
+                after[i..].starts_with(fence)
+                    && !after[i + run..].starts_with('`')
+                    && (i == 0 || !after[..i].ends_with('`'))
+            });
+        match close {
+            Some(i) => {
+                out.push_str(&rest[open..open + run + i + run]);
+                rest = &after[i + run..];
             }
-            let mut piece = piece.to_string();
-            for a in ADVICE {
-                let Some((marker, text)) = a.marker else {
-                    continue;
-                };
-                let linked = marker.replacen(text, &format!("[{text}]({ANCHOR})"), 1);
-                piece = piece.replace(marker, &linked);
+            None => {
+                out.push_str(&rest[open..]);
+                break;
             }
-            piece
-        })
-        .collect::<Vec<_>>()
-        .join("`")
+        }
+    }
+    out
+}
+
+/// Prose with every marker made a link.
+fn link_prose(piece: &str) -> String {
+    let mut piece = piece.to_string();
+    for a in ADVICE {
+        let Some((marker, text)) = a.marker else {
+            continue;
+        };
+        let linked = marker.replacen(text, &format!("[{text}]({ANCHOR})"), 1);
+        piece = piece.replace(marker, &linked);
+    }
+    piece
 }
 
 #[cfg(test)]
@@ -141,6 +183,19 @@ mod tests {
         assert_eq!(
             link_line("## no detectable change"),
             "## no detectable change"
+        );
+        // A double-backtick span holds single backticks; the prose after it is linked.
+        assert_eq!(
+            link_line("``the training stands for `w` `` then NOT APPLIED"),
+            "``the training stands for `w` `` then [NOT APPLIED](#when-you-see-do)"
+        );
+        let mut md = "```\nno detectable change\n```\nno detectable change".to_string();
+        render(&mut md);
+        assert!(
+            md.starts_with(
+                "```\nno detectable change\n```\n[no detectable change](#when-you-see-do)"
+            ),
+            "{md}"
         );
     }
 
