@@ -438,9 +438,12 @@ fn a_service_is_trained_measured_and_judged_and_no_server_outlives_the_run() {
             .or_default() += 1;
     }
     let rounds = w["rounds_per_session"].as_u64().expect("rounds a session");
+    // Each measuring driver ran its arm's warm-up and rounds; a driver of one turn is the
+    // insight stage's (the workload profiled once on the instrumented server), on a first run.
+    let measuring = turns.values().filter(|&&t| t == 1 + rounds).count();
     assert!(
-        turns.len() >= 5 && turns.values().all(|&t| t == 1 + rounds),
-        "each driver should run 1 + {rounds} turns: {turns:?}"
+        measuring >= 5 && turns.values().all(|&t| t == 1 + rounds || t == 1),
+        "each measuring driver should run 1 + {rounds} turns: {turns:?}"
     );
     // The driver was a bin of the workspace, built where drivers go.
     assert!(
