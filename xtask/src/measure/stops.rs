@@ -194,6 +194,8 @@ pub struct Spend {
     pub unit: Unit,
     /// `None`: the analysis's own pilot of sessions.
     pub pilot: Option<usize>,
+    /// A cap (of sessions or of time) or a fixed count ended it: no pilot set its count.
+    pub capped: bool,
     pub alpha: f64,
 }
 
@@ -207,9 +209,14 @@ impl Spend {
         }
     }
 
-    /// The pilot for its interval: its own count of values, else the analysis's sessions.
+    /// The pilot for its interval: its own count of values, else the analysis's sessions; for
+    /// a count no pilot set (`capped`), all of its values (`sequential::interval_df`).
     pub fn pilot_or(&self, sessions: usize) -> usize {
-        self.pilot.unwrap_or(sessions)
+        if self.capped {
+            usize::MAX
+        } else {
+            self.pilot.unwrap_or(sessions)
+        }
     }
 }
 
@@ -225,12 +232,18 @@ pub fn spend(stops: &[Stopping], workload: &str, cand: &str, base: &str) -> Spen
                 through: u32::MAX,
                 unit: Unit::Session,
                 pilot: None,
+                capped: false,
                 alpha: sequential::ALPHA,
             },
             |c| Spend {
                 through: c.through,
                 unit: c.unit,
                 pilot: (c.pilot > 0).then_some(c.pilot as usize),
+                capped: c.settled_at.is_none()
+                    && matches!(
+                        c.reason,
+                        StopReason::SessionCap | StopReason::TimeCap | StopReason::Fixed
+                    ),
                 alpha: c.alpha,
             },
         )

@@ -28,8 +28,11 @@
 //! standard error ([`TRIM`]; the degrees of freedom are those of the values kept): the
 //! coverage is then approximate, and checked by simulation on recorded sessions, each
 //! comparison at its own stopping time (`sequential/tests.rs`). A time cap or a session cap
-//! that cuts `N` short leaves the interval wider than the target (and the report says so);
-//! the clock depends a little on the batches' own times, which the simulation does not model.
+//! that cuts `N` short leaves the interval wider than the target (and the report says so).
+//! Such a count rests on the cap, not on the pilot, so its interval is that of all its
+//! sessions, Stein's term dropped: the caps reach the comparisons whose pilots scattered
+//! widely, whose values then widen the interval of all of them, never narrow it. The clock
+//! depends a little on the batches' own times, which the simulation does not model.
 
 /// The error every watched comparison's interval may spend in all (two-sided): 95 % coverage.
 pub const ALPHA: f64 = 0.05;
@@ -205,7 +208,9 @@ pub fn interval(values: &[f64], pilot: usize) -> (f64, f64) {
 /// scaled to all of them, with the pilot's degrees of freedom) and the interval of all of
 /// them; from four times the pilot on, the interval of all of them (the count then rests on
 /// the pilot's spread while the spread rests mostly on later values: Stein's term would only
-/// keep a pilot that happened to scatter widely; simulated, the coverage holds).
+/// keep a pilot that happened to scatter widely; simulated, the coverage holds). A `pilot` of
+/// at least `values.len()` says that no pilot set the count (a cap or a fixed count ended
+/// it): the interval of all of them, as at any count fixed in advance.
 pub fn interval_df(values: &[f64], pilot: usize, alpha: f64) -> (f64, f64, usize) {
     let n = values.len();
     assert!(n >= 2, "an interval needs at least two sessions");

@@ -327,6 +327,7 @@ fn a_whole_process_comparison_pools_its_pairs_only_without_a_session_component()
         through: 12,
         unit: Unit::Pair,
         pilot: Some(240),
+        capped: false,
         alpha: sequential::ALPHA_PLANNED,
     };
     let units = spend.units(vec![vec![0.1, 0.2], vec![0.3]]);
@@ -480,4 +481,84 @@ fn a_stops_reason_rounds_a_measured_target() {
         crate::report::words::stop(&stop),
         "its target ±1 %, pairs as the unit (the pilot's 24 asked for 256)"
     );
+}
+
+/// A count that a cap (of sessions or of time) or a fixed count ended rests on no pilot: its
+/// interval is that of all its sessions, where Stein's term would keep a pilot that scattered
+/// widely; a count the pilot planned, or a settled one, keeps Stein's.
+#[test]
+fn a_capped_comparisons_interval_is_of_all_its_sessions() {
+    // A pilot of 8 that scattered, then 16 quiet sessions (each one value: its median).
+    let values: Vec<f64> = (0..24)
+        .map(|i| {
+            let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+            sign * if i < 8 {
+                0.03
+            } else {
+                0.004 + 0.0001 * i as f64
+            }
+        })
+        .collect();
+    let rounds: Vec<Vec<f64>> = values.iter().map(|v| vec![*v]).collect();
+    let half = |reason: StopReason, settled_at: Option<u32>| {
+        let stopping = Stopping {
+            workload: "w".into(),
+            target_half_width_pct: 0.5,
+            pilot: 8,
+            needed: Some(400),
+            sessions: 24,
+            reason,
+            secs: 1.0,
+            timing: Default::default(),
+            comparisons: vec![ComparisonStop {
+                cand: "lto".into(),
+                base: "release".into(),
+                role: Role::Measured,
+                target_half_width_pct: 0.5,
+                needed: Some(400),
+                sessions: 24,
+                through: 24,
+                unit: Unit::Session,
+                pilot: 8,
+                reason,
+                alpha: sequential::ALPHA_PLANNED,
+                threshold_pct: None,
+                settled_at,
+            }],
+        };
+        let spend = spend(&[stopping], "w", "lto", "release");
+        let e = stats::compare_sessions_at(
+            &spend.units(rounds.clone()),
+            spend.pilot_or(8),
+            spend.alpha,
+        )
+        .unwrap();
+        (e.ci_high_pct - e.ci_low_pct, e.df)
+    };
+    let whole = sequential::interval_df(&values, values.len(), sequential::ALPHA_PLANNED);
+    let stein = sequential::interval_df(&values, 8, sequential::ALPHA_PLANNED);
+    assert!(stein.1 > 1.5 * whole.1, "{stein:?} {whole:?}");
+    let width = |(m, h, _): (f64, f64, usize)| 100.0 * ((m + h).exp() - (m - h).exp());
+    for reason in [
+        StopReason::SessionCap,
+        StopReason::TimeCap,
+        StopReason::Fixed,
+    ] {
+        let (w, df) = half(reason, None);
+        assert!(
+            (w - width(whole)).abs() < 1e-9,
+            "{reason:?}: {w} against {}",
+            width(whole)
+        );
+        assert_eq!(df, Some(whole.2), "{reason:?}");
+    }
+    for (reason, settled_at) in [(StopReason::Target, None), (StopReason::Settled, Some(4))] {
+        let (w, df) = half(reason, settled_at);
+        assert!(
+            (w - width(stein)).abs() < 1e-9,
+            "{reason:?}: {w} against {}",
+            width(stein)
+        );
+        assert_eq!(df, Some(stein.2), "{reason:?}");
+    }
 }

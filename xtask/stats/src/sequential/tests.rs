@@ -174,20 +174,22 @@ struct Sim<'a> {
 /// Where one comparison stops under the rule (`measure::judge`): its planned count (Stein's,
 /// within the pilot and `max`) at [`ALPHA_PLANNED`], or, settling, an earlier look at that
 /// look's error, its interval widened by the run component `arm` a build carries. Its
-/// session count and its interval's error.
+/// session count, its interval's error and whether `max` cut its planned count (its interval
+/// then of all its sessions: `measure::stops::Spend::pilot_or`).
 fn stop_of(
     values: &[f64],
     sim: &Sim,
     c: usize,
     shift: f64,
     arm: Option<&super::super::components::Component>,
-) -> (usize, f64) {
+) -> (usize, f64, bool) {
     let mut target = sim.targets[c];
     if sim.headline[c] {
         let pilot_pct = 100.0 * trimmed(&values[..sim.pilot]).0.exp_m1().abs();
         target = target.max(log_width(0.05 * pilot_pct));
     }
-    let planned = sessions_needed(&values[..sim.pilot], target).clamp(sim.pilot, sim.max);
+    let needed = sessions_needed(&values[..sim.pilot], target);
+    let planned = needed.clamp(sim.pilot, sim.max);
     if sim.settles[c] {
         let mut n = sim.pilot;
         while n < planned {
@@ -198,12 +200,17 @@ fn stop_of(
                 None => half,
             };
             if beyond(m + shift, half, sim.threshold_pct) {
-                return (n, look_alpha(k));
+                return (n, look_alpha(k), false);
             }
             n *= 2;
         }
     }
-    (planned, ALPHA_PLANNED)
+    (planned, ALPHA_PLANNED, needed > sim.max)
+}
+
+/// The pilot an interval is made with: none (all of its values) where a cap set its count.
+fn pilot_of(pilot: usize, capped: bool) -> usize {
+    if capped { usize::MAX } else { pilot }
 }
 
 /// One simulated measurement under the stopping rule, each comparison stopped at its own
@@ -257,17 +264,20 @@ fn simulate(sim: &Sim, rng: &mut SplitMix64) -> Vec<(bool, usize, bool, bool)> {
         .iter()
         .map(|e| run_test(std::slice::from_ref(e)).and_then(|t| t.carried))
         .collect();
-    let own: Vec<(usize, f64)> = (0..k)
+    let own: Vec<(usize, f64, bool)> = (0..k)
         .map(|c| stop_of(&column(&rows, c), sim, c, shifts[c], prior[c].as_ref()))
         .collect();
-    let stops: Vec<(usize, f64)> = (0..k)
+    let stops: Vec<(usize, f64, bool)> = (0..k)
         .map(|c| match sim.kept_by[c].map(|o| own[o].0) {
-            Some(n) if own[c].1 < ALPHA_PLANNED && n > own[c].0 => (n, ALPHA_PLANNED),
+            Some(n) if own[c].1 < ALPHA_PLANNED && n > own[c].0 => (n, ALPHA_PLANNED, false),
             _ => own[c],
         })
         .collect();
     let intervals: Vec<(f64, f64, usize)> = (0..k)
-        .map(|c| interval_df(&column(&rows[..stops[c].0], c), sim.pilot, stops[c].1))
+        .map(|c| {
+            let pilot = pilot_of(sim.pilot, stops[c].2);
+            interval_df(&column(&rows[..stops[c].0], c), pilot, stops[c].1)
+        })
         .collect();
     (0..k)
         .map(|c| {
@@ -573,19 +583,20 @@ fn whole_process_stop(
     };
     let per = if pooled { rounds } else { 1 };
     let pilot_values = pilot * per;
-    let planned = sessions_needed(&values[..pilot_values], target).clamp(pilot_values, max * per);
-    let mut stop = (planned, ALPHA_PLANNED);
+    let needed = sessions_needed(&values[..pilot_values], target);
+    let planned = needed.clamp(pilot_values, max * per);
+    let mut stop = (planned, ALPHA_PLANNED, needed > max * per);
     let mut n = pilot_values;
     while n < planned {
         let k = look_at(n, pilot_values).unwrap();
         let (m, half, _) = interval_df(&values[..n], pilot_values, look_alpha(k));
         if beyond(m, half, 1.0) {
-            stop = (n, look_alpha(k));
+            stop = (n, look_alpha(k), false);
             break;
         }
         n *= 2;
     }
-    let (m, half, _) = interval_df(&values[..stop.0], pilot_values, stop.1);
+    let (m, half, _) = interval_df(&values[..stop.0], pilot_of(pilot_values, stop.2), stop.1);
     (m, half, pooled, stop.0.div_ceil(per))
 }
 
@@ -735,4 +746,139 @@ fn whole_process_pairs_keep_their_coverage_on_recorded_pairs() {
         }
     }
     tally.check(&format!("{} recorded sessions of 6 pairs\n", pool.len()));
+}
+
+/// Service sessions recorded by ten first runs of the example service: per run and workload,
+/// per comparison against release, each session's median over its rounds of the log ratio
+/// of the server's CPU per request.
+#[derive(serde::Deserialize)]
+struct RecordedService {
+    runs: Vec<RecordedServiceRun>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecordedServiceRun {
+    run: String,
+    workload: String,
+    sessions: std::collections::BTreeMap<String, Vec<f64>>,
+}
+
+/// One service comparison under the rule as `measure::judge` runs it: a pilot of `pilot`
+/// sessions, Stein's count for `target` within `max` sessions (the time cap), and, where it
+/// `settles`, looks at the pilot's doublings where its interval may lie beyond ±0.5 % (the
+/// CPU metric's min effect). Its estimate and half-width at its stop, with a capped count's
+/// interval of all its sessions (`new`) or Stein's as before (`!new`).
+fn service_stop(values: &[f64], pilot: usize, target: f64, settles: bool, new: bool) -> (f64, f64) {
+    let max = values.len();
+    let needed = sessions_needed(&values[..pilot], target);
+    let planned = needed.clamp(pilot, max);
+    let mut n = pilot;
+    while settles && n < planned {
+        let k = look_at(n, pilot).unwrap();
+        let (m, half, _) = interval_df(&values[..n], pilot, look_alpha(k));
+        if beyond(m, half, 0.5) {
+            return (m, half);
+        }
+        n *= 2;
+    }
+    let (m, half, _) = interval_df(
+        &values[..planned],
+        pilot_of(pilot, new && needed > max),
+        ALPHA_PLANNED,
+    );
+    (m, half)
+}
+
+/// A service's CPU per request keeps its coverage when a capped count's interval is that of
+/// all its sessions: sessions resampled from ten recorded first runs of the example service
+/// (its A/A, lto and lto+pgo comparisons at 4k and 12k requests a second), each comparison's
+/// own sessions less their trimmed mean, drawn with replacement within one recorded
+/// comparison (its run's own spread and tails) or from all of them pooled, as recorded or
+/// twice as wide; an effect added (none, −1 % near the ±0.5 % threshold, −15 %); the rule as
+/// `measure::judge` runs it with the example's settings (a pilot of 12, ±0.5 %, the time cap
+/// at 24 sessions or a cap of 60), for a comparison that never settles (the A/A arm, a
+/// measured build) and one that may (a verdict). Each interval must contain the
+/// population's value; the line shows the median half-width beside Stein's at the cap.
+#[test]
+fn service_sessions_keep_their_coverage_with_a_capped_interval_of_all() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/testdata/service-sessions.json"
+    );
+    let recorded: RecordedService =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut comparisons: Vec<Vec<f64>> = Vec::new();
+    for r in &recorded.runs {
+        for (c, values) in &r.sessions {
+            assert!(
+                values.len() >= 20,
+                "{} {} {c}: {}",
+                r.run,
+                r.workload,
+                values.len()
+            );
+            let centre = trimmed(values).0;
+            comparisons.push(values.iter().map(|x| x - centre).collect());
+        }
+    }
+    assert_eq!(
+        comparisons.len(),
+        60,
+        "ten runs, two workloads, three comparisons"
+    );
+    let pooled: Vec<f64> = comparisons.iter().flatten().copied().collect();
+    let (pilot, trials) = (12usize, 4000);
+    let target = log_width(0.5);
+    let mut rng = SplitMix64::new(20261206);
+    let mut tally = Tally::default();
+    let (mut old_hits, mut old_total) = (0usize, 0usize);
+    for (draw, scale) in [("within", 1.0), ("pooled", 1.0), ("pooled", 2.0)] {
+        for max in [24usize, 60] {
+            for settles in [false, true] {
+                for effect in [0.0, log_width(-1.0), log_width(-15.0)] {
+                    let (mut covered, mut old) = (0usize, 0usize);
+                    let (mut halves, mut old_halves) = (Vec::new(), Vec::new());
+                    for _ in 0..trials {
+                        let population: &[f64] = if draw == "within" {
+                            &comparisons[rng.below(comparisons.len())]
+                        } else {
+                            &pooled
+                        };
+                        let truth = effect + scale * trimmed(population).0;
+                        let values: Vec<f64> = (0..max)
+                            .map(|_| effect + scale * population[rng.below(population.len())])
+                            .collect();
+                        let (m, half) = service_stop(&values, pilot, target, settles, true);
+                        covered += ((m - truth).abs() <= half) as usize;
+                        halves.push(100.0 * half);
+                        let (m, half) = service_stop(&values, pilot, target, settles, false);
+                        old += ((m - truth).abs() <= half) as usize;
+                        old_halves.push(100.0 * half);
+                    }
+                    (old_hits, old_total) = (old_hits + old, old_total + trials);
+                    tally.add(
+                        format!(
+                            "{draw} ×{scale}, cap {max}, {}, effect {:+.0} %",
+                            if settles { "settles" } else { "runs on" },
+                            100.0 * effect.exp_m1()
+                        ),
+                        covered,
+                        trials,
+                        format!(
+                            "median ±{:.2} %; Stein's at the cap {:.1} % covered, median ±{:.2} %",
+                            crate::median(&halves).unwrap(),
+                            100.0 * old as f64 / trials as f64,
+                            crate::median(&old_halves).unwrap()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    tally.check(&format!(
+        "{} recorded service comparisons, {} sessions; Stein's at the cap: {:.2} % covered\n",
+        comparisons.len(),
+        pooled.len(),
+        100.0 * old_hits as f64 / old_total as f64
+    ));
 }
