@@ -30,10 +30,47 @@ use crate::measure::threads::{move_threads, set_affinity};
 /// How many lines of a server's output an error shows.
 pub(crate) const TAIL_LINES: usize = 20;
 
-/// A port nobody listens on now: bound by the system's choice, then let go.
+/// The lowest port [`free_port`] picks from: above the well-known and most registered ones.
+const PORTS_FROM: u16 = 10_000;
+
+/// A port nobody listens on now, checked by binding it, and below the system's ephemeral
+/// range (`net.ipv4.ip_local_port_range`): the system picks the local port of every outgoing
+/// connection from that range, and a driver opens new ones every turn, so a port from it
+/// could be taken between this check and the server's bind (seen: "Address already in use"
+/// ending a run after some hundred server starts). The system's choice where the range
+/// leaves no room below it or none there is free.
 pub fn free_port() -> Result<u16> {
+    let below = ephemeral_low().unwrap_or(32_768);
+    if below > PORTS_FROM {
+        let span = u64::from(below - PORTS_FROM);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let mut x = u64::from(nanos) ^ (u64::from(std::process::id()) << 32);
+        for _ in 0..64 {
+            // splitmix64: a random start per call, so runs side by side rarely meet.
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            let port = PORTS_FROM + ((z ^ (z >> 31)) % span) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").context("cannot bind a port on 127.0.0.1")?;
     Ok(listener.local_addr()?.port())
+}
+
+/// The first port of the system's ephemeral range, where Linux says.
+fn ephemeral_low() -> Option<u16> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// `text` with `{addr}` and `{port}` filled in for `port`.
@@ -193,6 +230,34 @@ impl Stopped {
 }
 
 impl Server {
+    /// Starts `spec`'s server on a [`free_port`]; when it fails and its port is taken now
+    /// (another process bound it in between), again on another, at most three times in all.
+    pub fn start_free(spec: &Spec, env: &[(String, String)]) -> Result<Server> {
+        Self::start_on(spec, env, free_port)
+    }
+
+    /// [`Server::start_free`] with the ports from `ports`.
+    pub(crate) fn start_on(
+        spec: &Spec,
+        env: &[(String, String)],
+        mut ports: impl FnMut() -> Result<u16>,
+    ) -> Result<Server> {
+        let mut tries = 0;
+        loop {
+            let port = ports()?;
+            tries += 1;
+            match Server::start(spec, port, env) {
+                Err(err) if tries < 3 && TcpListener::bind(("127.0.0.1", port)).is_err() => {
+                    eprintln!(
+                        "xtask: port {port} was taken while the server started ({err:#}); \
+                         starting it on another"
+                    );
+                }
+                started => return started,
+            }
+        }
+    }
+
     /// Starts `spec`'s server on `port` with `env` added (the pipeline's, such as
     /// `LLVM_PROFILE_FILE`) and waits until it is ready; kills it and fails, naming it, when
     /// it exits first or is not ready within the ready timeout.
@@ -284,6 +349,11 @@ impl Server {
 
     fn child_mut(&mut self) -> &mut Child {
         self.child.as_mut().expect("a server not yet stopped")
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     pub fn pid(&self) -> u32 {
@@ -561,8 +631,8 @@ pub fn run_once(
 /// file pattern), loaded by its driver once, stopped. How it ended, for the caller to
 /// explain a missing profile.
 pub fn train(spec: &Spec, env: &[(String, String)], timeout: Duration) -> Result<Stopped> {
-    let port = free_port()?;
-    let mut server = Server::start(spec, port, env)?;
+    let mut server = Server::start_free(spec, env)?;
+    let port = server.port();
     eprintln!(
         "$ {}   (server on 127.0.0.1:{port}; driver: {})",
         spec.server_shown(port),

@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 
 use crate::config::CPU_PER_REQUEST;
 use crate::measure::process_arm::ArmStop;
-use crate::measure::service::{Server, Spec, drive, free_port};
+use crate::measure::service::{Server, Spec, drive};
 use crate::measure::service_driver::Persistent;
 use crate::measure::threads::{cpu_ns, other_cpus, own_cpus};
 
@@ -254,8 +254,8 @@ fn serve(
     mut output: impl Write,
 ) -> Result<(), ArmStop> {
     let figures = Figures::of(spec);
-    let port = free_port()?;
-    let mut server = Server::start(spec, port, &[])?;
+    let mut server = Server::start_free(spec, &[])?;
+    let port = server.port();
     let pid = Some(server.pid());
     // The warm-up runs where the arm sets up, never on the measured core.
     let setup = own_cpus();

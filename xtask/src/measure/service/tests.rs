@@ -34,6 +34,51 @@ fn a_server_that_exits_before_it_is_ready_is_named_with_its_stderr() {
     assert!(err.contains("cannot bind"), "{err}");
 }
 
+/// A server's port lies below the system's ephemeral range, where no outgoing connection
+/// (a driver's, every turn) can take it, and nothing listens on it.
+#[test]
+fn a_free_port_lies_below_the_ephemeral_range() {
+    let below = ephemeral_low().expect("Linux says its ephemeral range");
+    for _ in 0..50 {
+        let port = free_port().unwrap();
+        assert!(
+            (PORTS_FROM..below).contains(&port),
+            "{port} of {PORTS_FROM}..{below}"
+        );
+        drop(TcpListener::bind(("127.0.0.1", port)).expect("free"));
+    }
+}
+
+/// A server that fails because its port was taken meanwhile (here: held by the test) is
+/// started again on another port; one that fails on a free port is not retried, and its
+/// error stands.
+#[test]
+fn a_server_whose_port_was_taken_starts_on_another() {
+    let held = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = held.local_addr().unwrap().port();
+    let spec = sh(
+        &format!(
+            "[ {{port}} = {taken} ] && {{ echo 'Address already in use' >&2; exit 1; }}; \
+             trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done"
+        ),
+        "true",
+    );
+    let mut ports = [taken, free_port().unwrap()].into_iter();
+    let server = Server::start_on(&spec, &[], || Ok(ports.next().unwrap())).unwrap();
+    assert_ne!(server.port(), taken);
+    server.stop(Duration::from_secs(5)).unwrap();
+    let mut asked = 0;
+    let spec = sh("echo broken >&2; exit 3", "true");
+    let err = Server::start_on(&spec, &[], || {
+        asked += 1;
+        free_port()
+    })
+    .err()
+    .unwrap();
+    assert_eq!(asked, 1, "a free port's failure is the server's own");
+    assert!(format!("{err:#}").contains("broken"), "{err:#}");
+}
+
 #[test]
 fn a_server_that_ignores_sigterm_is_killed_and_the_missing_profile_explained() {
     let spec = sh(
