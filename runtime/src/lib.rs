@@ -96,9 +96,10 @@
 //! receiver's drop has returned, or `recv` has returned `None`) and the sends racing it have
 //! returned, every message was received, or came back in its send's error, or has been
 //! dropped with its bytes given back. A send that returns `Ok` hands its message to the
-//! receiver or to the receiver's drop. When sends are putting messages into the shared lane
-//! at the moment of that drop, the last of them to finish drops what the lane holds, on its
-//! own thread, before it returns.
+//! receiver or to the receiver's drop. The receiver's drop drops what the mailbox holds on its
+//! own thread; when sends are putting messages into the shared lane at that moment, it waits
+//! for them to finish their push first (a send never runs the destructor of a message but its
+//! own, and that one only when it finds the mailbox closed after taking its slot).
 //!
 //! # Errors give the message back
 //! Every [`SendError`] holds the message; [`SendError::into_inner`] returns it. Nothing is

@@ -54,6 +54,10 @@ pub struct Mailbox {
 }
 
 impl Mailbox {
+    /// The largest count capacity: tokio's bounded channel holds at most `usize::MAX >> 3`
+    /// permits (its semaphore keeps flag bits in the word).
+    pub const MAX_CAPACITY: usize = usize::MAX >> 3;
+
     /// A mailbox holding at most `capacity` messages and `byte_budget` bytes of them, with
     /// the [`Policy::Block`] policy and [`Admission::Atomic`] (lock-free) admission, or
     /// [`Admission::Locked`] where the atomic word cannot count that high: a byte budget of
@@ -61,9 +65,15 @@ impl Mailbox {
     /// more than its capacity for a moment: [`most_frames`]).
     ///
     /// # Panics
-    /// When `capacity` is zero (as tokio's bounded channel does).
+    /// When `capacity` is zero or above [`Mailbox::MAX_CAPACITY`] (as tokio's bounded channel
+    /// does, here rather than in [`Mailbox::open`]).
     pub fn new(capacity: usize, byte_budget: usize) -> Self {
         assert!(capacity > 0, "mailbox capacity must be at least 1");
+        assert!(
+            capacity <= Self::MAX_CAPACITY,
+            "mailbox capacity must be at most Mailbox::MAX_CAPACITY ({}), not {capacity}",
+            Self::MAX_CAPACITY
+        );
         Mailbox {
             capacity,
             byte_budget,
@@ -326,7 +336,7 @@ impl<M: ByteSize> MailboxSender<M> {
     /// Puts an admitted message into the shared lane through the door ([`crate::door`]): the
     /// receiver gets it, or the receiver's drop drops it. The send took its slot before the
     /// mailbox closed, so it counts as sent before that drop: if the door is already shut
-    /// (the drop has run), the message is dropped here, with its slot and bytes, as the drop
+    /// (the drop is draining, or has), the message is dropped here, with its slot and bytes, as the drop
     /// would have. Nothing comes back, so the send's future carries no message out of here:
     /// a `Closed(msg)` returned from this point made the lto+pgo build copy the message more
     /// on every send, single lane included (measurably slower:
@@ -420,11 +430,13 @@ impl<M> MailboxSender<M> {
 
 /// The receiving half. Dropping it closes the mailbox: waiting senders wake with
 /// `Closed(msg)`, and every message a send was told `Ok` for and that was not received is
-/// dropped, giving its bytes back: by the drop itself, or, when sends are putting messages
-/// into the shared lane at that moment, by the last of them to finish, in its thread, before
-/// it returns. Once the drop and every send racing it have returned, none is left.
+/// dropped by the drop, on its thread, giving its bytes back (when sends are putting messages
+/// into the shared lane at that moment, it waits for them to finish their push first: no
+/// send ever runs another message's destructor). Once it has returned, none is left. A
+/// message's destructor or a waker that panics does not stop it: the rest are still dropped
+/// and woken, and the panic reaches the caller.
 pub struct MailboxReceiver<M> {
-    /// Taken by the drop, which hands it to the door.
+    /// Taken by the drop, which drops it once the door is shut.
     rx: ManuallyDrop<mpsc::Receiver<Envelope<M>>>,
     /// The ring's one consumer.
     merge: Merge<Envelope<M>, Slot<M>>,
@@ -498,9 +510,7 @@ impl<M> MailboxReceiver<M> {
     /// `Closed(msg)`, senders waiting for bytes wake with `Closed(msg)`, and
     /// [`MailboxReceiver::recv`] still returns every message already admitted.
     pub fn close(&mut self) {
-        self.rx.close();
-        self.pool.close();
-        self.merge.close();
+        close_lanes(&self.merge, &mut self.rx, &self.pool);
     }
 
     /// How many messages are queued.
@@ -521,31 +531,62 @@ impl<M> MailboxReceiver<M> {
 
 impl<M> Drop for MailboxReceiver<M> {
     fn drop(&mut self) {
-        self.close();
-        // SAFETY: `rx` is taken once, here, and not used after (`close` above was its last use).
+        // Taken first, into the guard that shuts the door and drops it (draining the shared
+        // lane) last: also when a step below panics (a waker woken by the close, a message's
+        // destructor: user code).
+        // SAFETY: `rx` is taken once, here, and not used after but through the guard.
         let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
-        // The tokio channel's messages are dropped with its receiver, handed to the door as
-        // this guard goes (also when a message's destructor below panics): now, or by the
-        // last send still putting a message in (the door's module docs).
-        let _shut = Shut {
+        let mut shut = Shut {
             lane: self.merge.lane(),
-            rx: Some(rx),
+            rx,
         };
-        // What the ring and the stash still hold leaves now, giving its bytes back.
-        self.merge.clear();
+        // What the ring and the stash hold is dropped as this guard goes, before the door's
+        // drain, also on a panic.
+        let clear = Clear(&mut self.merge);
+        close_lanes(clear.0, &mut shut.rx, &self.pool);
     }
 }
 
-/// The receiver's drop's last step: tokio's receiver handed to the shared lane's door.
+/// Closes the mailbox for every send: the single lane first, then tokio's channel, then the
+/// pool (each refuses a send from its close on; a zero-byte message takes no bytes, so with
+/// the pool closed first a zero-byte send on the single lane could be told `Ok` after a sized
+/// one on the same thread was told `Closed`). The pool's waiters are woken also when a waker
+/// woken by tokio's close panics.
+fn close_lanes<M>(
+    merge: &Merge<Envelope<M>, Slot<M>>,
+    rx: &mut mpsc::Receiver<Envelope<M>>,
+    pool: &SlabPool,
+) {
+    struct ClosePool<'a>(&'a SlabPool);
+    impl Drop for ClosePool<'_> {
+        fn drop(&mut self) {
+            self.0.close();
+        }
+    }
+    merge.close();
+    let _pool = ClosePool(pool);
+    rx.close();
+}
+
+/// The receiver's drop: the ring and the stash cleared as it goes.
+struct Clear<'a, M>(&'a mut Merge<Envelope<M>, Slot<M>>);
+
+impl<M> Drop for Clear<'_, M> {
+    fn drop(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// The receiver's drop's last step: the shared lane's door shut, waiting for the sends inside
+/// it to finish their push, then tokio's receiver dropped here, with what the channel holds.
 struct Shut<M> {
     lane: Arc<Lane<M>>,
-    rx: Option<mpsc::Receiver<Envelope<M>>>,
+    rx: mpsc::Receiver<Envelope<M>>,
 }
 
 impl<M> Drop for Shut<M> {
     fn drop(&mut self) {
-        if let Some(rx) = self.rx.take() {
-            self.lane.door().shut(rx);
-        }
+        self.lane.door().shut();
+        // `rx` drops after this, on this thread.
     }
 }

@@ -252,7 +252,15 @@ impl SlabPool {
             let queue = self.inner.lock_queue();
             queue.waiting.iter().map(|w| w.waker.clone()).collect()
         };
-        wakers.into_iter().for_each(Waker::wake);
+        // Every waiter is woken, also when a waker panics: the rest as the panic passes.
+        struct Rest(std::vec::IntoIter<Waker>);
+        impl Drop for Rest {
+            fn drop(&mut self) {
+                self.0.by_ref().for_each(Waker::wake);
+            }
+        }
+        let mut rest = Rest(wakers.into_iter());
+        rest.0.by_ref().for_each(Waker::wake);
     }
 
     /// The current accounting.
@@ -375,7 +383,15 @@ impl PoolInner {
     #[cold]
     fn serve_and_wake(&self) {
         let wakers = self.serve(&mut self.lock_queue());
-        wakers.into_iter().for_each(Waker::wake);
+        // Every waiter is woken, also when a waker panics: the rest as the panic passes.
+        struct Rest(std::vec::IntoIter<Waker>);
+        impl Drop for Rest {
+            fn drop(&mut self) {
+                self.0.by_ref().for_each(Waker::wake);
+            }
+        }
+        let mut rest = Rest(wakers.into_iter());
+        rest.0.by_ref().for_each(Waker::wake);
     }
 
     /// Serves the queue's head while its whole request fits, in order; returns the wakers to

@@ -100,7 +100,7 @@ pub(crate) struct Ring<T, P> {
     ledger: Mutex<Ledger<P>>,
     /// The shared lane's door ([`crate::door`]): here, beside the lane's other shared state,
     /// so a sender handle stays four words.
-    door: Door<T>,
+    door: Door,
 }
 
 // SAFETY: a slot is written only by the token holder, into a slot the consumer has freed
@@ -165,7 +165,7 @@ impl<T, P> Ring<T, P> {
 
     /// The shared lane's door.
     #[inline]
-    pub(crate) fn door(&self) -> &Door<T> {
+    pub(crate) fn door(&self) -> &Door {
         &self.door
     }
 
@@ -529,10 +529,23 @@ impl<T, P> Merge<T, P> {
         self.ring.close();
     }
 
-    /// Drops every message the ring and the stash hold (the receiver is going).
+    /// Drops every message the ring and the stash hold (the receiver is going). A destructor
+    /// that panics does not stop it: the rest are dropped as the panic passes (a second panic
+    /// then aborts, as in std's collections), so none stays behind holding its bytes.
     pub(crate) fn clear(&mut self) {
-        self.stash = None;
-        while self.pop().is_some() {}
+        /// Clears what is left if a destructor below panics.
+        struct Rest<'a, T, P>(&'a mut Merge<T, P>);
+        impl<T, P> Drop for Rest<'_, T, P> {
+            fn drop(&mut self) {
+                self.0.clear();
+            }
+        }
+        let rest = Rest(self);
+        drop(rest.0.stash.take());
+        while let Some(value) = rest.0.pop() {
+            drop(value);
+        }
+        std::mem::forget(rest);
     }
 }
 

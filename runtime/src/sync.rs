@@ -22,11 +22,16 @@ pub(crate) use loom::sync::atomic::{
 };
 #[cfg(mty_loom)]
 pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+/// A wait on another thread's progress: loom's yield to the other threads, under the cfg.
+#[cfg(mty_loom)]
+pub(crate) use loom::{hint::spin_loop, thread::yield_now};
 
 #[cfg(not(mty_loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(mty_loom))]
 pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+#[cfg(not(mty_loom))]
+pub(crate) use std::{hint::spin_loop, thread::yield_now};
 
 /// std's `UnsafeCell` behind loom's closure interface, so the ring reads the same either way.
 #[cfg(not(mty_loom))]

@@ -551,3 +551,19 @@ fn the_atomic_design_refuses_a_budget_it_cannot_count() {
         .admission(Admission::Atomic)
         .open::<SmallPayload>();
 }
+
+/// A capacity above tokio's limit is refused by `Mailbox::new`, with its own message naming
+/// the limit (before, `open` panicked inside tokio's semaphore, with tokio's words).
+#[test]
+#[should_panic(expected = "mailbox capacity must be at most Mailbox::MAX_CAPACITY")]
+fn a_capacity_above_the_limit_is_refused_where_the_mailbox_is_made() {
+    let _ = Mailbox::new(Mailbox::MAX_CAPACITY + 1, 1 << 20);
+}
+
+/// The limit itself opens.
+#[test]
+fn the_largest_capacity_opens() {
+    let (tx, mut rx) = Mailbox::new(Mailbox::MAX_CAPACITY, 1 << 20).open::<SmallPayload>();
+    tx.try_send(SmallPayload::Empty).unwrap();
+    assert!(rx.try_recv().is_ok());
+}

@@ -13,7 +13,7 @@ use loom::future::block_on;
 use loom::thread;
 use mty_runtime::{Admission, Mailbox, MailboxSender, Policy, SendError, TryRecvError};
 
-use super::{ALL, Live, Msg, drain, model, open, sent};
+use super::{ALL, Live, Msg, drain, model, open, send_as, sent};
 
 /// The receiver is dropped while a second handle (the shared lane) `try_send`s. Whatever the
 /// interleaving, once the receiver is gone and the send has returned, no message is alive and
@@ -349,7 +349,7 @@ fn dropping_the_receiver_racing_three_senders() {
         let senders: Vec<_> = [0, 1, 2]
             .map(|id| {
                 let (tx, live) = (tx.as_ref().clone(), live.clone());
-                thread::spawn(move || sent(tx.try_send(live.msg(id, 1))))
+                thread::spawn(move || send_as(&tx, live.msg(id, 1)))
             })
             .into();
         drop(rx);
@@ -412,5 +412,86 @@ fn the_last_sender_dropped_on_either_lane() {
     for shared in [false, true] {
         the_last_sender_dropped(shared, Sending::TrySend, Some(3));
         the_last_sender_dropped(shared, Sending::Send, Some(2));
+    }
+}
+
+/// Two senders inside the shared lane's door when the receiver's drop shuts it (the wait
+/// for both to leave: a third preemption, which the three-sender model above does not
+/// reach), each sender's message in place before: every interleaving within three
+/// preemptions. What was queued dies in the receiver's drop, never inside a send
+/// ([`send_as`]); nothing is left.
+#[test]
+fn dropping_the_receiver_with_two_senders_inside_the_door() {
+    model(Some(3), || {
+        let live = Live::new();
+        let (tx, rx) = open(4, 100);
+        let queued = tx.as_ref().clone(); // the shared lane from here
+        assert!(send_as(&queued, live.msg(9, 1)));
+        let senders: Vec<_> = [0, 1]
+            .map(|id| {
+                let (tx, live) = (tx.as_ref().clone(), live.clone());
+                thread::spawn(move || send_as(&tx, live.msg(id, 1)))
+            })
+            .into();
+        drop(rx);
+        for sender in senders {
+            sender.join().unwrap();
+        }
+        nothing_held(&live, &tx, "receiver dropped");
+        drop(queued);
+    });
+}
+
+/// A clone (the switch to the shared lane) races a push in flight on the single lane and
+/// the receiver's drop: the original handle `try_send`s on one thread, a clone made on
+/// another sends through it, and the receiver is dropped. Whatever the interleaving, nothing
+/// is left once all three are done, and no send drops another's message.
+#[test]
+fn a_clone_racing_a_single_lane_push_and_the_receivers_drop() {
+    model(Some(2), || {
+        let live = Live::new();
+        let (tx, rx) = open(4, 100);
+        let pusher = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || send_as(&tx, live.msg(0, 1)))
+        };
+        let cloner = {
+            let (tx, live) = (tx.clone(), live.clone());
+            thread::spawn(move || {
+                let clone = tx.as_ref().clone();
+                send_as(&clone, live.msg(1, 1))
+            })
+        };
+        drop(rx);
+        pusher.join().unwrap();
+        cloner.join().unwrap();
+        nothing_held(&live, &tx, "receiver dropped");
+    });
+}
+
+/// `close()`, then the receiver's drop, with a send racing both, on either lane: a send told
+/// `Ok` (before the close) is dropped by the drop, one after it is refused; nothing is left
+/// once both are done.
+#[test]
+fn close_then_drop_with_a_send_between() {
+    for shared in [false, true] {
+        model(ALL, move || {
+            let live = Live::new();
+            let (tx, mut rx) = open(4, 100);
+            let clone = shared.then(|| tx.as_ref().clone());
+            let sender = {
+                let (tx, live) = (tx.clone(), live.clone());
+                thread::spawn(move || send_as(&tx, live.msg(0, 1)))
+            };
+            rx.close();
+            drop(rx);
+            sender.join().unwrap();
+            nothing_held(
+                &live,
+                &tx,
+                &format!("closed, then dropped (shared: {shared})"),
+            );
+            drop(clone);
+        });
     }
 }

@@ -60,7 +60,30 @@ impl Drop for Msg {
             self.live.fetch_sub(1, Ordering::SeqCst) > 0,
             "dropped twice"
         );
+        SENDING.with(|sending| {
+            if let Some(id) = sending.get() {
+                assert_eq!(
+                    id, self.id,
+                    "a send of message {id} dropped message {}: another sender's",
+                    self.id
+                );
+            }
+        });
     }
+}
+
+loom::thread_local! {
+    /// The message a send in progress on this (loom) thread carries ([`send_as`]).
+    static SENDING: std::cell::Cell<Option<u32>> = std::cell::Cell::new(None);
+}
+
+/// `try_send`s `msg`, marking this thread as sending it meanwhile: a message dropped inside
+/// the call must be this one (a send never runs another message's destructor).
+fn send_as(tx: &MailboxSender<Msg>, msg: Msg) -> bool {
+    SENDING.with(|sending| sending.set(Some(msg.id)));
+    let result = sent(tx.try_send(msg));
+    SENDING.with(|sending| sending.set(None));
+    result
 }
 
 impl ByteSize for Msg {
