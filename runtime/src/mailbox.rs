@@ -547,24 +547,33 @@ impl<M> Drop for MailboxReceiver<M> {
     }
 }
 
-/// Closes the mailbox for every send: the single lane first, then tokio's channel, then the
-/// pool (each refuses a send from its close on; a zero-byte message takes no bytes, so with
-/// the pool closed first a zero-byte send on the single lane could be told `Ok` after a sized
-/// one on the same thread was told `Closed`). The pool's waiters are woken also when a waker
-/// woken by tokio's close panics.
+/// Closes the mailbox for every send: tokio's channel, then the single lane, then the pool.
+/// Each refuses a send from its close on, and a thread told `Closed` by one must find every
+/// later one closed too: a zero-byte message takes no bytes, so with the pool closed before
+/// the ring, a zero-byte send on the single lane could be told `Ok` after a sized one on the
+/// same thread was told `Closed`; and a single-lane send that finds the ring's token taken
+/// (by its close) moves to tokio's channel, so with the ring closed before the channel, it
+/// could be told `Ok` there after one before it found the ring closed (loom found it). The
+/// ring and the pool close, and the pool's waiters are woken, also when a waker woken by
+/// tokio's close panics.
 fn close_lanes<M>(
     merge: &Merge<Envelope<M>, Slot<M>>,
     rx: &mut mpsc::Receiver<Envelope<M>>,
     pool: &SlabPool,
 ) {
-    struct ClosePool<'a>(&'a SlabPool);
-    impl Drop for ClosePool<'_> {
+    /// The ring's close and the pool's, after tokio's channel, also when a waker woken by
+    /// its close panics.
+    struct Rest<'a, M> {
+        merge: &'a Merge<Envelope<M>, Slot<M>>,
+        pool: &'a SlabPool,
+    }
+    impl<M> Drop for Rest<'_, M> {
         fn drop(&mut self) {
-            self.0.close();
+            self.merge.close();
+            self.pool.close();
         }
     }
-    merge.close();
-    let _pool = ClosePool(pool);
+    let _rest = Rest { merge, pool };
     rx.close();
 }
 
