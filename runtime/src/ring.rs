@@ -3,11 +3,20 @@
 //!
 //! The ring is lock-free for its one producer and its one consumer: a push writes a slot and
 //! publishes it by storing `tail`; a pop reads the slot and frees it by storing `head`. What
-//! makes "one producer" true is the **token**, an atomic flag a push holds for the few
-//! instructions between checking the lane and publishing (never across an `.await`). A
-//! `&MailboxSender` can be shared between threads, so one handle can still be used by two
-//! threads at once: the second finds the token taken, and that ends the fast path as a clone
-//! does.
+//! makes "one producer" true is the **token**, a bit a push holds for the few instructions
+//! between checking the lane and publishing (never across an `.await`). A `&MailboxSender`
+//! can be shared between threads, so one handle can still be used by two threads at once: the
+//! second finds the token taken, and that ends the fast path as a clone does.
+//!
+//! **Who waits.** The token shares one word ([`Ring::state`]) with two more bits: `PARKED`,
+//! the consumer waiting on an empty ring, and `WAITERS`, threads waiting for the token. A
+//! push takes the token with one read-modify-write of the word and gives it back with
+//! another, which also reads who waits. The consumer sets `PARKED` (and a waiter `WAITERS`)
+//! with a read-modify-write of the same word, so the two are ordered: the push's release
+//! comes first, and the consumer's acquire then sees the push (it re-checks the ring after
+//! parking), or the consumer's comes first, and the push's release reads it and wakes the
+//! consumer. No fence on the push: a send takes two locked instructions, where the fence and
+//! the separate flags it ordered took three and a full barrier.
 //!
 //! **The switch** ([`Ring::switch`]) is one way, from `SINGLE` to `SHARED` (the tokio lane):
 //! on a clone, on contention for the token, and when a send under `Policy::Block` would have
@@ -54,6 +63,13 @@ const SINGLE: u8 = 0;
 const SWITCHING: u8 = 1;
 const SHARED: u8 = 2;
 
+/// [`Ring::state`]: a push (or a switch, or a close) holds the token.
+const TOKEN: u8 = 1;
+/// [`Ring::state`]: threads wait on the gate for the token.
+const WAITERS: u8 = 2;
+/// [`Ring::state`]: the consumer waits on an empty ring, its waker in [`Ring::waker`].
+const PARKED: u8 = 4;
+
 /// What [`Ring::try_push`] did with the value.
 pub(crate) enum Push<T> {
     Done,
@@ -87,15 +103,16 @@ pub(crate) struct Ring<T, P> {
     /// The next index to push; stored by the token holder only.
     tail: AtomicUsize,
     lane: AtomicU8,
-    token: AtomicBool,
-    /// Threads waiting in [`Ring::take_token`]; they sleep on `gate`, as does a switch
-    /// waiting for another to finish. Nothing on the push path ever waits.
+    /// [`TOKEN`] | [`WAITERS`] | [`PARKED`] (the module docs, "who waits").
+    state: AtomicU8,
+    /// Threads waiting in [`Ring::take_token`] (changed under `gate`; [`WAITERS`] is set
+    /// while there are any); they sleep on `gate`, as does a switch waiting for another to
+    /// finish. Nothing on the push path ever waits.
     token_waiters: AtomicUsize,
     gate: Mutex<()>,
     gate_cv: Condvar,
     closed: AtomicBool,
-    /// The consumer waits on an empty ring with its waker in `waker`.
-    parked: AtomicBool,
+    /// The consumer's waker while it waits on an empty ring ([`PARKED`]).
     waker: Mutex<Option<Waker>>,
     ledger: Mutex<Ledger<P>>,
     /// The shared lane's door ([`crate::door`]): here, beside the lane's other shared state,
@@ -147,12 +164,11 @@ impl<T, P> Ring<T, P> {
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
             lane: AtomicU8::new(lane),
-            token: AtomicBool::new(false),
+            state: AtomicU8::new(0),
             token_waiters: AtomicUsize::new(0),
             gate: Mutex::new(()),
             gate_cv: Condvar::new(),
             closed: AtomicBool::new(false),
-            parked: AtomicBool::new(false),
             waker: Mutex::new(None),
             ledger: Mutex::new(Ledger {
                 from: None,
@@ -194,7 +210,7 @@ impl<T, P> Ring<T, P> {
     /// Pushes `value` on the single lane, or hands it back saying why not.
     #[inline]
     pub(crate) fn try_push(&self, value: T) -> Push<T> {
-        if self.token.swap(true, Ordering::Acquire) {
+        if self.state.fetch_or(TOKEN, Ordering::Acquire) & TOKEN != 0 {
             return Push::Shared(value);
         }
         // Acquire suffices under the token: a switch or a close that came first is seen, one
@@ -215,18 +231,14 @@ impl<T, P> Ring<T, P> {
                 Push::Done
             }
         };
-        // An exchange where the C11 model would accept a plain store (with the fence below
-        // it already orders the release before reading the waiters): loom 0.7 models this
-        // store-buffering pattern only with a read-modify-write, and the model should check
-        // the code that ships. One locked instruction per send.
-        self.token.swap(false, Ordering::Release);
-        // Pairs with the fences in `park` and `take_token`: the consumer sees this push or
-        // this push sees it parked; a thread waiting for the token sees it free or is told.
-        fence(Ordering::SeqCst);
-        if self.token_waiters.load(Ordering::Relaxed) > 0 {
+        // The token given back, and who waits read, in one step (the module docs, "who
+        // waits"): the consumer parked before it is woken, one parking after it sees this push;
+        // a thread waiting for the token sees it free, or is told.
+        let waiting = self.state.fetch_and(!TOKEN, Ordering::Release);
+        if waiting & WAITERS != 0 {
             self.notify_gate();
         }
-        if matches!(pushed, Push::Done) && self.parked.load(Ordering::Relaxed) {
+        if matches!(pushed, Push::Done) && waiting & PARKED != 0 {
             self.wake();
         }
         pushed
@@ -240,7 +252,7 @@ impl<T, P> Ring<T, P> {
 
     #[cold]
     fn wake(&self) {
-        self.parked.store(false, Ordering::Relaxed);
+        self.state.fetch_and(!PARKED, Ordering::Relaxed);
         // Woken after the lock is dropped (the guard would live through an `if let` body).
         let waker = lock(&self.waker).take();
         if let Some(waker) = waker {
@@ -255,25 +267,26 @@ impl<T, P> Ring<T, P> {
         let mut gate = lock(&self.gate);
         let waiters = self.token_waiters.load(Ordering::Relaxed);
         self.token_waiters.store(waiters + 1, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        while self.token.swap(true, Ordering::Acquire) {
+        // Before trying for the token, in the word the holder gives it back in: the holder's
+        // release comes after this and tells the gate, or before, and the token is free below.
+        self.state.fetch_or(WAITERS, Ordering::Relaxed);
+        while self.state.fetch_or(TOKEN, Ordering::Acquire) & TOKEN != 0 {
             gate = self
                 .gate_cv
                 .wait(gate)
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
         }
-        let waiters = self.token_waiters.load(Ordering::Relaxed);
-        self.token_waiters.store(waiters - 1, Ordering::Relaxed);
+        let waiters = self.token_waiters.load(Ordering::Relaxed) - 1;
+        self.token_waiters.store(waiters, Ordering::Relaxed);
+        if waiters == 0 {
+            self.state.fetch_and(!WAITERS, Ordering::Relaxed);
+        }
         drop(gate);
     }
 
     /// Gives the token back from [`Ring::take_token`], waking whoever waits on the gate.
     fn give_token(&self) {
-        // An exchange, not a store, for loom (as in `try_push`): loom orders a plain store
-        // and another thread's exchange of the same atomic only partially, and then lets the
-        // waiter's next exchange read its own older `true` although this store happened
-        // before its wake-up (a false deadlock). Cold: once per switch or close.
-        self.token.swap(false, Ordering::Release);
+        self.state.fetch_and(!TOKEN, Ordering::Release);
         self.notify_gate();
     }
 
@@ -405,9 +418,9 @@ impl<T, P> Ring<T, P> {
                 _ => *slot = Some(waker.clone()),
             }
         }
-        self.parked.store(true, Ordering::Relaxed);
-        // Pairs with the fence in `try_push`.
-        fence(Ordering::SeqCst);
+        // Acquire: a push whose release came first in the word is seen by the re-check (the
+        // module docs, "who waits").
+        self.state.fetch_or(PARKED, Ordering::AcqRel);
     }
 }
 
