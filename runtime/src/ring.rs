@@ -28,12 +28,7 @@
 //! in the ring and in the tokio channel together never exceed the capacity. [`Ledger`] pairs
 //! the pops that race with the switch to the permits: a pop of an index the switcher counted
 //! gives one back, an earlier one does not. Indices wrap (after 2^32 messages on a 32-bit
-//! target): "counted" is a distance from the switch's first index, never a `>=`. The pops and
-//! the switch order each other through the state word: the switcher takes the token (a
-//! read-modify-write, acquire and release) after marking the lane, and a pop makes a
-//! read-modify-write of the same word after storing its head; whichever comes second in the
-//! word's order sees the other's write, so the switcher counts the pop's message as gone, or
-//! the pop sees the mark and settles in the ledger.
+//! target): "counted" is a distance from the switch's first index, never a `>=`.
 //!
 //! Nothing but the switcher takes a permit of the tokio channel before the lane is `SHARED`:
 //! every send to the tokio channel (`send`, `try_send`, a clone) first completes the switch,
@@ -57,7 +52,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::door::Door;
 use crate::sync::{
-    Arc, AtomicBool, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, UnsafeCell,
+    Arc, AtomicBool, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, UnsafeCell, fence,
 };
 
 /// The largest capacity that gets a ring (allocated whole, a power of two of slots): a
@@ -74,12 +69,6 @@ const TOKEN: u8 = 1;
 const WAITERS: u8 = 2;
 /// [`Ring::state`]: the consumer waits on an empty ring, its waker in [`Ring::waker`].
 const PARKED: u8 = 4;
-/// [`Ring::state`]: flipped by every pop, read by nobody: the pop's read-modify-write of the
-/// word must change it. An idempotent one (`fetch_or(0)`) whose result goes unused compiles, on
-/// x86-64 with LLVM 22, to no instruction at all (a compiler barrier only), and the pop would
-/// lose its order with the switch on the machine although loom, which models the C11 rule,
-/// passes.
-const POPS: u8 = 8;
 
 /// What [`Ring::try_push`] did with the value.
 pub(crate) enum Push<T> {
@@ -114,7 +103,7 @@ pub(crate) struct Ring<T, P> {
     /// The next index to push; stored by the token holder only.
     tail: AtomicUsize,
     lane: AtomicU8,
-    /// [`TOKEN`] | [`WAITERS`] | [`PARKED`] (the module docs, "who waits") | [`POPS`].
+    /// [`TOKEN`] | [`WAITERS`] | [`PARKED`] (the module docs, "who waits").
     state: AtomicU8,
     /// Threads waiting in [`Ring::take_token`] (changed under `gate`; [`WAITERS`] is set
     /// while there are any); they sleep on `gate`, as does a switch waiting for another to
@@ -281,8 +270,7 @@ impl<T, P> Ring<T, P> {
         // Before trying for the token, in the word the holder gives it back in: the holder's
         // release comes after this and tells the gate, or before, and the token is free below.
         self.state.fetch_or(WAITERS, Ordering::Relaxed);
-        // AcqRel: a switch's mark of the lane is published to the pops by this (`switch_slow`).
-        while self.state.fetch_or(TOKEN, Ordering::AcqRel) & TOKEN != 0 {
+        while self.state.fetch_or(TOKEN, Ordering::Acquire) & TOKEN != 0 {
             gate = self
                 .gate_cv
                 .wait(gate)
@@ -342,12 +330,11 @@ impl<T, P> Ring<T, P> {
             }
             return;
         }
-        // The token's read-modify-write (acquire and release) orders the mark above against
-        // every pop's read-modify-write of the same word: a pop this misses (its head not seen
-        // here) came later in the word's order, sees the lane out of `SINGLE` and is settled in
-        // the ledger (the module docs, "the switch").
         self.take_token();
-        let from = self.head.load(Ordering::Acquire);
+        // Pairs with the fence in `pop`: a pop this misses (its head not seen here) sees
+        // the lane out of `SINGLE` and is settled in the ledger.
+        fence(Ordering::SeqCst);
+        let from = self.head.load(Ordering::Relaxed);
         let count = self.tail.load(Ordering::Relaxed).wrapping_sub(from);
         // `None` only once the receiver has closed the tokio channel: then nothing more is
         // sent, and a message with no permit only frees none when popped.
@@ -393,10 +380,8 @@ impl<T, P> Ring<T, P> {
         let value =
             self.slots[head & self.mask].with_mut(|slot| unsafe { (*slot).assume_init_read() });
         self.head.store(head.wrapping_add(1), Ordering::Release);
-        // A read-modify-write of the word the switcher takes the token in, after marking the
-        // lane: whichever comes second in its order sees the other's write (this head, or the
-        // mark). A locked instruction where a fence cost more (the module docs, "the switch").
-        self.state.fetch_xor(POPS, Ordering::AcqRel);
+        // Pairs with the fence in `switch_slow` (the module docs, "the switch").
+        fence(Ordering::SeqCst);
         if self.lane.load(Ordering::Relaxed) != SINGLE {
             self.settle(head, keep);
         }

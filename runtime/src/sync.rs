@@ -17,7 +17,9 @@ pub(crate) use tokio::sync::mpsc;
 #[cfg(mty_loom)]
 pub(crate) use loom::cell::UnsafeCell;
 #[cfg(mty_loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
+};
 #[cfg(mty_loom)]
 pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 /// A wait on another thread's progress: loom's yield to the other threads, under the cfg.
@@ -25,7 +27,7 @@ pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 pub(crate) use loom::{hint::spin_loop, thread::yield_now};
 
 #[cfg(not(mty_loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(mty_loom))]
 pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(not(mty_loom))]
