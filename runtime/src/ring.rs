@@ -380,7 +380,11 @@ impl<T, P> Ring<T, P> {
         let value =
             self.slots[head & self.mask].with_mut(|slot| unsafe { (*slot).assume_init_read() });
         self.head.store(head.wrapping_add(1), Ordering::Release);
-        // Pairs with the fence in `switch_slow` (the module docs, "the switch").
+        // Pairs with the fence in `switch_slow` (the module docs, "the switch"). A locked
+        // read-modify-write of the ring's state word in its place measured no faster, and one
+        // that leaves the word as it was (`fetch_or(0)`, its result unused) compiles on x86-64
+        // to no instruction at all, losing the order although loom passes
+        // (docs/results/2026-12-06-mailbox-closing-and-send-path.md).
         fence(Ordering::SeqCst);
         if self.lane.load(Ordering::Relaxed) != SINGLE {
             self.settle(head, keep);
