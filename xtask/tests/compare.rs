@@ -81,6 +81,11 @@ fn every_comparator_builds_and_reports_and_missing_toolchains_are_skipped() {
         ],
         "every row, measured or skipped, in the table's fixed order: {stderr}"
     );
+    // No profile in this pgo-data: no lto+pgo rows, and the run says why.
+    assert!(
+        stderr.contains("compare: no lto+pgo rows: no usable merged profile in"),
+        "{stderr}"
+    );
     for row in &rows {
         let name = row["name"].as_str().unwrap();
         let available = if name.starts_with("C++ asio") {

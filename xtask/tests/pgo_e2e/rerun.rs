@@ -124,3 +124,25 @@ fn a_rerun_reuses_what_is_up_to_date_and_reruns_what_depends_on_a_change() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("merge: ran (changed: "), "{err}");
 }
+
+/// `compare` on a pgo-data whose profile was trained on these sources adds the lto+pgo rows
+/// (the good run's lto+pgo build, found fresh) beside release's.
+#[test]
+fn compare_adds_the_lto_pgo_rows_where_the_profile_is_current() {
+    let run = good_run();
+    let out = xtask(&["compare"], &run.data, &run.target);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("no lto+pgo rows"), "{err}");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(run.data.join("compare.json")).unwrap())
+            .unwrap();
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["name"].as_str()).collect();
+    for want in [
+        "Mighty mailbox, Block: send (release)",
+        "Mighty mailbox, Block: send (lto+pgo)",
+        "Mighty mailbox, Fail: try_send (lto+pgo)",
+    ] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
+}
