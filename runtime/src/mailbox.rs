@@ -547,15 +547,12 @@ impl<M> Drop for MailboxReceiver<M> {
     }
 }
 
-/// Closes the mailbox for every send: tokio's channel, then the single lane, then the pool.
-/// Each refuses a send from its close on, and a thread told `Closed` by one must find every
-/// later one closed too: a zero-byte message takes no bytes, so with the pool closed before
-/// the ring, a zero-byte send on the single lane could be told `Ok` after a sized one on the
-/// same thread was told `Closed`; and a single-lane send that finds the ring's token taken
-/// (by its close) moves to tokio's channel, so with the ring closed before the channel, it
-/// could be told `Ok` there after one before it found the ring closed (loom found it). The
-/// ring and the pool close, and the pool's waiters are woken, also when a waker woken by
-/// tokio's close panics.
+/// Closes the mailbox for every send: tokio's channel, then the single lane, then the pool,
+/// so a thread told `Closed` by one finds every later one closed: with the pool before the
+/// ring, a zero-byte send (it takes no bytes) could be told `Ok` on the ring after a sized
+/// one was told `Closed`; with the ring before the channel, a send finding the ring's token
+/// taken by the close moves to the channel, and could be told `Ok` there (loom found it).
+/// The ring and the pool close, and the pool's waiters wake, also past a panicking waker.
 fn close_lanes<M>(
     merge: &Merge<Envelope<M>, Slot<M>>,
     rx: &mut mpsc::Receiver<Envelope<M>>,

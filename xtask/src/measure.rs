@@ -19,6 +19,7 @@ pub mod schedule;
 pub mod service;
 pub mod service_arm;
 pub mod service_driver;
+pub mod service_port;
 pub mod session;
 pub mod stops;
 pub mod threads;

@@ -34,21 +34,6 @@ fn a_server_that_exits_before_it_is_ready_is_named_with_its_stderr() {
     assert!(err.contains("cannot bind"), "{err}");
 }
 
-/// A server's port lies below the system's ephemeral range, where no outgoing connection
-/// (a driver's, every turn) can take it, and nothing listens on it.
-#[test]
-fn a_free_port_lies_below_the_ephemeral_range() {
-    let below = ephemeral_low().expect("Linux says its ephemeral range");
-    for _ in 0..50 {
-        let port = free_port().unwrap();
-        assert!(
-            (PORTS_FROM..below).contains(&port),
-            "{port} of {PORTS_FROM}..{below}"
-        );
-        drop(TcpListener::bind(("127.0.0.1", port)).expect("free"));
-    }
-}
-
 /// A server that fails because its port was taken meanwhile (here: held by the test) is
 /// started again on another port; one that fails on a free port is not retried, and its
 /// error stands.
