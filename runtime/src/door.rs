@@ -13,7 +13,8 @@
 //! before the close, so its message is one the receiver's drop would have dropped); the push
 //! happens inside; dropping the [`Inside`] guard counts it out. The receiver's drop calls
 //! [`Door::shut`], which shuts the door and waits for the sends inside to leave (a push is a
-//! few instructions and a wake-up: it never waits for anything), and then drops tokio's
+//! few instructions and a wake-up of the receiver's task, whose waker must not wait for the
+//! dropping thread: the crate docs, "Closing"), and then drops tokio's
 //! receiver itself, on its own thread, with everything the channel holds. From the shut on
 //! nobody enters, so that drop is the last word: no value is pushed after it, none is
 //! half-pushed during it, and no send runs another's destructor. (Before, the last send to

@@ -56,8 +56,8 @@
 //! A mailbox starts on its **single-sender lane**: while it has one [`MailboxSender`] (no
 //! clone was ever made), that sender's messages go through a lock-free single-producer ring
 //! of `capacity` slots instead of tokio's multi-producer channel (a send takes and gives
-//! back the ring's token, two atomic exchanges, and publishes with a store and a fence; a
-//! receive frees its slot with a store and a fence). The mailbox leaves the lane for good,
+//! back the ring's token, two read-modify-writes of one word, and publishes with a store
+//! between them; a receive frees its slot with a store and a fence). The mailbox leaves the lane for good,
 //! to the **shared lane** (tokio's bounded mpsc channel), on the first of:
 //! * a clone of the sender ([`Clone::clone`] switches before it returns);
 //! * a send under [`Policy::Block`] that would have to wait for a slot or for bytes (all
@@ -99,7 +99,15 @@
 //! receiver or to the receiver's drop. The receiver's drop drops what the mailbox holds on its
 //! own thread; when sends are putting messages into the shared lane at that moment, it waits
 //! for them to finish their push first (a send never runs the destructor of a message but its
-//! own, and that one only when it finds the mailbox closed after taking its slot).
+//! own, and that one only when it finds the mailbox closed after taking its slot). A push
+//! wakes the receiver's task inside it, so a receiver's waker must not block on a lock that
+//! the thread dropping the receiver holds, nor drop the receiver inline: the drop would wait
+//! for that push for ever (tokio's wakers do neither).
+//!
+//! A waker that panics during the close is tokio's to survive for senders waiting for a slot:
+//! tokio's close stops waking its waiters at the panic, and those may wait on. Senders
+//! waiting for bytes, the ring and the queued messages are the mailbox's own: all are woken
+//! and dropped past such a panic.
 //!
 //! # Errors give the message back
 //! Every [`SendError`] holds the message; [`SendError::into_inner`] returns it. Nothing is

@@ -432,9 +432,10 @@ impl<M> MailboxSender<M> {
 /// `Closed(msg)`, and every message a send was told `Ok` for and that was not received is
 /// dropped by the drop, on its thread, giving its bytes back (when sends are putting messages
 /// into the shared lane at that moment, it waits for them to finish their push first: no
-/// send ever runs another message's destructor). Once it has returned, none is left. A
-/// message's destructor or a waker that panics does not stop it: the rest are still dropped
-/// and woken, and the panic reaches the caller.
+/// send ever runs another message's destructor). Once it and the sends racing it have
+/// returned, none is left. A message's destructor or a waker that panics does not stop it:
+/// the rest are still dropped, the senders waiting for bytes woken (tokio's for a slot: the
+/// crate docs, "Closing"), and the panic reaches the caller.
 pub struct MailboxReceiver<M> {
     /// Taken by the drop, which drops it once the door is shut.
     rx: ManuallyDrop<mpsc::Receiver<Envelope<M>>>,

@@ -350,9 +350,12 @@ impl<T, P> Ring<T, P> {
             ledger.from = Some((from, count));
             ledger.permits = permits;
         }
-        drop(given_back);
         self.lane.store(SHARED, Ordering::Release);
         self.give_token();
+        // After the token is given back: a permit's drop wakes senders waiting for a slot
+        // (their wakers are user code), and one that panics must not leave the token held
+        // and the lane switching for good.
+        drop(given_back);
     }
 
     /// Refuses every later push (one in progress completes first).
