@@ -252,15 +252,7 @@ impl SlabPool {
             let queue = self.inner.lock_queue();
             queue.waiting.iter().map(|w| w.waker.clone()).collect()
         };
-        // Every waiter is woken, also when a waker panics: the rest as the panic passes.
-        struct Rest(std::vec::IntoIter<Waker>);
-        impl Drop for Rest {
-            fn drop(&mut self) {
-                self.0.by_ref().for_each(Waker::wake);
-            }
-        }
-        let mut rest = Rest(wakers.into_iter());
-        rest.0.by_ref().for_each(Waker::wake);
+        wake_all(wakers);
     }
 
     /// The current accounting.
@@ -383,15 +375,7 @@ impl PoolInner {
     #[cold]
     fn serve_and_wake(&self) {
         let wakers = self.serve(&mut self.lock_queue());
-        // Every waiter is woken, also when a waker panics: the rest as the panic passes.
-        struct Rest(std::vec::IntoIter<Waker>);
-        impl Drop for Rest {
-            fn drop(&mut self) {
-                self.0.by_ref().for_each(Waker::wake);
-            }
-        }
-        let mut rest = Rest(wakers.into_iter());
-        rest.0.by_ref().for_each(Waker::wake);
+        wake_all(wakers);
     }
 
     /// Serves the queue's head while its whole request fits, in order; returns the wakers to
@@ -547,6 +531,19 @@ impl std::fmt::Debug for PooledFrame {
             Some((_, key)) => write!(f, "PooledFrame(slot {key})"),
         }
     }
+}
+
+/// Wakes every waker, also when one panics: the rest as the panic passes (a second panic
+/// aborts), so no waiter is left asleep with its bytes served or its pool closed.
+fn wake_all(wakers: Vec<Waker>) {
+    struct Rest(std::vec::IntoIter<Waker>);
+    impl Drop for Rest {
+        fn drop(&mut self) {
+            self.0.by_ref().for_each(Waker::wake);
+        }
+    }
+    let mut rest = Rest(wakers.into_iter());
+    rest.0.by_ref().for_each(Waker::wake);
 }
 
 #[cfg(test)]

@@ -346,18 +346,30 @@ fn dropping_the_receiver_racing_three_senders() {
     model(Some(2), || {
         let live = Live::new();
         let (tx, rx) = open(4, 100);
-        let senders: Vec<_> = [0, 1, 2]
-            .map(|id| {
-                let (tx, live) = (tx.as_ref().clone(), live.clone());
-                thread::spawn(move || send_as(&tx, live.msg(id, 1)))
-            })
-            .into();
-        drop(rx);
-        for sender in senders {
-            sender.join().unwrap();
-        }
-        nothing_held(&live, &tx, "receiver dropped");
+        senders_racing_the_drop(&tx, rx, &live, &[0, 1, 2]);
     });
+}
+
+/// A clone of `tx` per id, each `try_send`ing its message from its own thread while this
+/// thread drops `rx`; once all are done, nothing is alive or held.
+fn senders_racing_the_drop(
+    tx: &Arc<MailboxSender<Msg>>,
+    rx: mty_runtime::MailboxReceiver<Msg>,
+    live: &Live,
+    ids: &[u32],
+) {
+    let senders: Vec<_> = ids
+        .iter()
+        .map(|&id| {
+            let (tx, live) = (tx.as_ref().clone(), live.clone());
+            thread::spawn(move || send_as(&tx, live.msg(id, 1)))
+        })
+        .collect();
+    drop(rx);
+    for sender in senders {
+        sender.join().unwrap();
+    }
+    nothing_held(live, tx, "receiver dropped");
 }
 
 /// The last sender handle dropped while the receiver waits: it gets every message sent, in
@@ -427,17 +439,7 @@ fn dropping_the_receiver_with_two_senders_inside_the_door() {
         let (tx, rx) = open(4, 100);
         let queued = tx.as_ref().clone(); // the shared lane from here
         assert!(send_as(&queued, live.msg(9, 1)));
-        let senders: Vec<_> = [0, 1]
-            .map(|id| {
-                let (tx, live) = (tx.as_ref().clone(), live.clone());
-                thread::spawn(move || send_as(&tx, live.msg(id, 1)))
-            })
-            .into();
-        drop(rx);
-        for sender in senders {
-            sender.join().unwrap();
-        }
-        nothing_held(&live, &tx, "receiver dropped");
+        senders_racing_the_drop(&tx, rx, &live, &[0, 1]);
         drop(queued);
     });
 }
