@@ -110,6 +110,7 @@ impl StartedArms {
 /// open), each as adjacent pairs; the other modes ignore them.
 pub fn spawn(
     workload: &Workload,
+    index: u32,
     arms: &[Arm],
     pairs: &[(String, String)],
     cfg: &Measure,
@@ -182,8 +183,12 @@ pub fn spawn(
                 core,
             )?,
             // The server lives for the session; each turn runs the driver against it.
+            // The server's idle CPU is read in some sessions only.
             Mode::Service => crate::measure::service_arm::command(
-                &crate::measure::service::Spec::new(exe, &arm.args, workload)?,
+                &crate::measure::service::Spec {
+                    read_idle: index.is_multiple_of(crate::measure::service_arm::IDLE_EVERY),
+                    ..crate::measure::service::Spec::new(exe, &arm.args, workload)?
+                },
                 core,
             )?,
         }
@@ -214,7 +219,7 @@ pub fn session(
     seed: u64,
     bar: &ProgressBar,
 ) -> Result<Session> {
-    spawn(workload, arms, &[], cfg, seed, bar)?.run(workload, index, cfg, bar)
+    spawn(workload, index, arms, &[], cfg, seed, bar)?.run(workload, index, cfg, bar)
 }
 
 impl StartedArms {

@@ -68,7 +68,7 @@ pub fn run_groups(groups: &[Group], cfg: &Measure) -> Result<(Vec<Session>, Vec<
     let start = |g: usize, index: u32, (arms, pairs): &(Vec<Arm>, Vec<(String, String)>)| {
         let w = &groups[g].workload;
         let session_seed = session_seed(seed, &w.name, index);
-        lockstep::spawn(w, arms, pairs, cfg, session_seed, &bar)
+        lockstep::spawn(w, index, arms, pairs, cfg, session_seed, &bar)
             .with_context(|| format!("measuring `{}` (lockstep)", groups[g].workload.name))
     };
     let mut stopped = Vec::new();

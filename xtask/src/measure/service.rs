@@ -54,6 +54,10 @@ pub struct Spec {
     /// (`service_driver.rs`; `service.persistent_driver`).
     #[serde(default)]
     pub persistent_driver: bool,
+    /// Read the server's CPU time with no load before the turns (a quarter of a second of
+    /// the session's set-up): in some sessions only (`service_arm::IDLE_EVERY`).
+    #[serde(default)]
+    pub read_idle: bool,
 }
 
 impl Spec {
@@ -76,6 +80,7 @@ impl Spec {
             metric: w.metric.clone(),
             keep_core_awake: service.keep_core_awake.unwrap_or(true),
             persistent_driver: service.persistent_driver.unwrap_or(false),
+            read_idle: true,
         })
     }
 

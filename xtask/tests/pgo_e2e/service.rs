@@ -419,6 +419,28 @@ fn a_service_is_trained_measured_and_judged_and_no_server_outlives_the_run() {
         stdout.contains("cpu_per_request vs release") && stdout.contains("no turn of"),
         "{stdout}"
     );
+    // Read in the first session only (of its first eight): it is a figure of the build,
+    // and reading it took most of the set-up a session waits for.
+    let measured = json(&data.join("stages/measure.json"));
+    let read: Vec<(u64, bool)> = measured["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter(|s| s["workload"] == w["workload"])
+        .map(|s| {
+            let totals = s["totals"].as_array().expect("totals");
+            let idle = |t: &serde_json::Value| t.get("server_idle_cpu_ns_per_s").is_some();
+            assert!(
+                totals.iter().all(idle) || !totals.iter().any(idle),
+                "every arm of a session reads it, or none: {s}"
+            );
+            (s["session"].as_u64().unwrap(), totals.iter().all(idle))
+        })
+        .collect();
+    assert!(
+        read.len() >= 2 && read.iter().all(|&(i, r)| r == (i == 0)),
+        "{read:?}"
+    );
     // The training's share of the oracle's gain: a number, or null where that gain is not
     // clear of zero (this server's runs are short and noisy).
     assert!(

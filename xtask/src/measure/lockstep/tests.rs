@@ -230,6 +230,7 @@ esac"#,
         "{:#}",
         spawn(
             &Workload::new("w", vec![]),
+            0,
             &arms,
             &[],
             &blocked,

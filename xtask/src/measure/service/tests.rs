@@ -17,6 +17,7 @@ fn sh(server: &str, driver: &str) -> Spec {
         metric: None,
         keep_core_awake: false,
         persistent_driver: false,
+        read_idle: false,
     }
 }
 
