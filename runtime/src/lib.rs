@@ -98,11 +98,13 @@
 //! dropped with its bytes given back. A send that returns `Ok` hands its message to the
 //! receiver or to the receiver's drop. The receiver's drop drops what the mailbox holds on its
 //! own thread; when sends are putting messages into the shared lane at that moment, it waits
-//! for them to finish their push first (a send never runs the destructor of a message but its
-//! own, and that one only when it finds the mailbox closed after taking its slot). A push
-//! wakes the receiver's task inside it, so a receiver's waker must not block on a lock that
-//! the thread dropping the receiver holds, nor drop the receiver inline: the drop would wait
-//! for that push for ever (tokio's wakers do neither).
+//! for them to finish their push first (a send runs the destructor of a message but its own
+//! only in the case below, and its own only when it finds the mailbox closed after taking its
+//! slot). A push wakes the receiver's task inside it, so a receiver's waker that blocks on a
+//! lock the dropping thread holds, or that drops the receiver inline, would have the drop wait
+//! for a push that waits for the drop. The drop waits a bounded time (about a second), then
+//! hands the rest to the last of those sends: it drops what the channel holds, on its own
+//! thread, as it returns. tokio's wakers do neither, and there the drop never hands over.
 //!
 //! A waker that panics during the close is tokio's to survive for senders waiting for a slot:
 //! tokio's close stops waking its waiters at the panic, and those may wait on. Senders
@@ -149,3 +151,6 @@ pub use payload::{ByteSize, INLINE_CAPACITY, InlineBytes, SmallPayload};
 #[doc(hidden)]
 pub use pool::Admission;
 pub use pool::PoolStats;
+#[cfg(mty_loom)]
+#[doc(hidden)]
+pub use sync::set_loom_patience;

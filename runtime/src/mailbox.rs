@@ -335,12 +335,10 @@ impl<M: ByteSize> MailboxSender<M> {
 
     /// Puts an admitted message into the shared lane through the door ([`crate::door`]): the
     /// receiver gets it, or the receiver's drop drops it. The send took its slot before the
-    /// mailbox closed, so it counts as sent before that drop: if the door is already shut
-    /// (the drop is draining, or has), the message is dropped here, with its slot and bytes, as the drop
-    /// would have. Nothing comes back, so the send's future carries no message out of here:
-    /// a `Closed(msg)` returned from this point made the lto+pgo build copy the message more
-    /// on every send, single lane included (measurably slower:
-    /// `docs/results/2026-12-02-mailbox-closing.md`).
+    /// close, so it counts as sent before that drop: past a shut door the message is dropped
+    /// here, with its slot and bytes, as the drop would have. Nothing comes back: a
+    /// `Closed(msg)` from here made lto+pgo copy every message more, single lane included
+    /// (`docs/results/2026-12-02-mailbox-closing.md`).
     #[inline]
     fn push(&self, permit: mpsc::Permit<'_, Envelope<M>>, envelope: Envelope<M>) {
         // Every push into `tx` passes the door ([`crate::door`]), kept in the ring.
@@ -539,12 +537,13 @@ impl<M> Drop for MailboxReceiver<M> {
         let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
         let mut shut = Shut {
             lane: self.merge.lane(),
-            rx,
+            rx: Some(rx),
         };
         // What the ring and the stash hold is dropped as this guard goes, before the door's
         // drain, also on a panic.
         let clear = Clear(&mut self.merge);
-        close_lanes(clear.0, &mut shut.rx, &self.pool);
+        let rx = shut.rx.as_mut().expect("taken by its drop");
+        close_lanes(clear.0, rx, &self.pool);
     }
 }
 
@@ -584,16 +583,17 @@ impl<M> Drop for Clear<'_, M> {
     }
 }
 
-/// The receiver's drop's last step: the shared lane's door shut, waiting for the sends inside
-/// it to finish their push, then tokio's receiver dropped here, with what the channel holds.
+/// The receiver's drop's last step: the shared lane's door shut, then tokio's receiver dropped
+/// with what the channel holds, once the sends inside are out ([`crate::door::Door::shut`]).
 struct Shut<M> {
     lane: Arc<Lane<M>>,
-    rx: mpsc::Receiver<Envelope<M>>,
+    rx: Option<mpsc::Receiver<Envelope<M>>>,
 }
 
 impl<M> Drop for Shut<M> {
     fn drop(&mut self) {
-        self.lane.door().shut();
-        // `rx` drops after this, on this thread.
+        if let Some(rx) = self.rx.take() {
+            self.lane.door().shut(rx);
+        }
     }
 }

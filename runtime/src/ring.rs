@@ -117,7 +117,7 @@ pub(crate) struct Ring<T, P> {
     ledger: Mutex<Ledger<P>>,
     /// The shared lane's door ([`crate::door`]): here, beside the lane's other shared state,
     /// so a sender handle stays four words.
-    door: Door,
+    door: Door<T>,
 }
 
 // SAFETY: a slot is written only by the token holder, into a slot the consumer has freed
@@ -181,7 +181,7 @@ impl<T, P> Ring<T, P> {
 
     /// The shared lane's door.
     #[inline]
-    pub(crate) fn door(&self) -> &Door {
+    pub(crate) fn door(&self) -> &Door<T> {
         &self.door
     }
 

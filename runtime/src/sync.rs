@@ -24,7 +24,7 @@ pub(crate) use loom::sync::atomic::{
 pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 /// A wait on another thread's progress: loom's yield to the other threads, under the cfg.
 #[cfg(mty_loom)]
-pub(crate) use loom::{hint::spin_loop, thread::yield_now};
+pub(crate) use loom::thread::yield_now;
 
 #[cfg(not(mty_loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
@@ -32,6 +32,84 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize,
 pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(not(mty_loom))]
 pub(crate) use std::{hint::spin_loop, thread::yield_now};
+
+/// A bounded wait on another thread's progress, one step per [`Patience::wait`]: spins, then
+/// yields, then short sleeps, until [`PATIENCE`] has passed; under loom, which has no clock,
+/// yields, as many as the model sets ([`set_loom_patience`]).
+pub(crate) struct Patience {
+    tries: u32,
+    #[cfg(not(mty_loom))]
+    deadline: Option<std::time::Instant>,
+}
+
+/// How long [`Patience`] waits in all: far beyond a preempted thread's push, short enough
+/// that a wait that can never end (the door's: `crate::door`) is given up soon.
+#[cfg(not(mty_loom))]
+pub(crate) const PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
+#[cfg(not(mty_loom))]
+impl Patience {
+    /// Spins before the first yield: a push takes well under a microsecond unless its thread
+    /// was preempted, which a yield lets run again.
+    const SPINS: u32 = 64;
+    /// Yields before the sleeps.
+    const YIELDS: u32 = 1_000;
+}
+
+impl Patience {
+    pub(crate) fn new() -> Self {
+        Patience {
+            tries: 0,
+            #[cfg(not(mty_loom))]
+            deadline: None,
+        }
+    }
+
+    /// Waits a little: `false` once patience has run out.
+    #[cfg(not(mty_loom))]
+    pub(crate) fn wait(&mut self) -> bool {
+        self.tries = self.tries.saturating_add(1);
+        if self.tries <= Self::SPINS {
+            spin_loop();
+        } else if self.tries <= Self::SPINS + Self::YIELDS {
+            yield_now();
+        } else {
+            let now = std::time::Instant::now();
+            if now >= *self.deadline.get_or_insert(now + PATIENCE) {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        true
+    }
+
+    /// Waits a little: `false` once patience has run out.
+    #[cfg(mty_loom)]
+    pub(crate) fn wait(&mut self) -> bool {
+        if self.tries >= LOOM_PATIENCE.with(std::cell::Cell::get) {
+            return false;
+        }
+        self.tries += 1;
+        yield_now();
+        true
+    }
+}
+
+#[cfg(mty_loom)]
+std::thread_local! {
+    /// A bounded wait's yields under loom (unbounded unless a model sets it): loom runs a
+    /// model's threads on one of the process's, so this holds for the whole model.
+    static LOOM_PATIENCE: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
+}
+
+/// Loom models only: the yields after which a bounded wait gives up (loom has no clock), for
+/// the models run on this thread. Unbounded unless set, so a model sees the wait end unless
+/// it asks for the other end.
+#[cfg(mty_loom)]
+#[doc(hidden)]
+pub fn set_loom_patience(yields: u32) {
+    LOOM_PATIENCE.with(|p| p.set(yields));
+}
 
 /// std's `UnsafeCell` behind loom's closure interface, so the ring reads the same either way.
 #[cfg(not(mty_loom))]

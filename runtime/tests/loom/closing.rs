@@ -444,6 +444,32 @@ fn dropping_the_receiver_with_two_senders_inside_the_door() {
     });
 }
 
+/// The drop's wait runs out of patience (at once, here: loom has no clock) while sends are
+/// inside the door: it hands tokio's receiver to the last send out, and that send drops it.
+/// Every interleaving within four preemptions (119,082) of two senders in the door and a queued
+/// message: the hand-over racing the last leave drops the receiver once, nothing is left,
+/// and some interleavings take the hand-over (a message dropped inside a send).
+#[test]
+fn the_drop_hands_the_drain_to_the_last_send_out_when_patience_runs_out() {
+    super::HANDED_OVER.with(|n| n.set(Some(0)));
+    model(Some(4), || {
+        mty_runtime::set_loom_patience(0);
+        let live = Live::new();
+        let (tx, rx) = open(4, 100);
+        let queued = tx.as_ref().clone(); // the shared lane from here
+        assert!(send_as(&queued, live.msg(9, 1)));
+        senders_racing_the_drop(&tx, rx, &live, &[0, 1]);
+        drop(queued);
+    });
+    mty_runtime::set_loom_patience(u32::MAX);
+    let handed = super::HANDED_OVER.with(|n| n.replace(None));
+    assert!(
+        handed > Some(0),
+        "no interleaving handed the drain over: {handed:?}"
+    );
+    eprintln!("{handed:?} messages dropped inside a send, by the hand-over");
+}
+
 /// A clone (the switch to the shared lane) races a push in flight on the single lane and
 /// the receiver's drop: the original handle `try_send`s on one thread, a clone made on
 /// another sends through it, and the receiver is dropped. Whatever the interleaving, nothing
