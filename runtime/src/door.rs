@@ -1,6 +1,6 @@
 //! The shared lane's door: a send on tokio's channel that returns `Ok` hands its message to
-//! the receiver or to the receiver's drop, never to neither, and never drops another send's
-//! message.
+//! the receiver or to the receiver's drop, never to neither, and drops another send's message
+//! only when the drop has handed it the drain (below).
 //!
 //! tokio's receiver, when dropped, closes the channel and drops the values in it *at that
 //! moment*. A sender that took its slot (a permit) before the close can still put its value
@@ -27,7 +27,11 @@
 //! would wait for the drop while the drop waits for it. When patience runs out, the shut
 //! parks the receiver here and marks it handed ([`HANDED`]); the last send to leave then drops
 //! it, on its own thread, after its push: the one case where a send runs the other messages'
-//! destructors, and only where the alternative is a deadlock.
+//! destructors. It is a deadlock's way out, but it is timed: a send held inside for as long
+//! for another reason (a slow waker, its thread preempted or stopped that long) takes it too.
+//! A waker that drops the receiver inline waits out the whole second, for itself. If a waker
+//! panics inside the push of the last send out of a handed door, the drain runs during that
+//! unwinding, and a destructor that panics there aborts the process.
 //!
 //! One word holds it all: `inside << 2 | HANDED | SHUT`. Entering is a compare-and-swap that
 //! fails once `SHUT` is set; leaving (release), shutting and handing over are
@@ -133,7 +137,9 @@ impl<T> Door<T> {
                 // Every send left before the hand-over: the drop is still ours. (Acquire:
                 // their pushes happen before it.)
                 fence(Ordering::Acquire);
-                drop(lock(&self.parked).take());
+                let receiver = lock(&self.parked).take();
+                // Dropped outside the lock.
+                drop(receiver);
                 return;
             }
             // Release: the parked receiver is there for whoever reads `HANDED`.

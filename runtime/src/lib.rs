@@ -96,7 +96,7 @@
 //! receiver's drop has returned, or `recv` has returned `None`) and the sends racing it have
 //! returned, every message was received, or came back in its send's error, or has been
 //! dropped with its bytes given back. A send that returns `Ok` hands its message to the
-//! receiver or to the receiver's drop. The receiver's drop drops what the mailbox holds on its
+//! receiver or to the receiver's drop (or to the send it handed its drain to, below). The receiver's drop drops what the mailbox holds on its
 //! own thread; when sends are putting messages into the shared lane at that moment, it waits
 //! for them to finish their push first (a send runs the destructor of a message but its own
 //! only in the case below, and its own only when it finds the mailbox closed after taking its
@@ -104,7 +104,8 @@
 //! lock the dropping thread holds, or that drops the receiver inline, would have the drop wait
 //! for a push that waits for the drop. The drop waits a bounded time (about a second), then
 //! hands the rest to the last of those sends: it drops what the channel holds, on its own
-//! thread, as it returns. tokio's wakers do neither, and there the drop never hands over.
+//! thread, before it returns. tokio's wakers do neither; the hand-over then needs a send held
+//! inside that long for another reason (its thread preempted or stopped).
 //!
 //! A waker that panics during the close is tokio's to survive for senders waiting for a slot:
 //! tokio's close stops waking its waiters at the panic, and those may wait on. Senders

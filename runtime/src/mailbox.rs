@@ -429,8 +429,8 @@ impl<M> MailboxSender<M> {
 /// The receiving half. Dropping it closes the mailbox: waiting senders wake with
 /// `Closed(msg)`, and every message a send was told `Ok` for and that was not received is
 /// dropped by the drop, on its thread, giving its bytes back (when sends are putting messages
-/// into the shared lane at that moment, it waits for them to finish their push first: no
-/// send ever runs another message's destructor). Once it and the sends racing it have
+/// into the shared lane at that moment, it waits for them to finish their push first; past a
+/// second, the last of them drops the rest: the crate docs, "Closing"). Once it and the sends racing it have
 /// returned, none is left. A message's destructor or a waker that panics does not stop it:
 /// the rest are still dropped, the senders waiting for bytes woken (tokio's for a slot: the
 /// crate docs, "Closing"), and the panic reaches the caller.

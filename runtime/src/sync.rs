@@ -68,16 +68,17 @@ impl Patience {
     /// Waits a little: `false` once patience has run out.
     #[cfg(not(mty_loom))]
     pub(crate) fn wait(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let deadline = *self.deadline.get_or_insert(now + PATIENCE);
         self.tries = self.tries.saturating_add(1);
+        if now >= deadline {
+            return false;
+        }
         if self.tries <= Self::SPINS {
             spin_loop();
         } else if self.tries <= Self::SPINS + Self::YIELDS {
             yield_now();
         } else {
-            let now = std::time::Instant::now();
-            if now >= *self.deadline.get_or_insert(now + PATIENCE) {
-                return false;
-            }
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
         true

@@ -1,5 +1,6 @@
 //! The receiver's drop and the close, without side effects on the senders (issue 59): queued
-//! messages die on the receiver's thread, never inside another sender's send; a destructor or
+//! messages die on the receiver's thread, never inside another sender's send (unless one is
+//! held inside for the door's second of patience: `tests/wakers.rs`); a destructor or
 //! a waker that panics leaves nothing alive, no byte held and no sender waiting; the single
 //! lane closes before the pool. Real threads, real wakers; each test failed before its fix.
 
@@ -44,7 +45,7 @@ impl Wake for SlowWake {
     fn wake(self: Arc<Self>) {
         if let Some(inside) = self.inside.lock().unwrap().take() {
             inside.send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 }
@@ -80,7 +81,7 @@ fn queued_messages_die_on_the_receivers_thread_not_inside_a_racing_send() {
     let receiver_thread = std::thread::current().id();
     let racing = tagged("racing send's own");
     let sender = std::thread::spawn(move || {
-        // Pushes, then wakes the receiver inside the door: 200 ms there.
+        // Pushes, then wakes the receiver inside the door: 100 ms there.
         other.try_send(racing).unwrap();
         other
     });

@@ -112,8 +112,8 @@ impl Wake for TakesALock {
     }
 }
 
-/// A send is inside the door, in the receiver's waker, waiting for a lock the thread dropping
-/// the receiver holds. The drop returns after the door's patience; once the lock is let go
+/// A send is inside the door, in the receiver's waker, waiting for a lock that the main thread
+/// holds while it waits for the receiver's drop (on a thread of its own). The drop returns after the door's patience; once the lock is let go
 /// the send returns `Ok`, and as it leaves it drops what the channel holds (its message and
 /// another's): nothing is left alive and every byte is back.
 #[test]
