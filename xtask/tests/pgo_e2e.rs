@@ -30,6 +30,8 @@ mod own_program;
 mod rerun;
 #[path = "pgo_e2e/service.rs"]
 mod service;
+#[path = "pgo_e2e/service_programs.rs"]
+mod service_programs;
 #[path = "pgo_e2e/support.rs"]
 mod support;
 #[path = "../src/testing/optional.rs"]

@@ -430,18 +430,23 @@ fn the_last_sender_dropped_on_either_lane() {
 /// Two senders inside the shared lane's door when the receiver's drop shuts it (the wait
 /// for both to leave: a third preemption, which the three-sender model above does not
 /// reach), another sender's message queued before: every interleaving within four
-/// preemptions (134,329; every interleaving did not finish in 400 s). What was queued dies in the receiver's drop, never inside a send
+/// preemptions (132,074; every interleaving did not finish in 400 s). What was queued dies in
+/// the receiver's drop, never inside a send
 /// ([`send_as`]); nothing is left.
 #[test]
 fn dropping_the_receiver_with_two_senders_inside_the_door() {
-    model(Some(4), || {
-        let live = Live::new();
-        let (tx, rx) = open(4, 100);
-        let queued = tx.as_ref().clone(); // the shared lane from here
-        assert!(send_as(&queued, live.msg(9, 1)));
-        senders_racing_the_drop(&tx, rx, &live, &[0, 1]);
-        drop(queued);
-    });
+    model(Some(4), two_senders_in_the_door_and_one_queued);
+}
+
+/// Another sender's message queued in the shared lane, then two senders racing the
+/// receiver's drop into the door.
+fn two_senders_in_the_door_and_one_queued() {
+    let live = Live::new();
+    let (tx, rx) = open(4, 100);
+    let queued = tx.as_ref().clone(); // the shared lane from here
+    assert!(send_as(&queued, live.msg(9, 1)));
+    senders_racing_the_drop(&tx, rx, &live, &[0, 1]);
+    drop(queued);
 }
 
 /// The drop's wait runs out of patience (at once, here: loom has no clock) while sends are
@@ -454,12 +459,7 @@ fn the_drop_hands_the_drain_to_the_last_send_out_when_patience_runs_out() {
     super::HANDED_OVER.with(|n| n.set(Some(0)));
     model(Some(4), || {
         mty_runtime::set_loom_patience(0);
-        let live = Live::new();
-        let (tx, rx) = open(4, 100);
-        let queued = tx.as_ref().clone(); // the shared lane from here
-        assert!(send_as(&queued, live.msg(9, 1)));
-        senders_racing_the_drop(&tx, rx, &live, &[0, 1]);
-        drop(queued);
+        two_senders_in_the_door_and_one_queued();
     });
     mty_runtime::set_loom_patience(u32::MAX);
     let handed = super::HANDED_OVER.with(|n| n.replace(None));
