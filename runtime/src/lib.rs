@@ -143,6 +143,7 @@ mod mailbox;
 mod payload;
 mod pool;
 mod ring;
+mod send;
 mod sync;
 
 pub use agent::{AgentHandle, AgentReport, spawn_agent};

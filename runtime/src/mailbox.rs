@@ -8,7 +8,8 @@ use std::task::{Context, Poll, ready};
 use crate::error::SendError;
 use crate::payload::ByteSize;
 use crate::pool::{Admission, AdmitError, PoolStats, PooledFrame, SlabPool};
-use crate::ring::{Merge, Push, Ring};
+use crate::ring::{Merge, Ring};
+use crate::send::{Held, SendFuture};
 use crate::sync::{Arc, mpsc};
 
 /// Why [`MailboxReceiver::try_recv`] returned no message.
@@ -165,36 +166,25 @@ fn most_frames(capacity: usize) -> usize {
 
 /// The single lane's ring: envelopes, and the tokio channel's permits it holds for its
 /// messages after the switch.
-type Lane<M> = Ring<Envelope<M>, Slot<M>>;
+pub(crate) type Lane<M> = Ring<Envelope<M>, Slot<M>>;
 
 /// A slot of the shared lane held for a message of the ring after the switch.
-type Slot<M> = mpsc::OwnedPermit<Envelope<M>>;
-
-/// What a send on the single lane did.
-enum Single<M> {
-    Sent,
-    Closed(M),
-    /// No free slot in the ring, or not the bytes.
-    Full(M),
-    Oversize(M),
-    /// The mailbox is on (or moving to) the shared lane: switch and send there.
-    Elsewhere(M),
-}
+pub(crate) type Slot<M> = mpsc::OwnedPermit<Envelope<M>>;
 
 /// A message in the channel together with the frame that holds its bytes. Dropping the
 /// envelope (on receive, or when the channel drops what it still holds) gives them back.
-struct Envelope<M> {
-    msg: M,
-    _frame: PooledFrame,
+pub(crate) struct Envelope<M> {
+    pub(crate) msg: M,
+    pub(crate) _frame: PooledFrame,
 }
 
 /// The sending half. Clone it for every producer; the mailbox closes for the receiver when
 /// the last sender is dropped.
 pub struct MailboxSender<M> {
     tx: mpsc::Sender<Envelope<M>>,
-    ring: Arc<Lane<M>>,
-    pool: SlabPool,
-    policy: Policy,
+    pub(crate) ring: Arc<Lane<M>>,
+    pub(crate) pool: SlabPool,
+    pub(crate) policy: Policy,
 }
 
 impl<M> Clone for MailboxSender<M> {
@@ -216,7 +206,7 @@ impl<M> MailboxSender<M> {
     /// tokio channel for each message still in the ring; waits for a switch in progress. Every
     /// send to the tokio channel comes here first (the ring's module docs).
     #[inline]
-    fn switch(&self) {
+    pub(crate) fn switch(&self) {
         self.ring
             .switch(|| self.tx.clone().try_reserve_owned().ok());
     }
@@ -234,56 +224,8 @@ impl<M: ByteSize> MailboxSender<M> {
     /// If the future is dropped before it completes, the message was not sent and is
     /// dropped with the future; any slot or bytes it had reserved are given back.
     #[inline]
-    pub async fn send(&self, msg: M) -> Result<(), SendError<M>> {
-        if self.policy == Policy::Fail {
-            return self.try_send(msg);
-        }
-        let size = msg.byte_size();
-        if size > self.pool.byte_budget() {
-            return Err(self.oversize(msg, size));
-        }
-        let msg = if self.ring.is_single() {
-            // Spends the task's cooperative budget as the shared lane's `reserve` does.
-            let coop = std::future::poll_fn(tokio::task::coop::poll_proceed).await;
-            match self.send_single(msg, size) {
-                Single::Sent => {
-                    coop.made_progress();
-                    return Ok(());
-                }
-                Single::Closed(msg) => return Err(SendError::Closed(msg)),
-                Single::Oversize(msg) => return Err(self.oversize(msg, size)),
-                // Waiting (for a slot or for bytes) is the shared lane's.
-                Single::Full(msg) | Single::Elsewhere(msg) => msg,
-            }
-        } else {
-            msg
-        };
-        self.switch();
-        self.send_shared(msg, size).await
-    }
-
-    /// A send on the single lane, never waiting: the slot and the bytes are there now, or it
-    /// says why not (nothing taken).
-    #[inline]
-    fn send_single(&self, msg: M, size: usize) -> Single<M> {
-        if !self.ring.has_room() {
-            if self.ring.is_closed() {
-                return Single::Closed(msg);
-            }
-            return Single::Full(msg);
-        }
-        let frame = match self.pool.try_admit(size) {
-            Ok(frame) => frame,
-            Err(AdmitError::Full) => return Single::Full(msg),
-            Err(AdmitError::Closed) => return Single::Closed(msg),
-            Err(AdmitError::Oversize) => return Single::Oversize(msg),
-        };
-        match self.ring.try_push(Envelope { msg, _frame: frame }) {
-            Push::Done => Single::Sent,
-            Push::Full(envelope) => Single::Full(envelope.msg),
-            Push::Closed(envelope) => Single::Closed(envelope.msg),
-            Push::Shared(envelope) => Single::Elsewhere(envelope.msg),
-        }
+    pub fn send(&self, msg: M) -> impl Future<Output = Result<(), SendError<M>>> + '_ {
+        SendFuture::new(self, msg, Self::send_shared)
     }
 
     /// [`MailboxSender::send`] on the shared lane (tokio's channel).
@@ -352,30 +294,11 @@ impl<M: ByteSize> MailboxSender<M> {
     /// enough bytes are free, `Closed(msg)`, or `Oversize`.
     #[inline]
     pub fn try_send(&self, msg: M) -> Result<(), SendError<M>> {
-        let size = msg.byte_size();
-        // First, as in `send`: an oversize message is refused whatever the lane and state.
-        if size > self.pool.byte_budget() {
-            return Err(self.oversize(msg, size));
-        }
-        let msg = if self.ring.is_single() {
-            match self.send_single(msg, size) {
-                Single::Sent => return Ok(()),
-                Single::Closed(msg) => return Err(SendError::Closed(msg)),
-                Single::Full(msg) => return Err(SendError::Full(msg)),
-                Single::Oversize(msg) => return Err(self.oversize(msg, size)),
-                Single::Elsewhere(msg) => msg,
-            }
-        } else {
-            msg
-        };
-        // Also when the lane was not single to begin with: it may be switching, and a permit
-        // taken now would be one the switch needs for a message still in the ring.
-        self.switch();
-        self.try_send_shared(msg, size)
+        self.try_send_held(&mut Held::new(msg))
     }
 
     /// [`MailboxSender::try_send`] on the shared lane.
-    fn try_send_shared(&self, msg: M, size: usize) -> Result<(), SendError<M>> {
+    pub(crate) fn try_send_shared(&self, msg: M, size: usize) -> Result<(), SendError<M>> {
         let permit = match self.tx.try_reserve() {
             Ok(permit) => permit,
             Err(mpsc::error::TrySendError::Full(())) => return Err(SendError::Full(msg)),
@@ -392,7 +315,7 @@ impl<M: ByteSize> MailboxSender<M> {
         }
     }
 
-    fn oversize(&self, msg: M, size: usize) -> SendError<M> {
+    pub(crate) fn oversize(&self, msg: M, size: usize) -> SendError<M> {
         SendError::Oversize {
             msg,
             size,
@@ -454,26 +377,31 @@ impl<M> MailboxReceiver<M> {
         // A `poll_fn` over `poll_recv` rather than an `async fn` awaiting `self.rx.recv()`:
         // the same wait (tokio's own `recv` is such a `poll_fn`), without two state
         // machines nested around it that moved the message in and out on every call.
-        std::future::poll_fn(move |cx| {
-            self.poll_envelope(cx)
-                .map(|envelope| envelope.map(|envelope| envelope.msg))
-        })
+        std::future::poll_fn(move |cx| self.poll_recv(cx))
     }
 
+    /// [`MailboxReceiver::recv`]'s poll: the envelope taken apart where it is popped (its
+    /// frame dropped, its bytes given back), not wrapped once more in a `Poll` on the way,
+    /// which cost a copy of the message (`crate::send` says why moves matter).
     #[inline]
-    fn poll_envelope(&mut self, cx: &mut Context<'_>) -> Poll<Option<Envelope<M>>> {
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<M>> {
         if self.merge.ring_done() {
-            return self.rx.poll_recv(cx);
+            return self
+                .rx
+                .poll_recv(cx)
+                .map(|got| got.map(|envelope| envelope.msg));
         }
         // The ring's path spends the cooperative budget as tokio's `recv` does.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
         if let Some(envelope) = self.merge.ready() {
             coop.made_progress();
-            return Poll::Ready(Some(envelope));
+            return Poll::Ready(Some(envelope.msg));
         }
         drop(coop);
         let rx = &mut self.rx;
-        self.merge.poll_rest(cx, |cx| rx.poll_recv(cx))
+        self.merge
+            .poll_rest(cx, |cx| rx.poll_recv(cx))
+            .map(|got| got.map(|envelope| envelope.msg))
     }
 
     /// The next message if one is queued now.

@@ -70,16 +70,18 @@ const WAITERS: u8 = 2;
 /// [`Ring::state`]: the consumer waits on an empty ring, its waker in [`Ring::waker`].
 const PARKED: u8 = 4;
 
-/// What [`Ring::try_push`] did with the value.
-pub(crate) enum Push<T> {
+/// What [`Ring::try_push_with`] did. Only `Done` took the value (it made it then); every
+/// other outcome left it with the caller, untouched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Push {
     Done,
     /// The ring holds `capacity` messages.
-    Full(T),
+    Full,
     /// The consumer closed the mailbox.
-    Closed(T),
+    Closed,
     /// The mailbox is (or is being) switched to the shared lane, or another thread holds the
     /// token: switch and send there.
-    Shared(T),
+    Shared,
 }
 
 /// The permits the switcher reserved for messages still in the ring, and the pops that
@@ -207,26 +209,29 @@ impl<T, P> Ring<T, P> {
         self.tail.load(Ordering::Acquire).wrapping_sub(head)
     }
 
-    /// Pushes `value` on the single lane, or hands it back saying why not.
+    /// Pushes the value `value` makes on the single lane, or says why not. `value` is called
+    /// only when the push succeeds, under the token, right before its slot is written: the
+    /// caller's message moves once, from where it is into the slot, and nothing hands it back
+    /// on a refusal (a refused value is never made).
     #[inline]
-    pub(crate) fn try_push(&self, value: T) -> Push<T> {
+    pub(crate) fn try_push_with(&self, value: impl FnOnce() -> T) -> Push {
         if self.state.fetch_or(TOKEN, Ordering::Acquire) & TOKEN != 0 {
-            return Push::Shared(value);
+            return Push::Shared;
         }
         // Acquire suffices under the token: a switch or a close that came first is seen, one
         // that comes later waits for the token and sees this push.
         let pushed = if self.lane.load(Ordering::Acquire) != SINGLE {
-            Push::Shared(value)
+            Push::Shared
         } else if self.closed.load(Ordering::Acquire) {
-            Push::Closed(value)
+            Push::Closed
         } else {
             let tail = self.tail.load(Ordering::Relaxed);
             if tail.wrapping_sub(self.head.load(Ordering::Acquire)) >= self.capacity {
-                Push::Full(value)
+                Push::Full
             } else {
                 // SAFETY: the slot is free (the consumer has moved `head` past it, or never
                 // reached it) and only the token holder writes.
-                self.slots[tail & self.mask].with_mut(|slot| unsafe { (*slot).write(value) });
+                self.slots[tail & self.mask].with_mut(|slot| unsafe { (*slot).write(value()) });
                 self.tail.store(tail.wrapping_add(1), Ordering::Release);
                 Push::Done
             }
@@ -238,7 +243,7 @@ impl<T, P> Ring<T, P> {
         if waiting & WAITERS != 0 {
             self.notify_gate();
         }
-        if matches!(pushed, Push::Done) && waiting & PARKED != 0 {
+        if pushed == Push::Done && waiting & PARKED != 0 {
             self.wake();
         }
         pushed

@@ -36,7 +36,7 @@ fn a_switch_straddling_the_index_wrap_reserves_and_gives_back_every_permit() {
         let out = std::sync::Arc::new(StdCount::new(0));
         let (ring, mut merge) = ring_at(4, start);
         for value in 0..3 {
-            assert!(matches!(ring.try_push(value), Push::Done));
+            assert_eq!(ring.try_push_with(|| value), Push::Done);
         }
         assert_eq!(ring.len(), 3);
         ring.switch(|| reserve(&out));
@@ -60,7 +60,7 @@ fn pops_recorded_before_the_count_are_judged_across_the_wrap() {
     let out = std::sync::Arc::new(StdCount::new(0));
     let (ring, mut merge) = ring_at(4, usize::MAX);
     for value in 0..2 {
-        assert!(matches!(ring.try_push(value), Push::Done));
+        assert_eq!(ring.try_push_with(|| value), Push::Done);
     }
     // As if the consumer popped index usize::MAX between the CAS and the count: recorded,
     // not counted (the switch counts from the head it reads, 0).
