@@ -10,10 +10,11 @@
 //! sample and is NOT subtracted.
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mty_lockstep::{Summary, Usage, clock_overhead_ns, new_histogram};
-use mty_runtime::{Policy, SmallPayload};
+use mty_runtime::{MailboxReceiver, MailboxSender, Policy, SmallPayload};
+use tokio::sync::mpsc;
 
 use crate::args::Args;
 use crate::report::{LatencyReport, report, serve_lockstep};
@@ -33,9 +34,8 @@ pub fn mailbox(args: &Args) -> LatencyReport {
         .policy(policy)
         .open::<SmallPayload>();
     // Under Policy::Fail, `send` is `try_send`: the policy decides, as a user would see it.
-    run(args, async |msg| {
-        tx.send(msg).await.expect("the receiver is alive");
-        rx.recv().await.expect("the message just sent")
+    run(args, |rt, bytes, inject, n, values| {
+        mailbox_trips(rt, &tx, &mut rx, bytes, inject, n, values)
     })
 }
 
@@ -43,30 +43,30 @@ pub fn mailbox(args: &Args) -> LatencyReport {
 pub fn tokio_mpsc(args: &Args) -> LatencyReport {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<SmallPayload>(args.capacity);
     match args.policy {
-        PolicyArg::Block => run(args, async |msg| {
-            tx.send(msg).await.expect("the receiver is alive");
-            rx.recv().await.expect("the message just sent")
+        PolicyArg::Block => run(args, |rt, bytes, inject, n, values| {
+            tokio_send_trips(rt, &tx, &mut rx, bytes, inject, n, values)
         }),
-        PolicyArg::Fail => run(args, async |msg| {
-            tx.try_send(msg)
-                .expect("one message at a time never fills 8 slots");
-            rx.recv().await.expect("the message just sent")
+        PolicyArg::Fail => run(args, |rt, bytes, inject, n, values| {
+            tokio_try_send_trips(rt, &tx, &mut rx, bytes, inject, n, values)
         }),
     }
 }
 
+/// A workload's loop ([`round_trips!`]) for the modes [`run`] drives.
+type Trips<'a> =
+    dyn FnMut(&tokio::runtime::Runtime, &[u8], Duration, u64, Option<&mut Vec<u64>>) + 'a;
+
 fn run(
     args: &Args,
-    mut round_trip: impl AsyncFnMut(SmallPayload) -> SmallPayload,
+    mut trips: impl FnMut(&tokio::runtime::Runtime, &[u8], Duration, u64, Option<&mut Vec<u64>>),
 ) -> LatencyReport {
+    let trips: &mut Trips<'_> = &mut trips;
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a current-thread tokio runtime");
     let bytes: Vec<u8> = (0..args.payload_bytes).map(|i| i as u8).collect();
-    let inject = std::time::Duration::from_nanos(args.inject_ns);
-    let mut trips = |n: u64, values: Option<&mut Vec<u64>>| {
-        round_trips(&rt, &mut round_trip, &bytes, inject, n, values)
-    };
+    let inject = Duration::from_nanos(args.inject_ns);
+    let mut trips = |n: u64, values: Option<&mut Vec<u64>>| trips(&rt, &bytes, inject, n, values);
     if args.untimed {
         trips(args.warmup + args.messages, None);
         // Nothing that varies from run to run: no clock, no /proc read (its parse time
@@ -92,38 +92,74 @@ fn run(
     report(args, summary, args.emit_values.then_some(values))
 }
 
-/// `n` round trips; with `values`, each one's timed region in ns (plus `inject`, when
-/// calibrating) is pushed. The message is built before the clock starts, checked and dropped
-/// after it stops.
+/// A workload's loop: `n` round trips; with `values`, each one's timed region in ns (plus
+/// `inject`, when calibrating) is pushed. The message is built before the clock starts,
+/// checked and dropped after it stops.
+///
+/// The round trip is written into the loop, as the Go comparator's is. Through an
+/// `AsyncFnMut` closure, as it was, each message moved into the closure's future and the
+/// received one out of it, inside the timed region: about a quarter of the mailbox's figure
+/// on this VM kind, on every Rust row alike
+/// (`docs/results/2026-12-06-mailbox-closing-and-send-path.md`, "The harness").
 ///
 /// One loop, never inlined, for every mode (`--untimed`, the warm-up, a whole run, each
 /// lockstep batch), as `agent_send_contended` has: PGO lays code out by the counts of the
 /// functions the training ran, and the training runs whole runs. When lockstep batches had
 /// a loop of their own, nothing had trained it and PGO optimised it as cold, so lockstep
 /// measured another build than whole runs did (`docs/findings.md`, "the cold-loop trap").
-#[inline(never)]
-fn round_trips(
-    rt: &tokio::runtime::Runtime,
-    round_trip: &mut impl AsyncFnMut(SmallPayload) -> SmallPayload,
-    bytes: &[u8],
-    inject: std::time::Duration,
-    n: u64,
-    mut values: Option<&mut Vec<u64>>,
-) {
-    rt.block_on(async {
-        for _ in 0..n {
-            let msg = SmallPayload::copy_from(bytes);
-            let start = values.is_some().then(Instant::now);
-            let got = round_trip(msg).await;
-            if let (Some(start), Some(values)) = (start, values.as_deref_mut()) {
-                values.push((start.elapsed() + inject).as_nanos() as u64);
-            }
-            assert_eq!(
-                got.len(),
-                bytes.len(),
-                "the mailbox returned another message"
-            );
-            black_box(got);
+macro_rules! round_trips {
+    ($name:ident($tx:ident: $txt:ty, $rx:ident: $rxt:ty), |$msg:ident| $trip:block) => {
+        #[inline(never)]
+        fn $name(
+            rt: &tokio::runtime::Runtime,
+            $tx: $txt,
+            $rx: $rxt,
+            bytes: &[u8],
+            inject: Duration,
+            n: u64,
+            mut values: Option<&mut Vec<u64>>,
+        ) {
+            rt.block_on(async {
+                for _ in 0..n {
+                    let $msg = SmallPayload::copy_from(bytes);
+                    let start = values.is_some().then(Instant::now);
+                    let got: SmallPayload = $trip;
+                    if let (Some(start), Some(values)) = (start, values.as_deref_mut()) {
+                        values.push((start.elapsed() + inject).as_nanos() as u64);
+                    }
+                    assert_eq!(
+                        got.len(),
+                        bytes.len(),
+                        "the channel returned another message"
+                    );
+                    black_box(got);
+                }
+            })
         }
-    })
+    };
 }
+
+round_trips!(
+    mailbox_trips(tx: &MailboxSender<SmallPayload>, rx: &mut MailboxReceiver<SmallPayload>),
+    |msg| {
+        tx.send(msg).await.expect("the receiver is alive");
+        rx.recv().await.expect("the message just sent")
+    }
+);
+
+round_trips!(
+    tokio_send_trips(tx: &mpsc::Sender<SmallPayload>, rx: &mut mpsc::Receiver<SmallPayload>),
+    |msg| {
+        tx.send(msg).await.expect("the receiver is alive");
+        rx.recv().await.expect("the message just sent")
+    }
+);
+
+round_trips!(
+    tokio_try_send_trips(tx: &mpsc::Sender<SmallPayload>, rx: &mut mpsc::Receiver<SmallPayload>),
+    |msg| {
+        tx.try_send(msg)
+            .expect("one message at a time never fills 8 slots");
+        rx.recv().await.expect("the message just sent")
+    }
+);
