@@ -2,7 +2,9 @@
 //! bounded single-producer ring instead of tokio's multi-producer channel.
 //!
 //! The ring is lock-free for its one producer and its one consumer: a push writes a slot and
-//! publishes it by storing `tail`; a pop reads the slot and frees it by storing `head`. What
+//! publishes it by storing `tail`; a pop frees its index by storing `head`, then reads the
+//! slot, which no push reaches again before the next pop (the ring has a slot more than the
+//! mailbox's capacity, rounded up to a power of two). What
 //! makes "one producer" true is the **token**, a bit a push holds for the few instructions
 //! between checking the lane and publishing (never across an `.await`). A `&MailboxSender`
 //! can be shared between threads, so one handle can still be used by two threads at once: the
@@ -153,7 +155,9 @@ impl<T, P> Ring<T, P> {
     /// `single` is false, no slots and the shared lane from the start.
     fn new(capacity: usize, single: bool) -> Self {
         let (slots, lane) = if single && capacity <= RING_MAX {
-            (capacity.next_power_of_two(), SINGLE)
+            // One slot more than the capacity: a pop frees its index before it reads its
+            // slot (`Ring::pop`).
+            ((capacity + 1).next_power_of_two(), SINGLE)
         } else {
             (0, SHARED)
         };
@@ -383,10 +387,11 @@ impl<T, P> Ring<T, P> {
         if head == self.tail.load(Ordering::Acquire) {
             return None;
         }
-        // SAFETY: the push of `head` was published (tail), and no one writes the slot until
-        // `head` moves past it.
-        let value =
-            self.slots[head & self.mask].with_mut(|slot| unsafe { (*slot).assume_init_read() });
+        // The index freed first, the slot read after: the ring has a slot more than its
+        // capacity (`Ring::new`), so no push writes this slot again until the next pop's
+        // store of `head`, which comes after this read. Read first, the value was copied out
+        // before the store and copied again into the result; read after, it goes straight to
+        // where the caller takes it (`crate::send` says why moves matter).
         self.head.store(head.wrapping_add(1), Ordering::Release);
         // Pairs with the fence in `switch_slow` (the module docs, "the switch"). A locked
         // read-modify-write of the ring's state word in its place measured no faster, and one
@@ -395,15 +400,27 @@ impl<T, P> Ring<T, P> {
         // (docs/results/2026-12-06-mailbox-closing-and-send-path.md).
         fence(Ordering::SeqCst);
         if self.lane.load(Ordering::Relaxed) != SINGLE {
-            self.settle(head, keep);
+            // The permit to give back is dropped after the read: its drop wakes a sender (a
+            // waker: user code), and if that panics the value is dropped as the panic passes.
+            let give_back = self.settle(head, keep);
+            // SAFETY: as below.
+            let value =
+                self.slots[head & self.mask].with_mut(|slot| unsafe { (*slot).assume_init_read() });
+            drop(give_back);
+            return Some(value);
         }
+        // SAFETY: the push of `head` was published (tail), and no push writes the slot until a
+        // later pop moves `head` on (above).
+        let value =
+            self.slots[head & self.mask].with_mut(|slot| unsafe { (*slot).assume_init_read() });
         Some(value)
     }
 
     /// After a switch: the permit the switcher reserved for the message at `index`, if it
-    /// counted it, into `keep`, or given back.
+    /// counted it, into `keep`, or returned to be given back (dropped) by the caller.
     #[cold]
-    fn settle(&self, index: usize, keep: Option<&mut Option<P>>) {
+    #[must_use]
+    fn settle(&self, index: usize, keep: Option<&mut Option<P>>) -> Option<P> {
         let permit = {
             let mut ledger = lock(&self.ledger);
             match ledger.from {
@@ -416,8 +433,11 @@ impl<T, P> Ring<T, P> {
             }
         };
         match keep {
-            Some(keep) => *keep = permit,
-            None => drop(permit),
+            Some(keep) => {
+                *keep = permit;
+                None
+            }
+            None => permit,
         }
     }
 
