@@ -191,7 +191,7 @@ impl<T, P> Ring<T, P> {
         &self.door
     }
 
-    /// Whether the mailbox is still on the single lane (a hint: [`Ring::try_push`] decides
+    /// Whether the mailbox is still on the single lane (a hint: [`Ring::try_push_with`] decides
     /// under the token).
     #[inline]
     pub(crate) fn is_single(&self) -> bool {
