@@ -33,8 +33,8 @@ pub enum SmallPayload {
 /// Aligned to 8 (the value is 72 bytes, a [`SmallPayload`] 80): every move of a message then
 /// copies its variant's tag as a word and the rest in aligned pieces. Byte-aligned, the tag
 /// and the length sat in the first two bytes and each move shuffled the rest as pieces of
-/// 1 to 16 bytes at odd offsets; a round trip through the mailbox took about 5 % longer
-/// (`docs/results/2026-12-06-mailbox-closing-and-send-path.md`, "Fewer moves").
+/// 1 to 16 bytes at odd offsets; a round trip through the mailbox took about 7 % longer
+/// (`docs/results/2026-12-06-mailbox-closing-and-send-path.md`, "Fewer moves, and the harness").
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(align(8))]
 pub struct InlineBytes {

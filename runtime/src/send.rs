@@ -7,7 +7,7 @@
 //! As an `async fn`, `send` moved it more: its argument into the generator, into a local held
 //! across the cooperative-budget wait, into the lane's arguments, back out of a refusal; each
 //! move of a message a few cache lines long is a dozen instructions or more
-//! (`docs/results/2026-12-06-mailbox-closing-and-send-path.md`, "Fewer moves").
+//! (`docs/results/2026-12-06-mailbox-closing-and-send-path.md`, "Fewer moves, and the harness").
 //!
 //! Only the path that waits (the shared lane's `send_shared`, in [`crate::mailbox`]) is an
 //! `async fn`; the future starts it, with the message, when the fast path cannot finish.

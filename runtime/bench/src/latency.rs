@@ -100,7 +100,7 @@ fn run(
 /// `AsyncFnMut` closure, as it was, each message moved into the closure's future and the
 /// received one out of it, inside the timed region: about a quarter of the mailbox's figure
 /// on this VM kind, on every Rust row alike
-/// (`docs/results/2026-12-06-mailbox-closing-and-send-path.md`, "The harness").
+/// (`docs/results/2026-12-06-mailbox-closing-and-send-path.md`, "Fewer moves, and the harness").
 ///
 /// One loop, never inlined, for every mode (`--untimed`, the warm-up, a whole run, each
 /// lockstep batch), as `agent_send_contended` has: PGO lays code out by the counts of the
