@@ -55,7 +55,7 @@
 //! # The single-sender lane
 //! A mailbox starts on its **single-sender lane**: while it has one [`MailboxSender`] (no
 //! clone was ever made), that sender's messages go through a lock-free single-producer ring
-//! of `capacity` slots instead of tokio's multi-producer channel (a send takes and gives
+//! (of `capacity + 1` slots, rounded up to a power of two) instead of tokio's multi-producer channel (a send takes and gives
 //! back the ring's token, two read-modify-writes of one word, and publishes with a store
 //! between them; a receive frees its slot with a store and a fence). The mailbox leaves the lane for good,
 //! to the **shared lane** (tokio's bounded mpsc channel), on the first of:
@@ -138,21 +138,24 @@
 
 mod agent;
 mod door;
+mod envelope;
 mod error;
 mod mailbox;
 mod payload;
 mod pool;
+mod receiver;
 mod ring;
 mod send;
 mod sync;
 
 pub use agent::{AgentHandle, AgentReport, spawn_agent};
 pub use error::SendError;
-pub use mailbox::{Mailbox, MailboxReceiver, MailboxSender, Policy, TryRecvError};
+pub use mailbox::{Mailbox, MailboxSender, Policy};
 pub use payload::{ByteSize, INLINE_CAPACITY, InlineBytes, SmallPayload};
 #[doc(hidden)]
 pub use pool::Admission;
 pub use pool::PoolStats;
+pub use receiver::{MailboxReceiver, TryRecvError};
 #[cfg(mty_loom)]
 #[doc(hidden)]
 pub use sync::set_loom_patience;

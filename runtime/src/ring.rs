@@ -156,7 +156,7 @@ impl<T, P> Ring<T, P> {
     fn new(capacity: usize, single: bool) -> Self {
         let (slots, lane) = if single && capacity <= RING_MAX {
             // One slot more than the capacity: a pop frees its index before it reads its
-            // slot (`Ring::pop`).
+            // slot (`Ring::pop`). For a power-of-two capacity that doubles the ring.
             ((capacity + 1).next_power_of_two(), SINGLE)
         } else {
             (0, SHARED)
@@ -216,7 +216,9 @@ impl<T, P> Ring<T, P> {
     /// Pushes the value `value` makes on the single lane, or says why not. `value` is called
     /// only when the push succeeds, under the token, right before its slot is written: the
     /// caller's message moves once, from where it is into the slot, and nothing hands it back
-    /// on a refusal (a refused value is never made).
+    /// on a refusal (a refused value is never made). `value` must not panic: it runs holding
+    /// the token, which nothing would give back (the mailbox's only moves a message and a
+    /// frame into an envelope).
     #[inline]
     pub(crate) fn try_push_with(&self, value: impl FnOnce() -> T) -> Push {
         if self.state.fetch_or(TOKEN, Ordering::Acquire) & TOKEN != 0 {
@@ -387,11 +389,9 @@ impl<T, P> Ring<T, P> {
         if head == self.tail.load(Ordering::Acquire) {
             return None;
         }
-        // The index freed first, the slot read after: the ring has a slot more than its
-        // capacity (`Ring::new`), so no push writes this slot again until the next pop's
-        // store of `head`, which comes after this read. Read first, the value was copied out
-        // before the store and copied again into the result; read after, it goes straight to
-        // where the caller takes it (`crate::send` says why moves matter).
+        // The index freed first, the slot read after (straight into the result, not through
+        // a copy made before the store): with a spare slot (`Ring::new`), no push writes this
+        // one again before the next pop's store of `head`, which comes after this read.
         self.head.store(head.wrapping_add(1), Ordering::Release);
         // Pairs with the fence in `switch_slow` (the module docs, "the switch"). A locked
         // read-modify-write of the ring's state word in its place measured no faster, and one
