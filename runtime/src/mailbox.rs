@@ -339,20 +339,20 @@ impl<M: ByteSize> SendNow<M> for MailboxSender<M> {
         if self.ring.is_single() {
             // Spends the task's cooperative budget as the shared lane's `reserve` does.
             let coop = ready!(tokio::task::coop::poll_proceed(cx));
-            let refused = match self.send_single(msg, size) {
+            match self.send_single(msg, size) {
                 Single::Sent => {
                     coop.made_progress();
                     return Poll::Ready(Step::Done(Ok(())));
                 }
-                Single::Closed => SendError::Closed(msg.take()),
-                Single::Oversize => self.oversize(msg.take(), size),
-                // Waiting (for a slot or for bytes) is the shared lane's.
-                Single::Full | Single::Elsewhere => {
-                    self.switch();
-                    return Poll::Ready(Step::Wait(size));
+                Single::Closed => {
+                    return Poll::Ready(Step::Done(Err(SendError::Closed(msg.take()))));
                 }
-            };
-            return Poll::Ready(Step::Done(Err(refused)));
+                Single::Oversize => {
+                    return Poll::Ready(Step::Done(Err(self.oversize(msg.take(), size))));
+                }
+                // Waiting (for a slot or for bytes) is the shared lane's.
+                Single::Full | Single::Elsewhere => {}
+            }
         }
         self.switch();
         Poll::Ready(Step::Wait(size))

@@ -52,15 +52,10 @@ pub fn tokio_mpsc(args: &Args) -> LatencyReport {
     }
 }
 
-/// A workload's loop ([`round_trips!`]) for the modes [`run`] drives.
-type Trips<'a> =
-    dyn FnMut(&tokio::runtime::Runtime, &[u8], Duration, u64, Option<&mut Vec<u64>>) + 'a;
-
 fn run(
     args: &Args,
     mut trips: impl FnMut(&tokio::runtime::Runtime, &[u8], Duration, u64, Option<&mut Vec<u64>>),
 ) -> LatencyReport {
-    let trips: &mut Trips<'_> = &mut trips;
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a current-thread tokio runtime");
